@@ -1,0 +1,112 @@
+"""`ReinforceAdaConfig`: TRL's `GRPOConfig` plus the adaptive-sampling fields."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from trl import GRPOConfig
+
+from .advantages import ADVANTAGE_BASELINES
+from .sampling import exit_rule_names, get_exit_rule, validate_sampling
+
+__all__ = ["ReinforceAdaConfig"]
+
+
+@dataclass
+class ReinforceAdaConfig(GRPOConfig):
+    r"""
+    Configuration class for [`ReinforceAdaTrainer`]: every field of TRL's [`~trl.GRPOConfig`] plus the fields below.
+
+    Defaults that differ from `GRPOConfig` reproduce the paper's runs: `num_generations=4`, `scale_rewards="none"`,
+    `loss_type="dapo"`, `epsilon=0.2`, `epsilon_high=0.28`, `beta=0.0`.
+
+    Parameters:
+        > Parameters that control adaptive sampling (Reinforce-Ada, arXiv 2510.04996)
+
+        exit_rule (`str`, *optional*, defaults to `"balance"`):
+            When a prompt stops sampling. `"balance"`: its pool holds at least ⌊n/2⌋ positives and n − ⌊n/2⌋
+            negatives. `"pos"`: at least one positive. `"none"`: plain GRPO sampling (one round of exactly
+            `num_generations` per prompt) through the same code path, for ablations. Rules registered with
+            `trl_ada.register_exit_rule` are accepted by name.
+        samples_per_round (`int`, *optional*, defaults to `8`):
+            M: completions drawn for every still-active prompt in each round (one batched generation call per round).
+        max_rounds (`int`, *optional*, defaults to `4`):
+            N: the round cap. A prompt draws at most `samples_per_round * max_rounds` completions per step.
+        positive_threshold (`float`, *optional*, defaults to `0.7`):
+            A completion is positive when its weighted reward is strictly greater than this value.
+        advantage_baseline (`str`, *optional*, defaults to `"pool"`):
+            `"pool"`: A = r − mean of every reward drawn for the prompt in this step (the paper's estimator).
+            `"group"`: A = r − mean of the kept `num_generations` rewards (GRPO's baseline). With
+            `scale_rewards="group"` the matching std (pool or group) divides the advantage.
+    """
+
+    exit_rule: str = field(
+        default="balance",
+        metadata={
+            "help": "When a prompt stops sampling: 'balance' (at least n/2 positives and n/2 negatives in its pool), "
+            "'pos' (at least one positive), or 'none' (plain GRPO sampling through the same code path)."
+        },
+    )
+    samples_per_round: int = field(
+        default=8,
+        metadata={"help": "M: completions drawn for every active prompt in each round."},
+    )
+    max_rounds: int = field(
+        default=4,
+        metadata={"help": "N: the round cap; a prompt draws at most samples_per_round * max_rounds completions."},
+    )
+    positive_threshold: float = field(
+        default=0.7,
+        metadata={"help": "A completion is positive when its weighted reward is strictly greater than this value."},
+    )
+    advantage_baseline: str = field(
+        default="pool",
+        metadata={
+            "help": "'pool': advantage = reward - mean of every reward drawn for the prompt this step (the paper's). "
+            "'group': reward - mean of the kept num_generations (GRPO's)."
+        },
+    )
+
+    # Paper defaults where TRL's differ
+    num_generations: int | None = field(
+        default=4,
+        metadata={"help": "n: the fixed group size that reaches the loss (completions kept per prompt)."},
+    )
+    scale_rewards: str = field(
+        default="none",
+        metadata={
+            "help": "'none' (paper): advantages are not divided by a std. 'group': divided by the std of the "
+            "advantage baseline's set (pool or group). 'batch': divided by the std of all kept rewards."
+        },
+    )
+    loss_type: str = field(default="dapo", metadata={"help": "TRL's loss formulation; the paper uses 'dapo'."})
+    epsilon: float = field(default=0.2, metadata={"help": "Lower clipping epsilon."})
+    epsilon_high: float | None = field(default=0.28, metadata={"help": "Upper clipping epsilon (clip-higher)."})
+    beta: float = field(default=0.0, metadata={"help": "KL coefficient; the paper uses no KL (0.0)."})
+
+    def __post_init__(self) -> None:
+        self._validate_adaptive_sampling()
+        super().__post_init__()
+
+    @property
+    def is_adaptive(self) -> bool:
+        """True unless `exit_rule="none"` (plain GRPO sampling)."""
+        return self.exit_rule != "none"
+
+    def _validate_adaptive_sampling(self) -> None:
+        if self.exit_rule not in exit_rule_names():
+            get_exit_rule(self.exit_rule)  # raises a ValueError listing the valid names
+        if self.advantage_baseline not in ADVANTAGE_BASELINES:
+            raise ValueError(
+                f"advantage_baseline={self.advantage_baseline!r} is not supported; choose one of "
+                f"{list(ADVANTAGE_BASELINES)}."
+            )
+        validate_sampling(self.num_generations, self.samples_per_round, self.max_rounds, self.positive_threshold)
+        if self.multi_objective_aggregation != "sum_then_normalize":
+            raise ValueError(
+                f"multi_objective_aggregation={self.multi_objective_aggregation!r} is not supported by "
+                "ReinforceAdaTrainer: exits and pool baselines need one scalar reward per completion. Use "
+                "multi_objective_aggregation='sum_then_normalize' (weighted sum of the reward functions)."
+            )
+        if self.scale_rewards not in ("none", "group", "batch", True, False):
+            raise ValueError(f"scale_rewards={self.scale_rewards!r}: choose one of ['none', 'group', 'batch'].")
