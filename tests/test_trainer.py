@@ -1,0 +1,325 @@
+"""ReinforceAdaTrainer on a tiny offline model: the rounds, the scoring, the advantages and TRL's features."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import pytest
+import torch
+from datasets import Dataset
+
+from trl_ada import ReinforceAdaConfig, ReinforceAdaTrainer
+
+pytestmark = pytest.mark.xdist_group("trainer")
+
+PROMPTS = {"always right": 1, "always wrong": 0, "alternating": None, "one in four": None}
+
+
+def _text(message) -> str:
+    return message if isinstance(message, str) else message[-1]["content"]
+
+
+class ScriptedReward:
+    """Rewards by prompt: always 1, always 0, 1/0/1/0..., or 1/0/0/0/1... per prompt; counts every completion scored."""
+
+    __name__ = "scripted"
+
+    def __init__(self):
+        self.scored = Counter()
+
+    def __call__(self, prompts, completions, **kwargs):
+        rewards = []
+        for prompt in prompts:
+            key = _text(prompt)
+            k = self.scored[key]
+            self.scored[key] += 1
+            rewards.append(
+                {
+                    "always right": 1.0,
+                    "always wrong": 0.0,
+                    "alternating": float(k % 2 == 0),
+                    "one in four": float(k % 4 == 0),
+                }[key]
+            )
+        return rewards
+
+
+def _dataset(repeats: int = 1) -> Dataset:
+    keys = list(PROMPTS) * repeats
+    return Dataset.from_dict({"prompt": [[{"role": "user", "content": k}] for k in keys], "answer": ["a"] * len(keys)})
+
+
+def _config(tmp_path, **overrides) -> ReinforceAdaConfig:
+    fields = dict(
+        output_dir=str(tmp_path / "out"),
+        num_generations=4,
+        samples_per_round=4,
+        max_rounds=3,
+        per_device_train_batch_size=16,  # 4 distinct prompts per step
+        max_completion_length=4,
+        max_steps=1,
+        learning_rate=1e-2,
+        logging_steps=1,
+        report_to="none",
+        use_cpu=True,
+        save_strategy="no",
+        seed=0,
+    )
+    fields.update(overrides)
+    return ReinforceAdaConfig(**fields)
+
+
+class LossSpy:
+    """Wraps `_compute_loss` to record, per prompt text, the advantages and completions that reach the loss."""
+
+    def __init__(self, trainer: ReinforceAdaTrainer):
+        self.trainer = trainer
+        self.advantages = defaultdict(list)
+        self.batch_sizes = []
+        self.inputs = []
+        original = trainer._compute_loss
+
+        def spy(model, inputs):
+            self.inputs.append(inputs)
+            self.batch_sizes.append(inputs["completion_ids"].shape[0])
+            tokenizer = trainer.processing_class
+            for ids, mask, advantage in zip(inputs["prompt_ids"], inputs["prompt_mask"], inputs["advantages"]):
+                text = tokenizer.decode(ids[mask.bool()])
+                key = next(k for k in PROMPTS if k in text)
+                self.advantages[key].append(round(float(advantage), 6))
+            return original(model, inputs)
+
+        trainer._compute_loss = spy
+
+
+def _train(tiny_model_dir, tmp_path, reward=None, dataset=None, **overrides):
+    reward = reward or ScriptedReward()
+    trainer = ReinforceAdaTrainer(
+        model=tiny_model_dir,
+        reward_funcs=[reward],
+        args=_config(tmp_path, **overrides),
+        train_dataset=dataset or _dataset(),
+    )
+    spy = LossSpy(trainer)
+    before = {name: p.detach().clone() for name, p in trainer.model.named_parameters() if p.requires_grad}
+    trainer.train()
+    changed = any(
+        not torch.equal(before[name], p) for name, p in trainer.model.named_parameters() if name in before
+    )
+    return trainer, reward, spy, changed
+
+
+def _metric(trainer, name):
+    return [h[name] for h in trainer.state.log_history if name in h]
+
+
+@pytest.mark.parametrize("rule", ["balance", "pos", "none"])
+def test_train_runs_changes_parameters_and_feeds_exactly_n_per_prompt(tiny_model_dir, tmp_path, rule):
+    trainer, _, spy, changed = _train(tiny_model_dir, tmp_path, exit_rule=rule, max_steps=2)
+    assert changed
+    assert spy.batch_sizes == [16, 16]  # 4 prompts x n=4 per step, whatever was drawn
+    assert _metric(trainer, "reinforce_ada/samples_per_prompt")
+
+
+def test_balance_scores_each_completion_once_and_uses_pool_advantages(tiny_model_dir, tmp_path):
+    trainer, reward, spy, _ = _train(tiny_model_dir, tmp_path, exit_rule="balance")
+    # right/wrong never balance: N x M each; alternating balances in round 1: M; one-in-four needs a second round.
+    assert reward.scored == {"always right": 12, "always wrong": 12, "alternating": 4, "one in four": 8}
+    assert trainer.state.log_history[0]["reinforce_ada/samples"] == 36
+    # pool baseline: alternating pool [1,0,1,0] -> ±0.5; one-in-four pool of 8 with 2 right, kept 2+2 -> .75/-.25
+    assert sorted(spy.advantages["alternating"]) == [-0.5, -0.5, 0.5, 0.5]
+    assert sorted(spy.advantages["one in four"]) == [-0.25, -0.25, 0.75, 0.75]
+    assert spy.advantages["always right"] == [0.0] * 4
+    assert spy.advantages["always wrong"] == [0.0] * 4
+    log = trainer.state.log_history[0]
+    assert log["reinforce_ada/rounds"] == 3
+    assert log["reinforce_ada/exit_fraction/round_1"] == 0.25
+    assert log["reinforce_ada/exit_fraction/round_2"] == 0.25
+    assert log["reinforce_ada/unresolved_all_positive_fraction"] == 0.25
+    assert log["reinforce_ada/unresolved_all_negative_fraction"] == 0.25
+    # first-round reward: (4 + 0 + 2 + 1) / 16
+    assert log["reinforce_ada/first_round_reward"] == pytest.approx(7 / 16)
+
+
+def test_group_baseline_matches_grpo(tiny_model_dir, tmp_path):
+    _, _, spy, _ = _train(tiny_model_dir, tmp_path, exit_rule="balance", advantage_baseline="group")
+    assert sorted(spy.advantages["one in four"]) == [-0.5, -0.5, 0.5, 0.5]
+
+
+def test_pos_exits_on_first_positive(tiny_model_dir, tmp_path):
+    trainer, reward, _, _ = _train(tiny_model_dir, tmp_path, exit_rule="pos")
+    # every prompt but "always wrong" has a positive in round 1
+    assert reward.scored == {"always right": 4, "always wrong": 12, "alternating": 4, "one in four": 4}
+    assert trainer.state.log_history[0]["reinforce_ada/exit_fraction/round_1"] == 0.75
+
+
+def test_none_draws_exactly_n(tiny_model_dir, tmp_path):
+    trainer, reward, _, _ = _train(tiny_model_dir, tmp_path, exit_rule="none", samples_per_round=8, max_rounds=4)
+    assert reward.scored == {key: 4 for key in PROMPTS}
+    assert trainer.state.log_history[0]["reinforce_ada/rounds"] == 1
+
+
+def test_extra_dataset_columns_reach_reward_functions_in_every_round(tiny_model_dir, tmp_path):
+    seen = []
+
+    def reward(completions, answer, difficulty, **kwargs):
+        seen.append(list(difficulty))
+        return [0.0] * len(completions)
+
+    dataset = _dataset().add_column("difficulty", ["easy", "hard", "mid", "mid"])
+    _train(tiny_model_dir, tmp_path, reward=reward, dataset=dataset)
+    assert len(seen) == 3  # one call per round, all prompts unresolved
+    assert all(set(batch) <= {"easy", "hard", "mid"} and len(batch) == 16 for batch in seen)
+
+
+def test_reward_function_returning_none_has_no_opinion(tiny_model_dir, tmp_path):
+    scripted = ScriptedReward()
+
+    def abstains(prompts, completions, **kwargs):
+        return [None] * len(completions)
+
+    trainer = ReinforceAdaTrainer(
+        model=tiny_model_dir, reward_funcs=[scripted, abstains], args=_config(tmp_path), train_dataset=_dataset()
+    )
+    trainer.train()
+    assert scripted.scored == {"always right": 12, "always wrong": 12, "alternating": 4, "one in four": 8}
+
+
+def test_log_completions_table_holds_the_kept_samples(tiny_model_dir, tmp_path):
+    trainer, _, _, _ = _train(tiny_model_dir, tmp_path, log_completions=True)
+    table = list(Path(trainer.args.output_dir, "completions").glob("*.parquet"))
+    assert len(table) == 1
+    import pandas as pd
+
+    frame = pd.read_parquet(table[0])
+    assert len(frame) == 16
+    assert sorted(frame["advantage"].round(6))[:2] == [-0.5, -0.5]
+
+
+def test_evaluation_keeps_plain_grpo_sampling(tiny_model_dir, tmp_path):
+    reward = ScriptedReward()
+    trainer = ReinforceAdaTrainer(
+        model=tiny_model_dir,
+        reward_funcs=[reward],
+        args=_config(tmp_path, per_device_eval_batch_size=16, eval_strategy="no"),
+        train_dataset=_dataset(),
+        eval_dataset=_dataset(),
+    )
+    metrics = trainer.evaluate()
+    assert reward.scored == {key: 4 for key in PROMPTS}
+    assert "eval_reward" in metrics
+    assert not any(key.startswith("eval_reinforce_ada") for key in metrics)
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"num_iterations": 2, "max_steps": 2},
+        {"steps_per_generation": 2, "per_device_train_batch_size": 8, "max_steps": 2},
+        {"gradient_accumulation_steps": 2, "per_device_train_batch_size": 8},
+        {"beta": 0.1},
+    ],
+    ids=["num_iterations", "steps_per_generation", "grad_accum", "beta"],
+)
+def test_trl_options_keep_working(tiny_model_dir, tmp_path, overrides):
+    trainer, reward, spy, changed = _train(tiny_model_dir, tmp_path, **overrides)
+    assert changed
+    assert sum(spy.batch_sizes) % 16 == 0
+    micro_steps = trainer.state.global_step * trainer.args.gradient_accumulation_steps
+    generations = micro_steps // (trainer.args.steps_per_generation * trainer.args.num_iterations)
+    assert reward.scored["alternating"] == 4 * generations  # the alternating prompt exits in round 1 every time
+
+
+def test_lora_trains_only_the_adapter(tiny_model_dir, tmp_path):
+    from peft import LoraConfig
+
+    trainer = ReinforceAdaTrainer(
+        model=tiny_model_dir,
+        reward_funcs=[ScriptedReward()],
+        args=_config(tmp_path),
+        train_dataset=_dataset(),
+        peft_config=LoraConfig(r=4, lora_alpha=8, target_modules="all-linear", task_type="CAUSAL_LM"),
+    )
+    before = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
+    trainer.train()
+    changed = {n for n, p in trainer.model.named_parameters() if not torch.equal(before[n], p)}
+    assert changed and all("lora_" in n for n in changed)
+
+
+def test_checkpoint_resume_and_model_card(tiny_model_dir, tmp_path):
+    args = dict(max_steps=2, save_strategy="steps", save_steps=1, per_device_train_batch_size=8)
+    trainer, _, _, _ = _train(tiny_model_dir, tmp_path, dataset=_dataset(4), **args)
+    checkpoint = Path(trainer.args.output_dir, "checkpoint-1")
+    for name in ("model.safetensors", "optimizer.pt", "scheduler.pt", "trainer_state.json", "rng_state.pth"):
+        assert (checkpoint / name).exists(), name
+    card = Path(trainer.args.output_dir, "README.md").read_text()
+    assert "Reinforce-Ada" in card and "2510.04996" in card and "reinforce-ada" in card
+    first_run = [h["reinforce_ada/samples"] for h in trainer.state.log_history if "reinforce_ada/samples" in h]
+
+    resumed = ReinforceAdaTrainer(
+        model=tiny_model_dir,
+        reward_funcs=[ScriptedReward()],
+        args=_config(tmp_path, **args),
+        train_dataset=_dataset(4),
+    )
+    spy = LossSpy(resumed)
+    resumed.train(resume_from_checkpoint=str(checkpoint))
+    assert resumed.state.global_step == 2
+    assert len(spy.batch_sizes) == 1  # only step 2 ran
+    state = json.loads((Path(trainer.args.output_dir) / "checkpoint-2" / "trainer_state.json").read_text())
+    assert state["global_step"] == 2
+    resumed_samples = [h["reinforce_ada/samples"] for h in resumed.state.log_history if "reinforce_ada/samples" in h]
+    assert resumed_samples[-1] == first_run[-1]  # same data order: step 2 sees the same prompts
+
+
+@pytest.mark.parametrize(
+    ("overrides", "match"),
+    [
+        ({"samples_per_round": 1, "max_rounds": 3}, "samples_per_round \\* max_rounds"),
+        ({"num_generations": 1}, "num_generations=1"),
+        ({"exit_rule": "balanced"}, "exit_rule='balanced'.*'balance'"),
+        ({"samples_per_round": 0}, "samples_per_round=0"),
+        ({"max_rounds": 0}, "max_rounds=0"),
+        ({"positive_threshold": float("nan")}, "positive_threshold=nan"),
+        ({"advantage_baseline": "batch"}, "advantage_baseline='batch'"),
+        ({"multi_objective_aggregation": "normalize_then_sum"}, "multi_objective_aggregation"),
+    ],
+)
+def test_bad_config_names_the_field(tmp_path, overrides, match):
+    with pytest.raises(ValueError, match=match):
+        _config(tmp_path, **overrides)
+
+
+@pytest.mark.parametrize("option", ["tools", "rollout_func", "environment_factory"])
+def test_multi_turn_options_need_exit_rule_none(tiny_model_dir, tmp_path, option):
+    def tool(x: int) -> int:
+        """Identity.
+
+        Args:
+            x: a number
+        """
+        return x
+
+    value = {"tools": [tool], "rollout_func": lambda prompts, trainer: {}, "environment_factory": object}[option]
+    with pytest.raises(NotImplementedError, match=f"{option} is not supported with adaptive sampling"):
+        ReinforceAdaTrainer(
+            model=tiny_model_dir,
+            reward_funcs=[ScriptedReward()],
+            args=_config(tmp_path),
+            train_dataset=_dataset(),
+            **{option: value},
+        )
+
+
+def test_grpo_config_is_rejected_with_the_fix(tiny_model_dir, tmp_path):
+    from trl import GRPOConfig
+
+    with pytest.raises(TypeError, match="ReinforceAdaConfig"):
+        ReinforceAdaTrainer(
+            model=tiny_model_dir,
+            reward_funcs=[ScriptedReward()],
+            args=GRPOConfig(output_dir=str(tmp_path), num_generations=4, report_to="none", use_cpu=True),
+            train_dataset=_dataset(),
+        )
