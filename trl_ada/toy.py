@@ -2,32 +2,50 @@
 
 Everything here runs fully offline on a CPU in seconds:
 
-* :func:`build_tiny_model` trains a small byte-level BPE tokenizer on generated sentences and saves it together with
-  a randomly initialised two-layer ``Qwen2ForCausalLM``.
-* :func:`make_toy_dataset` / :func:`toy_reward` define the "say a character" task: each prompt asks the model to write
-  one target character (a letter or a digit) and the reward is 1 when the completion contains it.
+* :func:`build_tiny_model` trains a small byte-level BPE tokenizer (ChatML special tokens and chat template) on
+  generated sentences and saves it with a randomly initialised two-layer ``Qwen2ForCausalLM``.
+* :func:`make_toy_dataset` / :func:`toy_reward` define the "write letter X k times" task.
+* :func:`estimate_pass_rates` measures per-prompt pass rates by sampling, the way GRPO sees them.
 
-Why this task works for adaptive sampling: a freshly initialised model samples tokens almost uniformly, so the chance
-that a completion contains a character is governed by how many vocabulary tokens contain it. Frequent letters of the
-tokenizer corpus (``e``, ``a``, ``t``...) live in many merged tokens and start with pass rates around 0.3-0.6, while
-rare letters and digits only exist as single byte tokens and start near zero, giving many all-wrong GRPO groups.
+The task (see :func:`toy_task_prompts`): each prompt asks for a target letter (``e``, ``a`` or ``o``) at least ``k``
+times (k = 1..5), e.g. ``"Say a 3 times"``; the reward is 1.0 when the completion contains the letter at least k
+times. A freshly initialised model samples tokens almost uniformly, so a completion's letter count depends on how many
+vocabulary tokens contain that letter (``e`` is the most frequent letter of the tokenizer corpus, ``o`` the least of
+the three) and on k. With the defaults (``TOY_MAX_COMPLETION_LENGTH`` = 12 new tokens, temperature 1) the initial
+pass rates range from ~0.9 (``e``, k=1) through mid values (``a``/``o`` with k=1, ``e`` with k=2..3) to ~0 (k >= 3
+for ``a``/``o``): about 40% of the prompts start below 0.05, so GRPO groups of 4 are often all wrong. GRPO raises
+the mean reward from ~0.25 to ~0.7 within 40 steps at ``TOY_LEARNING_RATE`` with a constant schedule.
+
+Tiny models run much faster with one CPU thread (see :func:`configure_torch_threads`): on a busy 2-core machine a
+GRPO step drops from ~2 s to ~0.1 s.
 """
 
 from __future__ import annotations
 
+import itertools
 import random
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 from datasets import Dataset
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-from transformers import GenerationConfig, PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+from transformers import (
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    GenerationConfig,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+    PreTrainedTokenizerFast,
+    Qwen2Config,
+    Qwen2ForCausalLM,
+)
 
 BOS_TOKEN = "<|im_start|>"
 EOS_TOKEN = "<|im_end|>"
 PAD_TOKEN = "<|endoftext|>"
-SPECIAL_TOKENS = [PAD_TOKEN, BOS_TOKEN, EOS_TOKEN]
+SPECIAL_TOKENS = (PAD_TOKEN, BOS_TOKEN, EOS_TOKEN)
 
 CHAT_TEMPLATE = (
     "{% for message in messages %}"
@@ -36,71 +54,112 @@ CHAT_TEMPLATE = (
     "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
 )
 
-TOY_VOCAB_SIZE = 512
-TOY_MAX_COMPLETION_LENGTH = 12
-TOY_LEARNING_RATE = 3e-3
-TOY_NUM_GENERATIONS = 4
-TOY_TEMPERATURE = 1.0
-
-LETTERS = "abcdefghijklmnopqrstuvwxyz"
-DIGITS = "0123456789"
-TOY_TARGETS = LETTERS + DIGITS
-PROMPT_TEMPLATES = (
-    "Say the character {target}",
-    "Please write {target}",
-    "Write the symbol {target} once",
-    "Repeat after me: {target}",
+# Qwen2's pre-tokenization regex: ``AutoTokenizer`` loads the tokenizer of a ``qwen2`` checkpoint as
+# ``Qwen2Tokenizer``, which rebuilds this pipeline, so training with it keeps the reloaded tokenizer identical.
+_PRETOKENIZE_REGEX = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
 )
 
-# Word lists for the tokenizer corpus. Letter frequencies in these words decide how many merged tokens contain
-# each character, hence the initial pass rate of each target under a random model.
-_CORPUS_WORDS = (
+# Recommended settings for the toy task (measured on a 2-core CPU, see the module docstring).
+TOY_VOCAB_SIZE = 384
+TOY_MAX_COMPLETION_LENGTH = 12
+TOY_NUM_GENERATIONS = 4
+TOY_BATCH_SIZE = 16
+TOY_LEARNING_RATE = 5e-3
+TOY_LR_SCHEDULER_TYPE = "constant"
+TOY_TEMPERATURE = 1.0
+TOY_MAX_STEPS = 40
+TOY_TORCH_THREADS = 1
+
+TOY_TARGETS = "eao"
+TOY_COUNTS = (1, 2, 3, 4, 5)
+PROMPT_TEMPLATES = (
+    "Write the letter {target} {count} times",
+    "Say {target} {count} times",
+    "Please repeat {target} {count} times",
+    "Type {count} copies of {target}",
+)
+
+# Words for the tokenizer corpus. Their letter frequencies decide how many merged tokens contain each letter, hence
+# the initial pass rates under a random model.
+_CORPUS_TEXT = (
     "the a an and to of in is it on at as be we he she they this that there these those then than "
     "say said write wrote please repeat after me once again character symbol letter digit number word "
     "answer question model reward sample token text short long simple easy hard right wrong good best "
     "see seen tree three street sea tea eat rate late state test rest set net ten seen need feed "
     "one two four five six seven eight nine zero red green blue light night sight right height "
     "cat dog bird fish horse mouse house tent rain train stone tone note not hot hat ant"
-).split()
+)
+_CORPUS_SEED = 0
+_CORPUS_SENTENCES = 400
+
+
+def configure_torch_threads(num_threads: int = TOY_TORCH_THREADS) -> None:
+    """Limit torch's intra-op CPU threads; one thread is fastest for the tiny model."""
+    torch.set_num_threads(num_threads)
+
+
+def toy_grpo_kwargs(**overrides: Any) -> dict[str, Any]:
+    """Recommended ``GRPOConfig`` keyword arguments for the toy task on CPU, updated with ``overrides``."""
+    kwargs: dict[str, Any] = {
+        "num_generations": TOY_NUM_GENERATIONS,
+        "per_device_train_batch_size": TOY_BATCH_SIZE,
+        "max_completion_length": TOY_MAX_COMPLETION_LENGTH,
+        "learning_rate": TOY_LEARNING_RATE,
+        "lr_scheduler_type": TOY_LR_SCHEDULER_TYPE,
+        "temperature": TOY_TEMPERATURE,
+        "max_steps": TOY_MAX_STEPS,
+        "beta": 0.0,
+        "use_cpu": True,
+        "report_to": "none",
+    }
+    return {**kwargs, **overrides}
+
+
+# ---------------------------------------------------------------------------------------------------- model
 
 
 def _corpus_sentences(num_sentences: int, seed: int) -> list[str]:
-    """Generate deterministic pseudo-English sentences, plus every prompt of the toy task."""
+    """Deterministic pseudo-English sentences plus every prompt of the toy task."""
     rng = random.Random(seed)
+    words = _CORPUS_TEXT.split()
     sentences = [
-        " ".join(rng.choice(_CORPUS_WORDS) for _ in range(rng.randint(4, 12))).capitalize() + "."
-        for _ in range(num_sentences)
+        " ".join(rng.choice(words) for _ in range(rng.randint(4, 12))).capitalize() + "." for _ in range(num_sentences)
     ]
-    sentences += [template.format(target=t) for template in PROMPT_TEMPLATES for t in TOY_TARGETS]
-    sentences += ["user", "assistant", "system"]
-    return sentences
+    return [*sentences, *toy_task_prompts(), "user", "assistant", "system"]
 
 
-def build_tokenizer(vocab_size: int = TOY_VOCAB_SIZE, seed: int = 0) -> PreTrainedTokenizerFast:
-    """Train a byte-level BPE tokenizer with ChatML special tokens and chat template."""
+def build_tokenizer(vocab_size: int = TOY_VOCAB_SIZE) -> PreTrainedTokenizerFast:
+    """Train a byte-level BPE tokenizer with ChatML special tokens and chat template (deterministic, offline)."""
     tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.normalizer = normalizers.NFC()
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(_PRETOKENIZE_REGEX), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
     tokenizer.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
-        special_tokens=SPECIAL_TOKENS,
+        special_tokens=list(SPECIAL_TOKENS),
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
-    tokenizer.train_from_iterator(_corpus_sentences(400, seed), trainer=trainer)
+    tokenizer.train_from_iterator(_corpus_sentences(_CORPUS_SENTENCES, _CORPUS_SEED), trainer=trainer)
     return PreTrainedTokenizerFast(
         tokenizer_object=tokenizer,
-        bos_token=None,
         eos_token=EOS_TOKEN,
         pad_token=PAD_TOKEN,
-        unk_token=None,
         chat_template=CHAT_TEMPLATE,
         model_max_length=512,
     )
 
 
-def _model_config(tokenizer: PreTrainedTokenizerFast, hidden_size: int, num_layers: int) -> Qwen2Config:
-    """Small Qwen2 configuration matching ``tokenizer``."""
+def _model_config(tokenizer: PreTrainedTokenizerBase, hidden_size: int, num_layers: int) -> Qwen2Config:
+    """Small Qwen2 configuration matching ``tokenizer`` (4 heads, 2 key-value heads, tied embeddings)."""
+    if hidden_size % 4:
+        raise ValueError(f"hidden_size must be a multiple of 4, got {hidden_size}")
     return Qwen2Config(
         vocab_size=len(tokenizer),
         hidden_size=hidden_size,
@@ -124,64 +183,107 @@ def build_tiny_model(
     seed: int = 0,
     vocab_size: int = TOY_VOCAB_SIZE,
 ) -> Path:
-    """Build and save a random tiny ``Qwen2ForCausalLM`` with its tokenizer; return the directory.
+    """Build and save a random tiny ``Qwen2ForCausalLM`` with its tokenizer; return ``output_dir``.
 
-    Deterministic for a given ``seed``; needs no network access.
+    Offline and deterministic: the tokenizer depends only on ``vocab_size``, the weights on ``seed`` too.
+    The directory loads back with ``AutoModelForCausalLM`` / ``AutoTokenizer``.
     """
     output_dir = Path(output_dir)
-    tokenizer = build_tokenizer(vocab_size=vocab_size, seed=seed)
+    tokenizer = build_tokenizer(vocab_size)
     config = _model_config(tokenizer, hidden_size, num_layers)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = Qwen2ForCausalLM(config)
     model.generation_config = GenerationConfig(
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-        do_sample=True,
-        temperature=1.0,
+        eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, do_sample=True, temperature=1.0
     )
     model.save_pretrained(output_dir)
     tokenizer.save_pretrained(output_dir)
     return output_dir
 
 
-def toy_prompt(target: str, template: str = PROMPT_TEMPLATES[0]) -> str:
-    """The user message asking for ``target``."""
-    return template.format(target=target)
+# ---------------------------------------------------------------------------------------------------- task
 
 
-def make_toy_dataset(num_prompts: int, seed: int = 0, conversational: bool = True) -> Dataset:
-    """Dataset of "say a character" prompts.
+def toy_prompt(target: str, count: int, template: str = PROMPT_TEMPLATES[0]) -> str:
+    """The user message asking for ``count`` copies of ``target``."""
+    return template.format(target=target, count=count)
 
-    Columns: ``prompt`` (a one-message user conversation, or a plain string when ``conversational=False``),
-    ``answer`` (the target character) and ``template`` (index into :data:`PROMPT_TEMPLATES`).
-    Targets cycle through a seeded shuffle of :data:`TOY_TARGETS`, so every target appears before any repeats.
+
+def toy_task_prompts(targets: str = TOY_TARGETS, counts: Sequence[int] = TOY_COUNTS) -> list[str]:
+    """Every distinct user message of the task: each template of :data:`PROMPT_TEMPLATES` for each target and count.
+
+    With the defaults: 3 targets x 5 counts x 4 templates = 60 prompts such as ``"Write the letter e 1 times"``,
+    ``"Say a 3 times"``, ``"Please repeat o 5 times"`` or ``"Type 2 copies of e"``.
+    """
+    return [toy_prompt(t, k, template) for template in PROMPT_TEMPLATES for t in targets for k in counts]
+
+
+def _task_cycle(rng: random.Random, targets: str, counts: Sequence[int]) -> list[tuple[str, int, int]]:
+    """One seeded shuffle of every (target, count, template index) combination."""
+    combos = list(itertools.product(targets, counts, range(len(PROMPT_TEMPLATES))))
+    rng.shuffle(combos)
+    return combos
+
+
+def make_toy_dataset(
+    num_prompts: int,
+    seed: int = 0,
+    conversational: bool = True,
+    *,
+    targets: str = TOY_TARGETS,
+    counts: Sequence[int] = TOY_COUNTS,
+) -> Dataset:
+    """Dataset of "write letter X k times" prompts (see :func:`toy_task_prompts`).
+
+    Columns: ``prompt`` (a one-message user conversation, or the plain message when ``conversational=False``),
+    ``answer`` (the target letter), ``min_count`` (k) and ``template`` (index into :data:`PROMPT_TEMPLATES`).
+    Rows cycle through seeded shuffles of all (target, count, template) combinations, so every combination appears
+    once before any repeats. Deterministic for a given ``seed``.
     """
     rng = random.Random(seed)
-    answers: list[str] = []
-    while len(answers) < num_prompts:
-        answers += rng.sample(TOY_TARGETS, len(TOY_TARGETS))
-    answers = answers[:num_prompts]
-    templates = [rng.randrange(len(PROMPT_TEMPLATES)) for _ in answers]
-    texts = [toy_prompt(a, PROMPT_TEMPLATES[t]) for a, t in zip(answers, templates, strict=True)]
-    prompts: list[Any] = [[{"role": "user", "content": t}] for t in texts] if conversational else texts
-    return Dataset.from_dict({"prompt": prompts, "answer": answers, "template": templates})
+    rows: list[tuple[str, int, int]] = []
+    while len(rows) < num_prompts:
+        rows += _task_cycle(rng, targets, counts)
+    rows = rows[:num_prompts]
+    texts = [toy_prompt(t, k, PROMPT_TEMPLATES[i]) for t, k, i in rows]
+    prompts: list[Any] = [[{"role": "user", "content": text}] for text in texts] if conversational else texts
+    return Dataset.from_dict(
+        {
+            "prompt": prompts,
+            "answer": [t for t, _, _ in rows],
+            "min_count": [k for _, k, _ in rows],
+            "template": [i for _, _, i in rows],
+        }
+    )
 
 
 def completion_text(completion: str | list[dict[str, Any]]) -> str:
-    """Text of a plain or conversational completion."""
+    """Text of a plain (string) or conversational (list of messages) completion."""
     if isinstance(completion, str):
         return completion
     return "".join(str(message.get("content") or "") for message in completion)
 
 
-def toy_reward(completions: list[Any], answer: list[str], **kwargs: Any) -> list[float]:
-    """1.0 when the completion contains the target character ``answer``, else 0.0 (TRL reward signature)."""
-    return [float(target in completion_text(c)) for c, target in zip(completions, answer, strict=True)]
+def toy_reward(
+    completions: list[Any], answer: list[str], min_count: list[int] | None = None, **kwargs: Any
+) -> list[float]:
+    """1.0 when a completion contains ``answer`` at least ``min_count`` times (once if not given), else 0.0.
+
+    Follows TRL's reward-function signature; other keyword arguments (``prompts``, ``completion_ids``, dataset
+    columns, ``trainer_state``, ``log_extra``, ``log_metric``...) are ignored.
+    """
+    needed = [1] * len(completions) if min_count is None else min_count
+    return [
+        float(completion_text(c).count(target) >= k) for c, target, k in zip(completions, answer, needed, strict=True)
+    ]
 
 
-def _prompt_texts(dataset: Dataset, tokenizer: PreTrainedTokenizerFast) -> list[str]:
-    """Render the dataset prompts the way TRL does (chat template with generation prompt for conversations)."""
+# ---------------------------------------------------------------------------------------------------- measurement
+
+
+def render_prompts(dataset: Dataset, tokenizer: PreTrainedTokenizerBase) -> list[str]:
+    """Prompt texts as TRL renders them: chat template with generation prompt for conversations, else as is."""
     prompts = dataset["prompt"]
     if prompts and isinstance(prompts[0], str):
         return list(prompts)
@@ -190,14 +292,14 @@ def _prompt_texts(dataset: Dataset, tokenizer: PreTrainedTokenizerFast) -> list[
 
 @torch.no_grad()
 def sample_completions(
-    model: Qwen2ForCausalLM,
-    tokenizer: PreTrainedTokenizerFast,
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
     prompt_texts: list[str],
     num_samples: int,
-    max_new_tokens: int,
+    max_new_tokens: int = TOY_MAX_COMPLETION_LENGTH,
     temperature: float = TOY_TEMPERATURE,
 ) -> list[list[str]]:
-    """Sample ``num_samples`` decoded completions per prompt text with ``generate``."""
+    """``num_samples`` decoded completions per prompt text, sampled like TRL (top_k=0, top_p=1)."""
     tokenizer.padding_side = "left"
     inputs = tokenizer(prompt_texts, return_tensors="pt", padding=True, add_special_tokens=False)
     output = model.generate(
@@ -222,15 +324,17 @@ def estimate_pass_rates(
     max_new_tokens: int = TOY_MAX_COMPLETION_LENGTH,
     seed: int = 0,
 ) -> list[float]:
-    """Per-prompt mean :func:`toy_reward` of ``num_samples`` completions sampled at temperature 1."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    """Per-prompt mean :func:`toy_reward` over ``num_samples`` completions sampled at temperature 1.
 
+    ``dataset`` needs the ``prompt`` and ``answer`` columns (``min_count`` is optional).
+    """
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        samples = sample_completions(model, tokenizer, _prompt_texts(dataset, tokenizer), num_samples, max_new_tokens)
+        samples = sample_completions(model, tokenizer, render_prompts(dataset, tokenizer), num_samples, max_new_tokens)
+    counts = dataset["min_count"] if "min_count" in dataset.column_names else [1] * len(samples)
     return [
-        sum(toy_reward(completions, [target] * len(completions))) / len(completions)
-        for completions, target in zip(samples, dataset["answer"], strict=True)
+        sum(toy_reward(completions, [target] * num_samples, [k] * num_samples)) / num_samples
+        for completions, target, k in zip(samples, dataset["answer"], counts, strict=True)
     ]

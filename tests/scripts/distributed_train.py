@@ -1,0 +1,72 @@
+"""Two-process training run used by tests/test_distributed.py (launched with torchrun, gloo on CPU).
+
+Each rank writes what it decided each step (exit rounds, pools, kept groups) to OUT/rank{r}.json.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+
+import torch
+from datasets import Dataset
+
+from trl_ada import ReinforceAdaConfig, ReinforceAdaTrainer
+
+
+def reward(prompts, completion_ids, **kwargs):
+    """Prompt-dependent 0/1 rewards that differ between completions, so exits are data-driven."""
+    return [float((sum(ids) + len(p[-1]["content"])) % 3 == 0) for p, ids in zip(prompts, completion_ids)]
+
+
+def main(model_dir: str, out: str) -> None:
+    dataset = Dataset.from_dict({"prompt": [[{"role": "user", "content": "x" * k}] for k in range(1, 13)]})
+    args = ReinforceAdaConfig(
+        output_dir=out,
+        num_generations=4,
+        samples_per_round=2,
+        max_rounds=3,
+        per_device_train_batch_size=6,  # 3 prompts per step over 2 ranks: the middle prompt straddles them
+        max_completion_length=4,
+        max_steps=2,
+        logging_steps=1,
+        report_to="none",
+        use_cpu=True,
+        save_strategy="no",
+        seed=0,
+    )
+    trainer = ReinforceAdaTrainer(model=model_dir, reward_funcs=[reward], args=args, train_dataset=dataset)
+    rank, world = trainer.accelerator.process_index, trainer.accelerator.num_processes
+    decisions, batch_prompts = [], []
+    log_metrics = trainer._log_sampling_metrics
+
+    def record(sampler, tokens):
+        decisions.append({"exit_round": sampler.exit_round, "pools": sampler.pools, "groups": sampler.select_groups()})
+        log_metrics(sampler, tokens)
+
+    trainer._log_sampling_metrics = record
+    compute_loss = trainer._compute_loss
+
+    def spy(model, inputs):
+        batch_prompts.append(sorted(Counter(map(tuple, inputs["prompt_ids"].tolist())).values(), reverse=True))
+        return compute_loss(model, inputs)
+
+    trainer._compute_loss = spy
+    trainer.train()
+    Path(out, f"rank{rank}.json").write_text(
+        json.dumps(
+            {
+                "world_size": world,
+                "global_step": trainer.state.global_step,
+                "decisions": decisions,
+                "copies_per_prompt": batch_prompts,
+            }
+        )
+    )
+    torch.distributed.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])

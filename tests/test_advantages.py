@@ -1,0 +1,115 @@
+"""Pool-baseline advantages (ARCHITECTURE.md §2.5)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from trl_ada.advantages import compute_advantages, pool_moments
+from trl_ada.sampling import AdaptiveSampler
+
+POOL = [1.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0]  # 8 draws, 2 right: pool pass rate 0.25
+KEPT = [[1.0, 0.0, 0.0, 1.0]]  # the balanced group of 2 + 2
+POOL_STD = math.sqrt((2 * 0.75**2 + 6 * 0.25**2) / 7)  # unbiased: sqrt(1.5 / 7) = 0.4629...
+
+
+def test_pool_baseline_subtracts_the_pool_pass_rate():
+    advantages = compute_advantages(KEPT, [POOL])
+    np.testing.assert_array_equal(advantages, [[0.75, -0.25, -0.25, 0.75]])
+
+
+def test_pool_baseline_on_a_sampler_group():
+    sampler = AdaptiveSampler(num_prompts=1, num_generations=4, samples_per_round=8, max_rounds=4)
+    sampler.plan_round()
+    assert sampler.ingest(POOL) == [0]
+    assert sampler.select_groups() == [[0, 1, 2, 3]]
+    advantages = compute_advantages(sampler.kept_rewards(), sampler.pools)
+    np.testing.assert_array_equal(advantages, [[0.75, -0.25, -0.25, 0.75]])
+    assert advantages.sum() == 1.0  # a balanced group under the pool baseline does not sum to zero
+
+
+def test_group_baseline_is_grpo_mean_of_the_kept_samples():
+    advantages = compute_advantages(KEPT, baseline="group")
+    np.testing.assert_array_equal(advantages, [[0.5, -0.5, -0.5, 0.5]])
+    np.testing.assert_array_equal(compute_advantages(KEPT, [POOL], baseline="group"), advantages)  # pools ignored
+
+
+def test_group_scaling_divides_by_the_pool_unbiased_std():
+    assert math.isclose(POOL_STD, 0.46291004988627565, rel_tol=1e-15)
+    advantages = compute_advantages(KEPT, [POOL], scale="group")
+    expected = np.array([[0.75, -0.25, -0.25, 0.75]]) / (POOL_STD + 1e-4)
+    np.testing.assert_allclose(advantages, expected, rtol=1e-15)
+    assert advantages[0, 0] == pytest.approx(1.6198352502, rel=1e-9)
+
+
+def test_group_scaling_with_the_group_baseline_uses_the_group_std():
+    group_std = math.sqrt(4 * 0.25 / 3)
+    advantages = compute_advantages(KEPT, baseline="group", scale="group", epsilon=0.0)
+    np.testing.assert_allclose(advantages, np.array([[0.5, -0.5, -0.5, 0.5]]) / group_std, rtol=1e-15)
+
+
+def test_batch_scaling_divides_by_the_std_of_every_kept_reward():
+    kept = [[1.0, 0.0, 0.0, 1.0], [1.0, 0.0, 0.0, 0.0]]
+    pools = [POOL, [1.0, 0.0, 0.0, 0.0]]
+    batch_std = math.sqrt((3 * 0.625**2 + 5 * 0.375**2) / 7)  # 3 ones among 8 kept rewards
+    advantages = compute_advantages(kept, pools, scale="batch")
+    expected = np.array([[0.75, -0.25, -0.25, 0.75], [0.75, -0.25, -0.25, -0.25]]) / (batch_std + 1e-4)
+    np.testing.assert_allclose(advantages, expected, rtol=1e-15)
+
+
+def test_uniform_pool_gives_zero_advantages_without_dividing_by_zero():
+    advantages = compute_advantages([[0.0] * 4], [[0.0] * 32], scale="group")
+    np.testing.assert_array_equal(advantages, [[0.0] * 4])
+
+
+def test_pool_moments_handle_pools_of_different_sizes():
+    means, stds = pool_moments([POOL, [1.0, 0.0], [0.5]])
+    np.testing.assert_array_equal(means, [0.25, 0.5, 0.5])
+    np.testing.assert_allclose(stds, [POOL_STD, math.sqrt(0.5), 0.0], rtol=1e-15)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "fragment"),
+    [({"baseline": "mean"}, "advantage_baseline='mean'"), ({"scale": "std"}, "scale_rewards='std'")],
+)
+def test_unknown_baseline_or_scale_names_the_option_and_the_choices(kwargs, fragment):
+    with pytest.raises(ValueError) as info:
+        compute_advantages(KEPT, [POOL], **kwargs)
+    assert fragment in str(info.value)
+    assert ("['pool', 'group']" if "baseline" in kwargs else "['none', 'group', 'batch']") in str(info.value)
+
+
+def test_pool_baseline_needs_one_pool_per_prompt():
+    with pytest.raises(ValueError, match="pools"):
+        compute_advantages(KEPT)
+    with pytest.raises(ValueError, match="pools"):
+        compute_advantages(KEPT, [POOL, POOL])
+
+
+def test_kept_rewards_must_be_two_dimensional():
+    with pytest.raises(ValueError, match=r"\(num_prompts, num_generations\)"):
+        compute_advantages([1.0, 0.0], [POOL])
+
+
+rewards = st.floats(-10.0, 10.0, allow_nan=False)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.integers(2, 8).flatmap(
+        lambda n: st.lists(st.lists(rewards, min_size=n, max_size=32), min_size=1, max_size=6).map(
+            lambda pools: (n, pools)
+        )
+    )
+)
+def test_pool_advantage_is_reward_minus_pool_mean_and_group_advantages_sum_to_zero(case):
+    n, pools = case
+    kept = np.array([pool[:n] for pool in pools])
+    advantages = compute_advantages(kept, pools)
+    for row, pool, advantage in zip(kept, pools, advantages, strict=True):
+        np.testing.assert_allclose(advantage, row - np.mean(pool), atol=1e-12)
+    np.testing.assert_allclose(compute_advantages(kept, baseline="group").sum(axis=1), 0.0, atol=1e-9)

@@ -1,0 +1,118 @@
+"""Smoke test of benchmarks/sampling_efficiency.py: it runs, prints its tables, writes sane numbers and a PNG."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import io
+import json
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("matplotlib")
+
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "sampling_efficiency.py"
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def load_benchmark():
+    """Import the script from its file path (benchmarks/ need not be an installed package)."""
+    spec = importlib.util.spec_from_file_location("sampling_efficiency_under_test", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def benchmark():
+    return load_benchmark()
+
+
+@pytest.fixture(scope="module")
+def smoke_runs(benchmark, tmp_path_factory):
+    """Two smoke runs with the same seed into separate directories; (data, out_dir, stdout) each."""
+    runs = []
+    for name in ("first", "second"):
+        out = tmp_path_factory.mktemp(name)
+        with contextlib.redirect_stdout(io.StringIO()) as printed:
+            data = benchmark.main(["--smoke", "--quiet", "--out", str(out)])
+        runs.append((data, out, printed.getvalue()))
+    return runs
+
+
+def test_smoke_prints_tables_and_writes_files(benchmark, smoke_runs):
+    data, tmp_path, printed = smoke_runs[0]
+    for prompt_set in ("base", "hard", "easy"):
+        assert f"[{prompt_set}]" in printed
+    for header in ("sampler", "eff. groups", "samples/prompt", "samples/eff. group", "rounds", "vs GRPO n=4"):
+        assert header in printed
+    assert "balance M=8 N=4" in printed
+
+    figure = tmp_path / "sampling_efficiency.png"
+    assert figure.is_file() and figure.read_bytes()[:8] == PNG_MAGIC
+    assert (tmp_path / "tables.txt").read_text().strip()
+    assert (tmp_path / "results.csv").read_text().count("\n") == 1 + 3 * len(benchmark.build_samplers())
+    assert json.loads((tmp_path / "results.json").read_text())["results"].keys() == data["results"].keys()
+
+
+def test_json_has_every_sampler_with_sane_values(benchmark, smoke_runs):
+    data, out, _ = smoke_runs[0]
+    on_disk = json.loads((out / "results.json").read_text())
+    names = [spec.name for spec in benchmark.build_samplers()]
+    assert {"GRPO n=4", "GRPO n=32", "DAPO n=4 (gen B)", "pos M=8 N=4", "balance M=1 N=32"} <= set(names)
+    assert set(on_disk["results"]) == {"base", "hard", "easy"}
+    for results in on_disk["results"].values():
+        assert list(results) == names
+        for values in results.values():
+            assert 0.0 <= values["effective_fraction"] <= 1.0
+            for fraction in ("low_pass_effective_fraction", "exited_fraction", "exited_effective_fraction"):
+                assert values[fraction] is None or 0.0 <= values[fraction] <= 1.0  # None: not defined here
+            assert values["samples_per_prompt"] >= 4.0
+            assert values["rounds"] >= 1.0
+            spe = values["samples_per_effective_group"]
+            assert spe is None or spe >= values["samples_per_prompt"] - 1e-9  # None: no effective group (inf)
+        assert results["GRPO n=4"]["samples_per_prompt"] == 4.0
+        assert results["GRPO n=4"]["rounds"] == 1.0
+        assert results["GRPO n=4"]["ratio_vs_grpo4"] == pytest.approx(1.0)
+        assert results["balance M=1 N=32"]["samples_per_prompt"] <= 32.0
+        for name, values in results.items():
+            if name.startswith("balance"):
+                assert values["exited_effective_fraction"] in (None, 1.0)  # an exited balance group is mixed
+    base = on_disk["results"]["base"]
+    assert base["DAPO n=4 (gen B)"]["prompts_drawn_per_slot"] >= 1.0
+    assert base["GRPO n=4"]["prompts_drawn_per_slot"] == 1.0
+    for name in names:
+        if name.startswith("balance"):
+            assert base[name]["effective_fraction"] >= base["GRPO n=4"]["effective_fraction"]
+    assert data["prompt_sets"]["base"]["expected_mean"] == pytest.approx(0.265, abs=0.005)
+
+
+def test_deterministic_for_a_seed(smoke_runs):
+    (_, first_out, _), (_, second_out, _) = smoke_runs  # compare the files: NaN (no exit rule) is null there
+    first, second = (json.loads((out / "results.json").read_text()) for out in (first_out, second_out))
+    assert first["results"] == second["results"]
+    assert first["prompt_sets"] == second["prompt_sets"]
+    assert (first_out / "results.csv").read_text() == (second_out / "results.csv").read_text()
+    assert (first_out / "tables.txt").read_text() == (second_out / "tables.txt").read_text()
+
+
+def test_different_seed_changes_the_numbers(benchmark, smoke_runs, tmp_path):
+    benchmark.main(["--smoke", "--quiet", "--seed", "1", "--out", str(tmp_path)])
+    other = json.loads((tmp_path / "results.json").read_text())
+    first = json.loads((smoke_runs[0][1] / "results.json").read_text())
+    assert other["config"]["first_seed"] == 1
+    assert other["results"] != first["results"]
+
+
+def test_balance_groups_are_mixed_when_the_exit_rule_is_met(benchmark):
+    """Direct check on one adaptive step: every exited prompt's kept group holds both classes."""
+    spec = next(s for s in benchmark.build_samplers() if s.name == "balance M=8 N=4")
+    rates = benchmark.step_prompts(benchmark.PROMPT_SETS[0], seed=0, step=0, num_prompts=64)
+    result = benchmark.run_step(spec, benchmark.PROMPT_SETS[0], rates, seed=0)
+    assert result.exited_effective == result.exited
+    assert result.effective_groups >= result.exited
+    assert not math.isnan(result.samples / result.num_prompts)

@@ -1,0 +1,252 @@
+"""Prompt template, column mapping, local dataset loading and the prompt-length filter (`trl_ada.data`)."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+from datasets import Dataset
+
+from trl_ada.data import (
+    INSTRUCTION,
+    SYSTEM_PROMPT,
+    ReinforceAdaScriptArguments,
+    build_prompt,
+    filter_by_prompt_length,
+    format_dataset,
+    load_prompt_dataset,
+    prompt_token_count,
+    resolve_columns,
+)
+
+ROWS = [
+    {"problem": "What is 2 + 3?", "answer": "5", "level": 1},
+    {"problem": "Compute 7 * 6.", "answer": "42", "level": 2},
+    {"problem": "Solve x + 1 = 3 for x.", "answer": "2", "level": 1},
+]
+
+# ---------------------------------------------------------------------------------------------------- prompt template
+
+
+def test_instruction_wording():
+    assert INSTRUCTION == "Think through the problem step by step, then write your final answer inside \\boxed{}."
+    assert SYSTEM_PROMPT == INSTRUCTION
+
+
+def test_build_prompt_exact_text():
+    assert build_prompt("What is 2 + 3?") == [
+        {
+            "role": "system",
+            "content": "Think through the problem step by step, then write your final answer inside \\boxed{}.",
+        },
+        {
+            "role": "user",
+            "content": "What is 2 + 3?\n\n"
+            "Think through the problem step by step, then write your final answer inside \\boxed{}.",
+        },
+    ]
+
+
+def test_build_prompt_strips_problem_whitespace():
+    assert build_prompt("  Find x.\n")[-1]["content"] == f"Find x.\n\n{INSTRUCTION}"
+
+
+def test_build_prompt_system_override_and_no_system():
+    assert build_prompt("Find x.", system_prompt="You are a careful mathematician.")[0] == {
+        "role": "system",
+        "content": "You are a careful mathematician.",
+    }
+    assert build_prompt("Find x.", system_prompt="") == [{"role": "user", "content": f"Find x.\n\n{INSTRUCTION}"}]
+
+
+# ---------------------------------------------------------------------------------------------------- column mapping
+
+
+@pytest.mark.parametrize("problem_alias", ["problem", "question", "prompt"])
+@pytest.mark.parametrize("answer_alias", ["answer", "gt", "solution", "ground_truth"])
+def test_each_alias_is_recognised(problem_alias, answer_alias):
+    dataset = Dataset.from_dict({problem_alias: ["What is 2 + 3?"], answer_alias: ["5"], "id": [7]})
+    assert resolve_columns(dataset.column_names) == (problem_alias, answer_alias)
+    formatted = format_dataset(dataset)
+    assert formatted[0]["prompt"] == build_prompt("What is 2 + 3?")
+    assert formatted[0]["answer"] == "5"
+    assert formatted[0]["id"] == 7
+
+
+def test_first_alias_found_wins():
+    columns = ["solution", "question", "answer", "problem"]
+    assert resolve_columns(columns) == ("problem", "answer")
+    assert resolve_columns(["prompt", "question", "ground_truth", "gt"]) == ("question", "gt")
+
+
+def test_explicit_columns_override_the_aliases():
+    assert resolve_columns(["problem", "answer", "q", "a"], problem_column="q", answer_column="a") == ("q", "a")
+    dataset = Dataset.from_dict({"problem": ["ignored"], "answer": ["0"], "q": ["What is 1 + 1?"], "a": ["2"]})
+    row = format_dataset(dataset, problem_column="q", answer_column="a")[0]
+    assert row["prompt"] == build_prompt("What is 1 + 1?")
+    assert row["answer"] == "2"
+    assert row["problem"] == "ignored"  # other columns are kept
+
+
+@pytest.mark.parametrize(
+    ("columns", "option"),
+    [(["text", "answer"], "--problem_column"), (["problem", "explanation"], "--answer_column")],
+)
+def test_missing_column_error_lists_columns_and_option(columns, option):
+    with pytest.raises(ValueError) as excinfo:
+        resolve_columns(columns)
+    message = str(excinfo.value)
+    assert str(columns) in message
+    assert option in message
+
+
+def test_explicit_column_absent_is_an_error():
+    with pytest.raises(ValueError, match=r"'q'.*problem_column.*\['problem', 'answer'\]"):
+        resolve_columns(["problem", "answer"], problem_column="q")
+
+
+def test_format_dataset_keeps_columns_and_stringifies_answers():
+    dataset = Dataset.from_dict({"question": ["What is 6 * 7?", "Half of 3?"], "gt": [42, 1.5], "source": ["a", "b"]})
+    formatted = format_dataset(dataset)
+    assert set(formatted.column_names) == {"question", "gt", "source", "prompt", "answer"}
+    assert formatted["answer"] == ["42", "1.5"]
+    assert formatted["source"] == ["a", "b"]
+
+
+def test_format_dataset_system_prompt_option():
+    formatted = format_dataset(Dataset.from_dict({"problem": ["Find x."], "answer": ["1"]}), system_prompt="")
+    assert formatted[0]["prompt"] == [{"role": "user", "content": f"Find x.\n\n{INSTRUCTION}"}]
+
+
+def test_conversational_prompt_column_is_kept_as_is():
+    conversation = [{"role": "user", "content": "Already formatted"}]
+    formatted = format_dataset(Dataset.from_dict({"prompt": [conversation], "answer": ["3"]}))
+    assert formatted[0]["prompt"] == conversation
+
+
+# ---------------------------------------------------------------------------------------------------- local loading
+
+
+def _write_jsonl(path, rows):
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return path
+
+
+def test_load_local_jsonl(tmp_path):
+    dataset = load_prompt_dataset(str(_write_jsonl(tmp_path / "problems.jsonl", ROWS)))
+    assert dataset.num_rows == 3
+    assert dataset[1]["problem"] == "Compute 7 * 6."
+
+
+def test_load_local_json_array(tmp_path):
+    path = tmp_path / "problems.json"
+    path.write_text(json.dumps(ROWS))
+    assert load_prompt_dataset(str(path))["answer"] == ["5", "42", "2"]
+
+
+def test_load_local_parquet(tmp_path):
+    path = tmp_path / "problems.parquet"
+    Dataset.from_list(ROWS).to_parquet(str(path))
+    dataset = load_prompt_dataset(str(path), split="train")
+    assert dataset["problem"] == [row["problem"] for row in ROWS]
+
+
+def test_load_local_split_slice(tmp_path):
+    dataset = load_prompt_dataset(str(_write_jsonl(tmp_path / "problems.jsonl", ROWS)), split="train[:2]")
+    assert dataset.num_rows == 2
+
+
+def test_load_local_directory_splits(tmp_path):
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    _write_jsonl(data_dir / "train.jsonl", ROWS)
+    _write_jsonl(data_dir / "test.jsonl", ROWS[:1])
+    assert load_prompt_dataset(str(data_dir), split="train").num_rows == 3
+    assert load_prompt_dataset(str(data_dir), split="test").num_rows == 1
+
+
+def test_single_local_file_has_only_a_train_split(tmp_path):
+    path = _write_jsonl(tmp_path / "problems.jsonl", ROWS)
+    with pytest.raises(ValueError, match="single split"):
+        load_prompt_dataset(str(path), split="test")
+
+
+def test_load_save_to_disk_directory(tmp_path):
+    from datasets import DatasetDict
+
+    Dataset.from_list(ROWS).save_to_disk(str(tmp_path / "single"))
+    assert load_prompt_dataset(str(tmp_path / "single")).num_rows == 3
+    with pytest.raises(ValueError, match="single split"):
+        load_prompt_dataset(str(tmp_path / "single"), split="test")
+    DatasetDict({"train": Dataset.from_list(ROWS), "test": Dataset.from_list(ROWS[:1])}).save_to_disk(
+        str(tmp_path / "splits")
+    )
+    assert load_prompt_dataset(str(tmp_path / "splits"), split="test").num_rows == 1
+    with pytest.raises(ValueError, match=r"\['train', 'test'\]"):
+        load_prompt_dataset(str(tmp_path / "splits"), split="validation")
+
+
+def test_unsupported_local_file(tmp_path):
+    path = tmp_path / "problems.txt"
+    path.write_text("What is 2 + 3?")
+    with pytest.raises(ValueError, match=r"\.jsonl"):
+        load_prompt_dataset(str(path))
+
+
+def test_loaded_and_formatted_end_to_end(tmp_path):
+    dataset = format_dataset(load_prompt_dataset(str(_write_jsonl(tmp_path / "p.jsonl", ROWS))))
+    assert dataset[0]["prompt"] == build_prompt("What is 2 + 3?")
+    assert dataset["answer"] == ["5", "42", "2"]
+    assert dataset["level"] == [1, 2, 1]
+
+
+# ---------------------------------------------------------------------------------------------------- length filter
+
+
+@pytest.fixture(scope="module")
+def tiny_tokenizer(tiny_model_dir):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(tiny_model_dir)
+
+
+def test_prompt_token_count_matches_chat_template(tiny_tokenizer):
+    prompt = build_prompt("What is 2 + 3?")
+    text = tiny_tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=False)
+    assert prompt_token_count(tiny_tokenizer, prompt) == len(tiny_tokenizer(text, add_special_tokens=False).input_ids)
+
+
+def test_length_filter_drops_long_prompts_and_logs(tiny_tokenizer, caplog):
+    problems = ["Add 1 and 1.", "Add 2 and 2.", "Add " + " and ".join(str(i) for i in range(60)) + "."]
+    dataset = format_dataset(Dataset.from_dict({"problem": problems, "answer": ["2", "4", "1770"]}))
+    lengths = [prompt_token_count(tiny_tokenizer, p) for p in dataset["prompt"]]
+    limit = max(lengths[:2])
+    assert lengths[2] > limit
+    with caplog.at_level(logging.INFO, logger="trl_ada.data"):
+        kept = filter_by_prompt_length(dataset, tiny_tokenizer, limit)
+    assert kept["answer"] == ["2", "4"]
+    assert "dropped 1 of 3" in caplog.text
+
+
+def test_length_filter_keeps_prompts_at_the_limit(tiny_tokenizer):
+    dataset = format_dataset(Dataset.from_dict({"problem": ["Add 1 and 1."], "answer": ["2"]}))
+    limit = prompt_token_count(tiny_tokenizer, dataset[0]["prompt"])
+    assert filter_by_prompt_length(dataset, tiny_tokenizer, limit).num_rows == 1
+    with pytest.raises(ValueError, match="max_prompt_tokens"):
+        filter_by_prompt_length(dataset, tiny_tokenizer, limit - 1)
+
+
+# ---------------------------------------------------------------------------------------------------- script arguments
+
+
+def test_script_arguments_defaults_and_validation():
+    args = ReinforceAdaScriptArguments(dataset_name="data.jsonl")
+    assert args.reward_funcs == ["math"]
+    assert args.problem_column is None and args.answer_column is None
+    assert args.max_prompt_tokens is None and args.system_prompt is None
+    assert args.dataset_train_split == "train"  # inherited from TRL's ScriptArguments
+    with pytest.raises(ValueError, match="max_prompt_tokens"):
+        ReinforceAdaScriptArguments(max_prompt_tokens=0)
+    with pytest.raises(ValueError, match="reward_funcs"):
+        ReinforceAdaScriptArguments(reward_funcs=[])

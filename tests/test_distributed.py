@@ -1,0 +1,32 @@
+"""Two CPU processes (torchrun, gloo): same exit decisions on every rank, prompts straddling ranks, two steps."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("distributed")]
+
+SCRIPT = Path(__file__).parent / "scripts" / "distributed_train.py"
+
+
+def test_two_processes_agree_on_every_exit_decision(tiny_model_dir, tmp_path):
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
+    result = subprocess.run(
+        [*command, str(SCRIPT), tiny_model_dir, str(tmp_path)], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
+    assert [r["world_size"] for r in ranks] == [2, 2]
+    assert [r["global_step"] for r in ranks] == [2, 2]
+    assert len(ranks[0]["decisions"]) == 2
+    assert ranks[0]["decisions"] == ranks[1]["decisions"]  # exit rounds, pools and kept groups, step by step
+    for rank in ranks:
+        # 3 prompts x n=4 over 2 ranks of 6: each rank holds one whole group and half of the straddling one
+        assert rank["copies_per_prompt"] == [[4, 2], [4, 2]]

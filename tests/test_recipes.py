@@ -1,0 +1,192 @@
+"""Every recipe parses with the CLI's own parser, matches the paper's settings, and the accelerate configs load."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from trl_ada.cli import ConfigKeyError, parse_train_args
+
+RECIPES_DIR = Path(__file__).resolve().parent.parent / "recipes"
+ACCELERATE_DIR = RECIPES_DIR / "accelerate_configs"
+TRAIN_RECIPES = sorted(p for p in RECIPES_DIR.rglob("*.yaml") if ACCELERATE_DIR not in p.parents)
+ACCELERATE_CONFIGS = sorted(ACCELERATE_DIR.glob("*.yaml"))
+
+MODELS = {
+    "Qwen2.5-Math-1.5B": "Qwen/Qwen2.5-Math-1.5B",
+    "Qwen2.5-Math-7B": "Qwen/Qwen2.5-Math-7B",
+    "Qwen3-4B-Instruct-2507": "Qwen/Qwen3-4B-Instruct-2507",
+    "Llama-3.2-3B-Instruct": "meta-llama/Llama-3.2-3B-Instruct",
+}
+METHODS = {"grpo": "none", "reinforce_ada_pos": "pos", "reinforce_ada_balance": "balance"}
+PAPER_RECIPES = [RECIPES_DIR / model / f"{method}.yaml" for model in MODELS for method in METHODS]
+LORA_RECIPE = RECIPES_DIR / "Qwen2.5-Math-1.5B" / "reinforce_ada_balance_lora_1gpu.yaml"
+TRAINING_GPUS = 8
+PROMPTS_PER_STEP = 512
+
+
+def _id(path: Path) -> str:
+    return str(path.relative_to(RECIPES_DIR))
+
+
+def _parse(path: Path, tmp_path: Path, *flags: str):
+    """Parse a recipe as `trl-ada train` does; output_dir in tmp, and use_cpu so bf16 validates without a GPU."""
+    return parse_train_args(
+        ["--config", str(path), "--output_dir", str(tmp_path / "out"), "--use_cpu", "true", *flags]
+    )
+
+
+def test_the_recipe_set_is_complete():
+    assert set(PAPER_RECIPES) | {LORA_RECIPE} == set(TRAIN_RECIPES)
+    names = {p.name for p in ACCELERATE_CONFIGS}
+    assert {"single_gpu.yaml", "multi_gpu.yaml", "zero2.yaml", "zero3.yaml", "fsdp2.yaml"} <= names
+
+
+@pytest.mark.parametrize("path", TRAIN_RECIPES, ids=_id)
+def test_recipe_keys_are_dataclass_fields(path):
+    from trl import ModelConfig
+
+    from trl_ada.config import ReinforceAdaConfig
+    from trl_ada.data import ReinforceAdaScriptArguments
+
+    known = {
+        f.name
+        for cls in (ReinforceAdaScriptArguments, ReinforceAdaConfig, ModelConfig)
+        for f in dataclasses.fields(cls)
+    }
+    keys = set(yaml.safe_load(path.read_text()))
+    assert "env" not in keys
+    assert keys <= known, f"unknown keys: {sorted(keys - known)}"
+
+
+@pytest.mark.parametrize("path", TRAIN_RECIPES, ids=_id)
+def test_recipe_parses_without_side_effects(path, tmp_path):
+    environ = dict(os.environ)
+    script_args, training_args, model_args = _parse(path, tmp_path)
+    assert dict(os.environ) == environ
+    assert not (tmp_path / "out").exists()
+    assert training_args.output_dir == str(tmp_path / "out")
+    assert model_args.model_name_or_path == MODELS[path.parent.name]
+    assert script_args.reward_funcs == ["math"]
+    assert script_args.dataset_name == "open-r1/OpenR1-Math-220k"
+
+
+@pytest.mark.parametrize("path", PAPER_RECIPES, ids=_id)
+def test_paper_settings(path, tmp_path):
+    script_args, args, model_args = _parse(path, tmp_path)
+    assert args.exit_rule == METHODS[path.stem]
+    assert args.num_generations == 4
+    if args.exit_rule != "none":
+        assert (args.samples_per_round, args.max_rounds, args.positive_threshold) == (8, 4, 0.7)
+        assert args.advantage_baseline == "pool"
+    assert args.learning_rate == 1e-6
+    assert args.temperature == 1.0
+    assert args.max_completion_length == 2048
+    assert (args.loss_type, args.epsilon, args.epsilon_high, args.beta) == ("dapo", 0.2, 0.28, 0.0)
+    assert args.scale_rewards == "none"
+    assert args.use_vllm and args.vllm_mode == "server"
+    assert args.bf16 and args.gradient_checkpointing
+    assert model_args.dtype == "bfloat16"
+    assert args.max_steps == 600
+    assert not model_args.use_peft
+    assert not args.push_to_hub
+
+
+@pytest.mark.parametrize("path", PAPER_RECIPES, ids=_id)
+def test_batch_is_512_prompts_per_step_on_8_gpus(path, tmp_path):
+    _, args, _ = _parse(path, tmp_path)
+    completions = PROMPTS_PER_STEP * args.num_generations
+    assert args.generation_batch_size == completions
+    # One generation batch per optimizer step on 8 training processes: steps_per_generation == accumulation steps.
+    assert args.per_device_train_batch_size * TRAINING_GPUS * args.gradient_accumulation_steps == completions
+
+
+def test_lora_single_gpu_recipe(tmp_path):
+    _, args, model_args = _parse(LORA_RECIPE, tmp_path)
+    assert model_args.use_peft
+    assert (model_args.lora_r, model_args.lora_alpha, model_args.lora_target_modules) == (64, 128, "all-linear")
+    assert args.use_vllm and args.vllm_mode == "colocate" and args.vllm_enable_sleep_mode
+    assert 0.2 <= args.vllm_gpu_memory_utilization <= 0.4
+    assert args.gradient_checkpointing
+    assert args.learning_rate == 1e-5
+    assert args.exit_rule == "balance"
+    # One process: generation batch = 32 prompts x n, one optimizer step per generation batch.
+    assert args.generation_batch_size == 32 * args.num_generations
+    assert args.steps_per_generation == args.gradient_accumulation_steps
+
+
+def test_flags_override_the_recipe(tmp_path):
+    _, args, model_args = _parse(
+        PAPER_RECIPES[0], tmp_path, "--max_steps", "3", "--exit_rule", "pos", "--lora_r", "8", "--use_peft"
+    )
+    assert (args.max_steps, args.exit_rule, model_args.lora_r, model_args.use_peft) == (3, "pos", 8, True)
+
+
+# ---------------------------------------------------------------------------------------------------- unknown keys
+
+
+def test_unknown_yaml_key_names_it_and_suggests(tmp_path):
+    config = tmp_path / "typo.yaml"
+    config.write_text("model_name_or_path: some/model\nlerning_rate: 1.0e-6\nsamples_per_rnd: 8\nfoo_bar_baz: 1\n")
+    with pytest.raises(ConfigKeyError) as excinfo:
+        parse_train_args(["--config", str(config), "--output_dir", str(tmp_path / "out")])
+    message = str(excinfo.value)
+    assert str(config) in message
+    assert "lerning_rate (did you mean learning_rate?)" in message
+    assert "samples_per_rnd (did you mean samples_per_round?)" in message
+    assert "foo_bar_baz\n" in message  # no close match: no suggestion
+    assert isinstance(excinfo.value, ValueError)
+
+
+def test_unknown_flag_names_it_and_suggests(tmp_path):
+    with pytest.raises(ConfigKeyError, match=r"--max_round \(did you mean --max_rounds\?\)"):
+        parse_train_args(["--config", str(PAPER_RECIPES[0]), "--max_round", "3"])
+
+
+def test_env_block_is_exported(tmp_path, monkeypatch):
+    monkeypatch.delenv("TRL_ADA_RECIPE_TEST", raising=False)
+    config = tmp_path / "env.yaml"
+    config.write_text("env:\n  TRL_ADA_RECIPE_TEST: 7\nmax_steps: 2\nuse_cpu: true\n")
+    _, args, _ = parse_train_args([f"--config={config}", "--output_dir", str(tmp_path / "out")])
+    assert os.environ["TRL_ADA_RECIPE_TEST"] == "7"
+    assert args.max_steps == 2
+    monkeypatch.delenv("TRL_ADA_RECIPE_TEST")
+
+
+# ---------------------------------------------------------------------------------------------------- accelerate
+
+
+@pytest.mark.parametrize("path", ACCELERATE_CONFIGS, ids=_id)
+def test_accelerate_config_loads(path):
+    from accelerate.commands.config.config_args import ClusterConfig
+
+    raw = yaml.safe_load(path.read_text())
+    for key in ("compute_environment", "distributed_type", "num_processes", "mixed_precision", "use_cpu", "debug"):
+        assert key in raw, f"{path.name} misses {key}"
+    config = ClusterConfig.from_yaml_file(str(path))  # rejects unknown keys
+    expected = {
+        "single_gpu": ("NO", 1),
+        "multi_gpu": ("MULTI_GPU", 8),
+        "zero2": ("DEEPSPEED", 8),
+        "zero3": ("DEEPSPEED", 8),
+        "fsdp2": ("FSDP", 8),
+    }.get(path.stem)
+    if expected:
+        assert (config.distributed_type.value, config.num_processes) == expected
+    if path.stem.startswith("zero"):
+        assert config.deepspeed_config["zero_stage"] == int(path.stem[-1])
+    if path.stem == "fsdp2":
+        assert config.fsdp_config["fsdp_version"] == 2
+
+
+def test_readme_points_at_existing_files():
+    readme = (RECIPES_DIR / "README.md").read_text()
+    paths = set(re.findall(r"recipes/[\w./-]+\.yaml", readme))
+    assert paths, "the README should show launch commands"
+    missing = [p for p in paths if not (RECIPES_DIR.parent / p).exists()]
+    assert not missing

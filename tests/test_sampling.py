@@ -1,0 +1,496 @@
+"""The sampling core (ARCHITECTURE.md §2.1–2.4): exit rules, the per-step state machine, group selection,
+statistics and input validation. Pure Python, no torch."""
+
+from __future__ import annotations
+
+import math
+from unittest.mock import patch
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from trl_ada import sampling
+from trl_ada.sampling import (
+    AdaptiveSampler,
+    QuotaRule,
+    aggregate_rewards,
+    exit_rule_names,
+    get_exit_rule,
+    register_exit_rule,
+    select_group,
+    validate_sampling,
+)
+from trl_ada.simulation import SimulatedPolicy, simulate_step
+
+
+@pytest.fixture
+def exit_rule_registry():
+    """Restore the exit-rule registry after a test that registers rules."""
+    saved = dict(sampling._EXIT_RULES)
+    yield
+    sampling._EXIT_RULES.clear()
+    sampling._EXIT_RULES.update(saved)
+
+
+def run_rounds(sampler: AdaptiveSampler, *rounds: list[float]) -> list[list[int]]:
+    """Feed each round's rewards (prompt-major) to the sampler; return the prompts exiting per round."""
+    exits = []
+    for rewards in rounds:
+        sampler.plan_round()
+        exits.append(sampler.ingest(rewards))
+    return exits
+
+
+# --------------------------------------------------------------------------------------------
+# Exit rules
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("num_positive", "num_negative", "n", "met"),
+    [
+        # n = 4 needs 2 positives and 2 negatives
+        (2, 2, 4, True),
+        (5, 3, 4, True),
+        (1, 7, 4, False),
+        (3, 1, 4, False),
+        (4, 0, 4, False),
+        (0, 4, 4, False),
+        # n = 5 needs 2 positives and 3 negatives
+        (2, 3, 5, True),
+        (3, 2, 5, False),
+        (1, 9, 5, False),
+        (4, 4, 5, True),
+        # n = 2 needs 1 positive and 1 negative
+        (1, 1, 2, True),
+        (2, 0, 2, False),
+        (0, 2, 2, False),
+    ],
+)
+def test_balance_rule_needs_half_positives_and_the_rest_negatives(num_positive, num_negative, n, met):
+    assert get_exit_rule("balance").is_met(num_positive, num_negative, n) is met
+
+
+@pytest.mark.parametrize(
+    ("num_positive", "num_negative", "met"), [(1, 0, True), (1, 31, True), (4, 0, True), (0, 32, False), (0, 0, False)]
+)
+def test_pos_rule_needs_one_positive(num_positive, num_negative, met):
+    assert get_exit_rule("pos").is_met(num_positive, num_negative, 4) is met
+
+
+@pytest.mark.parametrize(("num_positive", "num_negative"), [(0, 0), (0, 4), (4, 0), (2, 2)])
+def test_none_rule_is_always_met(num_positive, num_negative):
+    assert get_exit_rule("none").is_met(num_positive, num_negative, 4) is True
+
+
+def test_builtin_rules_are_registered():
+    assert exit_rule_names() == ["balance", "none", "pos"]
+    for name in exit_rule_names():
+        assert get_exit_rule(name).name == name
+
+
+def test_misspelled_exit_rule_names_the_value_lists_valid_names_and_suggests_a_fix():
+    with pytest.raises(ValueError) as info:
+        get_exit_rule("balanse")
+    message = str(info.value)
+    assert "exit_rule='balanse'" in message
+    assert "['balance', 'none', 'pos']" in message
+    assert "Did you mean 'balance'?" in message
+
+
+def test_unknown_exit_rule_is_rejected_by_the_sampler():
+    with pytest.raises(ValueError, match=r"exit_rule='greedy'.*\['balance', 'none', 'pos'\]"):
+        AdaptiveSampler(num_prompts=1, exit_rule="greedy")
+
+
+def test_custom_rule_registered_by_name_drives_the_sampler(exit_rule_registry):
+    three_positives = QuotaRule("three_positives", min_positive=lambda n: 3, min_negative=lambda n: 0)
+    assert register_exit_rule(three_positives) is three_positives
+    assert "three_positives" in exit_rule_names()
+
+    sampler = AdaptiveSampler(
+        num_prompts=1, num_generations=4, samples_per_round=4, max_rounds=3, exit_rule="three_positives"
+    )
+    exits = run_rounds(sampler, [1, 1, 0, 0], [0, 0, 0, 1])
+    assert exits == [[], [0]]  # two positives are not enough, the third one is
+    assert sampler.exit_round == [2]
+    assert sampler.done
+    assert sampler.select_groups() == [[0, 1, 2, 3]]  # selection still keeps 2 + 2
+
+
+def test_registering_a_taken_name_raises_unless_overwriting(exit_rule_registry):
+    rule = QuotaRule("three_positives", min_positive=lambda n: 3, min_negative=lambda n: 0)
+    register_exit_rule(rule)
+    with pytest.raises(ValueError, match="'three_positives' is already registered"):
+        register_exit_rule(QuotaRule("three_positives", min_positive=lambda n: 1, min_negative=lambda n: 0))
+    with pytest.raises(ValueError, match="'balance' is already registered"):
+        register_exit_rule(QuotaRule("balance", min_positive=lambda n: 1, min_negative=lambda n: 0))
+    assert get_exit_rule("three_positives") is rule
+
+    replacement = QuotaRule("three_positives", min_positive=lambda n: 1, min_negative=lambda n: 0)
+    register_exit_rule(replacement, overwrite=True)
+    assert get_exit_rule("three_positives") is replacement
+
+
+def test_registering_something_that_is_not_a_rule_raises_type_error(exit_rule_registry):
+    with pytest.raises(TypeError, match="is_met"):
+        register_exit_rule(object())
+    assert exit_rule_names() == ["balance", "none", "pos"]
+
+
+# --------------------------------------------------------------------------------------------
+# The state machine
+# --------------------------------------------------------------------------------------------
+
+
+def test_prompt_cannot_exit_before_its_pool_holds_n_samples():
+    sampler = AdaptiveSampler(num_prompts=1, num_generations=4, samples_per_round=2, max_rounds=4, exit_rule="pos")
+    assert run_rounds(sampler, [1, 0]) == [[]]  # positive in hand, but only 2 of the 4 samples a group needs
+    assert sampler.active == [0]
+    assert run_rounds(sampler, [0, 0]) == [[0]]
+    assert sampler.exit_round == [2]
+    assert sampler.pools == [[1.0, 0.0, 0.0, 0.0]]
+    assert sampler.done
+
+
+def test_balance_exits_each_prompt_in_the_round_it_meets_the_rule():
+    sampler = AdaptiveSampler(num_prompts=3, num_generations=4, samples_per_round=4, max_rounds=3)
+    # round 1: prompt 0 mixed 2+2, prompt 1 all wrong, prompt 2 has 3 right and 1 wrong
+    assert run_rounds(sampler, [1, 0, 1, 0, 0, 0, 0, 0, 1, 1, 1, 0]) == [[0]]
+    assert sampler.plan_round() == [1, 2]  # the exited prompt is not sampled again
+    assert sampler.ingest([0, 0, 1, 1, 1, 1, 0, 1]) == [1, 2]
+    assert sampler.exit_round == [1, 2, 2]
+    assert [len(pool) for pool in sampler.pools] == [4, 8, 8]
+    assert sampler.done and sampler.round == 2
+    assert sampler.select_groups() == [[0, 1, 2, 3], [0, 1, 6, 7], [0, 1, 3, 6]]
+    np.testing.assert_array_equal(sampler.kept_rewards(), [[1, 0, 1, 0], [0, 0, 1, 1], [1, 1, 0, 0]])
+
+
+def test_positive_means_strictly_above_the_threshold():
+    sampler = AdaptiveSampler(
+        num_prompts=1, num_generations=2, samples_per_round=2, max_rounds=1, positive_threshold=0.7
+    )
+    run_rounds(sampler, [0.7, 0.71])
+    assert sampler.is_positive(0) == [False, True]
+    assert sampler.counts(0) == (1, 1)
+    assert sampler.exit_round == [1]
+
+
+def test_unresolved_prompts_stop_at_max_rounds():
+    sampler = AdaptiveSampler(num_prompts=2, num_generations=4, samples_per_round=2, max_rounds=3)
+    run_rounds(sampler, [0, 0, 1, 1], [0, 0, 1, 1], [0, 0, 1, 1])
+    assert sampler.done and sampler.exit_round == [None, None]
+    with pytest.raises(RuntimeError, match="max_rounds"):
+        sampler.plan_round()
+    assert sampler.select_groups() == [[0, 1, 2, 3], [0, 1, 2, 3]]
+    stats = sampler.statistics()
+    assert stats.unresolved_all_negative_fraction == 0.5
+    assert stats.unresolved_all_positive_fraction == 0.5
+    assert stats.samples == 12 and stats.rounds == 3
+
+
+def test_none_rule_is_one_round_of_exactly_n():
+    sampler = AdaptiveSampler(num_prompts=2, num_generations=4, samples_per_round=8, max_rounds=4, exit_rule="none")
+    assert (sampler.samples_per_round, sampler.max_rounds) == (4, 1)
+    assert run_rounds(sampler, [0, 0, 0, 0, 1, 0, 1, 1]) == [[0, 1]]
+    assert sampler.done
+    assert sampler.select_groups() == [[0, 1, 2, 3], [0, 1, 2, 3]]
+
+
+def test_groups_are_formed_only_once_sampling_is_done():
+    sampler = AdaptiveSampler(num_prompts=1, num_generations=2, samples_per_round=2, max_rounds=2)
+    run_rounds(sampler, [0, 0])
+    with pytest.raises(RuntimeError, match="done"):
+        sampler.select_groups()
+
+
+def test_ingest_before_plan_round_raises():
+    sampler = AdaptiveSampler(num_prompts=1, num_generations=2, samples_per_round=2, max_rounds=2)
+    with pytest.raises(RuntimeError, match=r"plan_round\(\)"):
+        sampler.ingest([1, 0])
+    run_rounds(sampler, [0, 0])
+    with pytest.raises(RuntimeError, match=r"plan_round\(\)"):  # each plan is ingested once
+        sampler.ingest([1, 0])
+
+
+def test_ingest_rejects_rewards_of_the_wrong_length():
+    sampler = AdaptiveSampler(num_prompts=3, num_generations=4, samples_per_round=8, max_rounds=4)
+    sampler.plan_round()
+    with pytest.raises(ValueError, match=r"rewards has 23 values; expected 24"):
+        sampler.ingest([0.0] * 23)
+    assert sampler.round == 0 and sampler.pools == [[], [], []]  # a rejected round leaves no trace
+
+
+def test_ingest_rejects_a_nan_reward_naming_its_index():
+    sampler = AdaptiveSampler(num_prompts=1, num_generations=2, samples_per_round=4, max_rounds=1)
+    sampler.plan_round()
+    with pytest.raises(ValueError, match=r"rewards\[2\] = nan"):
+        sampler.ingest([1.0, 0.0, float("nan"), 1.0])
+    assert sampler.pools == [[]]
+
+
+# --------------------------------------------------------------------------------------------
+# Group selection
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("num_positive", "num_negative", "kept_positive"),
+    [(6, 2, 2), (8, 0, 4), (1, 31, 1), (0, 32, 0), (2, 2, 2), (3, 1, 3), (1, 3, 1)],
+)
+def test_select_group_keeps_half_positives_and_fills_shortfalls_from_the_other_class(
+    num_positive, num_negative, kept_positive
+):
+    rng = np.random.default_rng(num_positive * 100 + num_negative)
+    is_positive = rng.permutation([True] * num_positive + [False] * num_negative).tolist()
+    group = select_group(is_positive, 4)
+    assert len(group) == 4 and len(set(group)) == 4
+    assert group == sorted(group)
+    assert sum(is_positive[i] for i in group) == kept_positive
+    assert select_group(is_positive, 4) == group  # the same pool gives the same group
+
+
+def test_select_group_keeps_the_earliest_draws_of_each_class():
+    is_positive = [False, True, False, True, True, False, True, True]  # 5 right / 3 wrong
+    assert select_group(is_positive, 4) == [0, 1, 2, 3]
+    assert select_group([True] * 8, 4) == [0, 1, 2, 3]
+    assert select_group([False] * 31 + [True], 4) == [0, 1, 2, 31]
+    assert select_group([True, True, False], 3) == [0, 1, 2]  # n = 3 keeps 1 positive + 2 negatives, short 1
+
+
+def test_select_group_of_an_odd_n_keeps_more_negatives():
+    assert select_group([True] * 4 + [False] * 4, 5) == [0, 1, 4, 5, 6]
+
+
+def test_select_group_rejects_a_pool_smaller_than_n():
+    with pytest.raises(ValueError, match="num_generations=4"):
+        select_group([True, False, True], 4)
+
+
+@pytest.mark.parametrize(
+    ("pool", "kept_positive"),
+    [([1] * 6 + [0] * 2, 2), ([1] * 8, 4), ([1] + [0] * 31, 1), ([0] * 32, 0)],
+)
+def test_sampler_forms_groups_with_the_same_rule(pool, kept_positive):
+    m = 8
+    sampler = AdaptiveSampler(num_prompts=1, num_generations=4, samples_per_round=m, max_rounds=len(pool) // m)
+    while not sampler.done:
+        sampler.plan_round()
+        sampler.ingest(pool[sampler.round * m : (sampler.round + 1) * m])
+    assert sampler.pools == [[float(r) for r in pool]]
+    (group,) = sampler.select_groups()
+    assert len(group) == 4 and group == sorted(group)
+    assert sum(pool[i] for i in group) == kept_positive
+    assert sampler.select_groups() == [group]
+
+
+# --------------------------------------------------------------------------------------------
+# Validation and reward aggregation
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "fragments"),
+    [
+        ({"samples_per_round": 0}, ["samples_per_round=0"]),
+        ({"max_rounds": 0}, ["max_rounds=0"]),
+        ({"num_generations": 1}, ["num_generations=1"]),
+        (
+            {"samples_per_round": 1, "max_rounds": 3, "num_generations": 4},
+            ["samples_per_round * max_rounds = 1 * 3 = 3", "num_generations=4"],
+        ),
+        ({"positive_threshold": float("nan")}, ["positive_threshold=nan"]),
+        ({"positive_threshold": float("inf")}, ["positive_threshold=inf"]),
+        ({"positive_threshold": float("-inf")}, ["positive_threshold=-inf"]),
+        ({"positive_threshold": "0.7"}, ["positive_threshold='0.7'"]),
+    ],
+)
+def test_impossible_sampling_plans_name_the_parameter_and_value(kwargs, fragments):
+    plan = {"num_generations": 4, "samples_per_round": 8, "max_rounds": 4, "positive_threshold": 0.7, **kwargs}
+    for call in (lambda: validate_sampling(**plan), lambda: AdaptiveSampler(num_prompts=2, **plan)):
+        with pytest.raises(ValueError) as info:
+            call()
+        for fragment in fragments:
+            assert fragment in str(info.value)
+
+
+def test_sampler_needs_at_least_one_prompt():
+    with pytest.raises(ValueError, match="num_prompts=0"):
+        AdaptiveSampler(num_prompts=0)
+
+
+def test_aggregate_rewards_weights_functions_and_skips_nan():
+    rewards = aggregate_rewards([[1.0, math.nan], [math.nan, math.nan], [0.5, 1.0]], weights=[1.0, 2.0])
+    np.testing.assert_array_equal(rewards, [1.0, 0.0, 2.5])
+
+
+@pytest.mark.parametrize("shape", [(3,), (3, 3), (3, 1)])
+def test_aggregate_rewards_rejects_a_shape_not_matching_the_weights(shape):
+    with pytest.raises(ValueError, match=r"expected \(num_completions, 2\)"):
+        aggregate_rewards(np.zeros(shape), weights=[1.0, 2.0])
+
+
+# --------------------------------------------------------------------------------------------
+# Statistics
+# --------------------------------------------------------------------------------------------
+
+
+def test_statistics_of_a_hand_run():
+    sampler = AdaptiveSampler(num_prompts=4, num_generations=2, samples_per_round=2, max_rounds=2)
+    # prompt 0 exits in round 1, prompt 1 in round 2, prompt 2 stays all wrong, prompt 3 stays all right
+    run_rounds(sampler, [1, 0, 0, 0, 0, 0, 1, 1], [0, 1, 0, 0, 1, 1])
+    stats = sampler.statistics()
+    assert stats.num_prompts == 4
+    assert stats.samples == 14 and stats.samples_per_prompt == 3.5
+    assert stats.rounds == 2
+    assert stats.exit_fraction_per_round == (0.25, 0.25)
+    assert stats.exited_fraction == 0.5 and stats.unresolved_fraction == 0.5
+    assert stats.unresolved_all_positive_fraction == 0.25
+    assert stats.unresolved_all_negative_fraction == 0.25
+    assert stats.unresolved_mixed_fraction == 0.0
+    assert stats.pool_pass_rate == 6 / 14
+    assert stats.first_round_reward == 3 / 8
+    assert stats.mixed_group_fraction == 0.5
+
+    metrics = stats.as_metrics(prefix="ada/")
+    assert metrics["ada/samples"] == 14.0
+    assert metrics["ada/exit_fraction/round_1"] == 0.25
+    assert metrics["ada/exit_fraction/round_2"] == 0.25
+    assert metrics["ada/first_round_reward"] == 3 / 8
+
+
+# --------------------------------------------------------------------------------------------
+# Properties over random steps
+# --------------------------------------------------------------------------------------------
+
+
+@st.composite
+def sampling_steps(draw):
+    """A random step: pass rates, n in [2, 8], N in [1, 6], M in [1, 8] with M * N >= n, threshold, rule."""
+    num_generations = draw(st.integers(2, 8))
+    max_rounds = draw(st.integers(1, 6))
+    samples_per_round = draw(st.integers(-(-num_generations // max_rounds), 8))
+    pass_rates = draw(st.lists(st.sampled_from([0.0, 1.0]) | st.floats(0.0, 1.0), min_size=1, max_size=12))
+    return {
+        "pass_rates": pass_rates,
+        "seed": draw(st.integers(0, 2**32 - 1)),
+        "num_generations": num_generations,
+        "samples_per_round": samples_per_round,
+        "max_rounds": max_rounds,
+        "positive_threshold": draw(st.sampled_from([0.5, 0.7]) | st.floats(-0.5, 1.5)),
+        "exit_rule": draw(st.sampled_from(["balance", "pos", "none"])),
+    }
+
+
+def simulate_recorded(step: dict) -> tuple[AdaptiveSampler, list[tuple[list[int], list[int | None]]]]:
+    """Run `simulate_step`, recording each round's plan and which prompts had exited when it was made."""
+    plans = []
+    plan_round = AdaptiveSampler.plan_round
+
+    def recording_plan_round(sampler):
+        exited_before = list(sampler.exit_round)
+        plan = plan_round(sampler)
+        plans.append((plan, exited_before))
+        return plan
+
+    policy = SimulatedPolicy(step["pass_rates"], seed=step["seed"])
+    kwargs = {key: value for key, value in step.items() if key not in ("pass_rates", "seed")}
+    with patch.object(AdaptiveSampler, "plan_round", autospec=True, side_effect=recording_plan_round):
+        sampler = simulate_step(policy, **kwargs)
+    return sampler, plans
+
+
+@settings(max_examples=200, deadline=None)
+@given(sampling_steps())
+def test_every_step_keeps_n_samples_per_prompt_and_samples_only_active_prompts(step):
+    sampler, plans = simulate_recorded(step)
+    n, b = step["num_generations"], len(step["pass_rates"])
+    m = sampler.samples_per_round
+    none_rule = step["exit_rule"] == "none"
+
+    # rounds within the cap, one plan per round, each plan = the prompts that had not exited
+    assert 1 <= sampler.round <= (1 if none_rule else step["max_rounds"])
+    assert len(plans) == sampler.round
+    for plan, exited_before in plans:
+        assert plan == [p for p in range(b) if exited_before[p] is None]
+    assert sampler.done
+
+    # no prompt sampled after it exited: pool size = M × (exit round, or rounds used)
+    for p, pool in enumerate(sampler.pools):
+        exit_round = sampler.exit_round[p]
+        assert len(pool) == m * (exit_round if exit_round is not None else sampler.round)
+        if none_rule:
+            assert len(pool) == n and exit_round == 1
+
+    # samples drawn = Σ over rounds of (#active × M)
+    drawn = sum(len(plan) * m for plan, _ in plans)
+    assert drawn == sum(len(pool) for pool in sampler.pools) == sampler.statistics().samples
+
+    # every prompt keeps exactly n distinct samples of its own pool, in draw order
+    groups = sampler.select_groups()
+    assert len(groups) == b
+    for p, group in enumerate(groups):
+        assert len(group) == n and len(set(group)) == n
+        assert group == sorted(group)
+        assert all(0 <= i < len(sampler.pools[p]) for i in group)
+
+
+@settings(max_examples=200, deadline=None)
+@given(sampling_steps())
+def test_prompts_exit_in_the_first_round_their_rule_is_met(step):
+    sampler, _ = simulate_recorded(step)
+    n, m = step["num_generations"], sampler.samples_per_round
+    rule = get_exit_rule(step["exit_rule"])
+    for p, pool in enumerate(sampler.pools):
+        positive = sampler.is_positive(p)
+        met = [
+            r * m >= n and rule.is_met(sum(positive[: r * m]), r * m - sum(positive[: r * m]), n)
+            for r in range(1, len(pool) // m + 1)
+        ]
+        exit_round = sampler.exit_round[p]
+        if exit_round is None:
+            assert not any(met)
+        else:
+            assert met.index(True) + 1 == exit_round
+
+        if step["exit_rule"] == "balance" and exit_round is not None:
+            kept_positive = sum(positive[i] for i in sampler.select_groups()[p])
+            assert kept_positive == n // 2  # and so n − ⌊n/2⌋ negatives
+
+
+@settings(max_examples=200, deadline=None)
+@given(sampling_steps())
+def test_statistics_add_up(step):
+    sampler, _ = simulate_recorded(step)
+    stats = sampler.statistics()
+    b, m = len(step["pass_rates"]), sampler.samples_per_round
+
+    fractions = [
+        *stats.exit_fraction_per_round,
+        stats.exited_fraction,
+        stats.unresolved_fraction,
+        stats.unresolved_all_positive_fraction,
+        stats.unresolved_all_negative_fraction,
+        stats.unresolved_mixed_fraction,
+        stats.pool_pass_rate,
+        stats.mixed_group_fraction,
+    ]
+    assert all(0.0 <= fraction <= 1.0 for fraction in fractions)
+    assert stats.num_prompts == b and stats.rounds == sampler.round
+    assert len(stats.exit_fraction_per_round) == sampler.max_rounds
+    assert sum(stats.exit_fraction_per_round) == pytest.approx(stats.exited_fraction, abs=1e-12)
+    assert stats.unresolved_fraction == pytest.approx(
+        stats.unresolved_all_positive_fraction
+        + stats.unresolved_all_negative_fraction
+        + stats.unresolved_mixed_fraction,
+        abs=1e-12,
+    )
+    assert stats.exited_fraction + stats.unresolved_fraction == pytest.approx(1.0, abs=1e-12)
+    assert stats.exited_fraction == pytest.approx(sum(r is not None for r in sampler.exit_round) / b, abs=1e-12)
+    assert stats.samples_per_prompt * stats.num_prompts == pytest.approx(stats.samples, rel=1e-12)
+    assert stats.first_round_reward == pytest.approx(np.mean([pool[:m] for pool in sampler.pools]), abs=1e-12)
+    assert stats.pool_pass_rate == pytest.approx(
+        sum(sum(sampler.is_positive(p)) for p in range(b)) / stats.samples, abs=1e-12
+    )

@@ -1,0 +1,289 @@
+"""Math prompt datasets for Reinforce-Ada training: loading, column mapping, prompt template, length filter.
+
+A training row needs a `prompt` (a conversation: a list of `{"role", "content"}` messages) and an `answer` (the
+reference final answer, a string, read by the math reward). Source datasets name these columns in many ways; the
+first known alias found is used, and `problem_column` / `answer_column` override the guess.
+
+```python
+from trl_ada.data import format_dataset, load_prompt_dataset
+
+dataset = load_prompt_dataset("open-r1/OpenR1-Math-220k", split="train")  # or "data/problems.jsonl"
+dataset = format_dataset(dataset)  # -> columns "prompt" (conversational) and "answer" (str), plus the others
+```
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from trl import ScriptArguments
+
+if TYPE_CHECKING:
+    from datasets import Dataset
+    from transformers import PreTrainedTokenizerBase
+
+__all__ = [
+    "ANSWER_ALIASES",
+    "INSTRUCTION",
+    "PROBLEM_ALIASES",
+    "SYSTEM_PROMPT",
+    "ReinforceAdaScriptArguments",
+    "build_prompt",
+    "filter_by_prompt_length",
+    "format_dataset",
+    "load_prompt_dataset",
+    "prompt_token_count",
+    "resolve_columns",
+]
+
+logger = logging.getLogger(__name__)
+
+INSTRUCTION = "Think through the problem step by step, then write your final answer inside \\boxed{}."
+"""The reasoning instruction: the system message, and appended to every problem in the user message."""
+
+SYSTEM_PROMPT = INSTRUCTION
+"""Default system message (override it with `system_prompt`; an empty string means no system message)."""
+
+PROBLEM_ALIASES: tuple[str, ...] = ("problem", "question", "prompt")
+"""Column names read as the problem, in order of preference."""
+
+ANSWER_ALIASES: tuple[str, ...] = ("answer", "gt", "solution", "ground_truth")
+"""Column names read as the reference answer, in order of preference."""
+
+LOCAL_FORMATS = {".json": "json", ".jsonl": "json", ".parquet": "parquet", ".csv": "csv"}
+"""File suffix -> `datasets` builder for local files."""
+
+
+@dataclass
+class ReinforceAdaScriptArguments(ScriptArguments):
+    """
+    Script arguments for `trl-ada train`: TRL's [`~trl.ScriptArguments`] (dataset name, config and splits) plus the
+    prompt-dataset options below.
+
+    Parameters:
+        dataset_name (`str`, *optional*):
+            Hub dataset id, local json/jsonl/parquet/csv file, directory of split files (`train.jsonl`, ...), or
+            `save_to_disk` directory. Required by `trl-ada train`.
+        problem_column (`str`, *optional*):
+            Column holding the problem. Defaults to the first of `problem`, `question`, `prompt` present.
+        answer_column (`str`, *optional*):
+            Column holding the reference answer. Defaults to the first of `answer`, `gt`, `solution`, `ground_truth`
+            present.
+        reward_funcs (`list[str]`, *optional*, defaults to `["math"]`):
+            Names of the reward functions (see `trl_ada.rewards.get_reward_funcs`), summed with `reward_weights`.
+        max_prompt_tokens (`int`, *optional*):
+            Drop prompts longer than this many tokens (chat template included) before training.
+        system_prompt (`str`, *optional*):
+            Replace the default system message. An empty string sends no system message.
+    """
+
+    dataset_name: str | None = field(
+        default=None,
+        metadata={
+            "help": "Hub dataset id, local json/jsonl/parquet/csv file, directory of split files (train.jsonl, ...), "
+            "or save_to_disk directory."
+        },
+    )
+    problem_column: str | None = field(
+        default=None,
+        metadata={"help": f"Column holding the problem. Defaults to the first of {list(PROBLEM_ALIASES)} present."},
+    )
+    answer_column: str | None = field(
+        default=None,
+        metadata={
+            "help": f"Column holding the reference answer. Defaults to the first of {list(ANSWER_ALIASES)} present."
+        },
+    )
+    reward_funcs: list[str] = field(
+        default_factory=lambda: ["math"],
+        metadata={"help": "Reward function names (see trl_ada.rewards), summed with `reward_weights`."},
+    )
+    max_prompt_tokens: int | None = field(
+        default=None,
+        metadata={"help": "Drop prompts longer than this many tokens (chat template included) before training."},
+    )
+    system_prompt: str | None = field(
+        default=None,
+        metadata={"help": "Replace the default system message; an empty string sends no system message."},
+    )
+
+    def __post_init__(self) -> None:
+        if hasattr(super(), "__post_init__"):  # TRL's ScriptArguments has none today
+            super().__post_init__()
+        if self.max_prompt_tokens is not None and self.max_prompt_tokens <= 0:
+            raise ValueError(f"max_prompt_tokens={self.max_prompt_tokens} must be a positive number of tokens.")
+        if isinstance(self.reward_funcs, str):
+            self.reward_funcs = [self.reward_funcs]
+        if not self.reward_funcs:
+            raise ValueError("reward_funcs is empty: name at least one reward function, e.g. `reward_funcs: [math]`.")
+
+
+def build_prompt(problem: str, system_prompt: str | None = None) -> list[dict[str, str]]:
+    """The conversational prompt for one problem: system message, then the problem followed by the instruction."""
+    system = SYSTEM_PROMPT if system_prompt is None else system_prompt
+    messages = [{"role": "system", "content": system}] if system else []
+    messages.append({"role": "user", "content": f"{problem.strip()}\n\n{INSTRUCTION}"})
+    return messages
+
+
+def _pick_column(
+    column_names: Sequence[str], explicit: str | None, aliases: Sequence[str], role: str, option: str
+) -> str:
+    """The explicit column if given and present, else the first alias present; a clear ValueError otherwise."""
+    if explicit is not None:
+        if explicit in column_names:
+            return explicit
+        raise ValueError(
+            f"The {role} column {explicit!r} (set by `{option}`) is not in the dataset. Columns found: "
+            f"{list(column_names)}."
+        )
+    for name in aliases:
+        if name in column_names:
+            return name
+    raise ValueError(
+        f"No {role} column found: looked for {list(aliases)}, but the dataset has columns {list(column_names)}. "
+        f"Name the {role} column with `--{option}` (or `{option}:` in the YAML config)."
+    )
+
+
+def resolve_columns(
+    column_names: Sequence[str], problem_column: str | None = None, answer_column: str | None = None
+) -> tuple[str, str]:
+    """The (problem, answer) source columns of a dataset with these column names."""
+    problem = _pick_column(column_names, problem_column, PROBLEM_ALIASES, "problem", "problem_column")
+    answer = _pick_column(column_names, answer_column, ANSWER_ALIASES, "answer", "answer_column")
+    return problem, answer
+
+
+def _is_conversation(value: Any) -> bool:
+    """True for a list of chat messages (an already formatted prompt)."""
+    return isinstance(value, list) and all(isinstance(m, dict) and "role" in m for m in value)
+
+
+def _answer_text(value: Any) -> str:
+    """The reference answer as a string (numbers and single-element lists included; 42.0 -> "42")."""
+    if isinstance(value, list) and len(value) == 1:
+        value = value[0]
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return "" if value is None else str(value)
+
+
+def format_dataset(
+    dataset: Dataset,
+    problem_column: str | None = None,
+    answer_column: str | None = None,
+    system_prompt: str | None = None,
+) -> Dataset:
+    """Add the conversational `prompt` and the string `answer` columns; every other column is kept.
+
+    A problem column that already holds conversations is kept as it is (no template is applied).
+    """
+    problem_key, answer_key = resolve_columns(dataset.column_names, problem_column, answer_column)
+
+    def to_row(example: dict[str, Any]) -> dict[str, Any]:
+        problem = example[problem_key]
+        prompt = problem if _is_conversation(problem) else build_prompt(str(problem), system_prompt)
+        return {"prompt": prompt, "answer": _answer_text(example[answer_key])}
+
+    return dataset.map(to_row, desc="Formatting prompts")
+
+
+def _local_data_file(path: Path) -> str | None:
+    """The `datasets` builder for a local data file, or None when the path is not one."""
+    if not path.is_file():
+        return None
+    builder = LOCAL_FORMATS.get(path.suffix.lower())
+    if builder is None:
+        raise ValueError(f"Unsupported local dataset file {str(path)!r}: use one of {sorted(LOCAL_FORMATS)}.")
+    return builder
+
+
+def _check_single_split(name_or_path: str, split: str) -> None:
+    """A single file (or a saved `Dataset`) is the `train` split; anything else is an error, not a silent reuse."""
+    if split.split("[", 1)[0] != "train":
+        raise ValueError(
+            f"{name_or_path!r} holds a single split, 'train'; got split {split!r}. Put split files "
+            "(train.jsonl, test.jsonl, ...) in a directory and pass the directory instead."
+        )
+
+
+def _load_saved(path: Path, split: str) -> Dataset:
+    """A directory written by `save_to_disk` (e.g. by `trl-ada select-prompts`)."""
+    from datasets import DatasetDict, load_from_disk
+
+    if "[" in split:
+        raise ValueError(f"Split slicing ({split!r}) is not supported for the save_to_disk directory {str(path)!r}.")
+    saved = load_from_disk(str(path))
+    if not isinstance(saved, DatasetDict):
+        _check_single_split(str(path), split)
+        return saved
+    if split not in saved:
+        raise ValueError(f"Split {split!r} not found in {str(path)!r}; its splits are {list(saved)}.")
+    return saved[split]
+
+
+def _is_saved_dataset(path: Path) -> bool:
+    """True for a directory written by `Dataset.save_to_disk` or `DatasetDict.save_to_disk`."""
+    return path.is_dir() and ((path / "state.json").is_file() or (path / "dataset_dict.json").is_file())
+
+
+def load_prompt_dataset(name_or_path: str, split: str = "train", config: str | None = None) -> Dataset:
+    """Load one split of a Hub dataset, a local data directory, or a local json/jsonl/parquet/csv file.
+
+    A single local file holds one split, `train`; a local directory follows the `datasets` naming of split files
+    (`train.jsonl`, `test.jsonl`, ...); a `save_to_disk` directory is loaded with `load_from_disk`.
+    """
+    from datasets import load_dataset
+
+    path = Path(name_or_path).expanduser()
+    if _is_saved_dataset(path):
+        return _load_saved(path, split)
+    builder = _local_data_file(path)
+    if builder is None:
+        return load_dataset(str(path) if path.is_dir() else name_or_path, name=config, split=split)
+    _check_single_split(name_or_path, split)
+    return load_dataset(builder, data_files={"train": str(path)}, split=split)
+
+
+def prompt_token_count(
+    tokenizer: PreTrainedTokenizerBase, prompt: list[dict[str, str]], chat_template_kwargs: dict | None = None
+) -> int:
+    """Tokens of a conversational prompt once the chat template and the generation prompt are applied."""
+    ids = tokenizer.apply_chat_template(
+        prompt, add_generation_prompt=True, tokenize=True, return_dict=False, **(chat_template_kwargs or {})
+    )
+    if isinstance(ids, dict) or hasattr(ids, "keys"):
+        ids = ids["input_ids"]
+    return len(ids)
+
+
+def filter_by_prompt_length(
+    dataset: Dataset,
+    tokenizer: PreTrainedTokenizerBase,
+    max_prompt_tokens: int,
+    chat_template_kwargs: dict | None = None,
+) -> Dataset:
+    """Drop rows whose `prompt` is longer than `max_prompt_tokens` tokens; log how many were dropped."""
+
+    def fits(example: dict[str, Any]) -> bool:
+        return prompt_token_count(tokenizer, example["prompt"], chat_template_kwargs) <= max_prompt_tokens
+
+    kept = dataset.filter(fits, desc=f"Dropping prompts over {max_prompt_tokens} tokens")
+    dropped = len(dataset) - len(kept)
+    logger.info(
+        "Prompt-length filter: dropped %d of %d prompts longer than %d tokens (%d kept).",
+        dropped,
+        len(dataset),
+        max_prompt_tokens,
+        len(kept),
+    )
+    if len(kept) == 0:
+        raise ValueError(
+            f"Every prompt is longer than max_prompt_tokens={max_prompt_tokens}; raise `max_prompt_tokens`."
+        )
+    return kept

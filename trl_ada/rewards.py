@@ -1,0 +1,666 @@
+r"""Rule-based rewards for math RL, and a registry that resolves reward functions by name.
+
+`math_reward` gives 1.0 when the last `\boxed{...}` of a completion is mathematically equivalent to the gold
+`answer` (checked with `math_verify`), else 0.0. It never raises and every (prediction, gold) pair gets a bounded
+time budget:
+
+* Main thread, in-process: a one-shot `SIGALRM` wall-clock timer (`signal.setitimer`) of `timeout_s` interrupts
+  `math_verify` (whose own `signal.alarm` timeouts we disable). Python runs the handler between bytecodes, so a
+  single long C call (e.g. a huge integer power) can overshoot; in tests the worst cases stopped within 20 ms of
+  the deadline.
+* Worker processes (`num_workers > 0` and at least `min_parallel_batch` pairs to score, or any call from a
+  non-main thread, where signals are unavailable): each worker applies the same timer in its own main
+  thread, and the parent kills and replaces any worker whose pair is still running `timeout_s + HARD_GRACE_S`
+  after it was sent. That is a hard bound, whatever the worker is doing.
+* Inputs are capped: the last box is found with a linear scan and its content is limited to `MAX_BOX_CHARS`,
+  so a 1 MB completion costs a few milliseconds before `math_verify` sees at most 1000 characters.
+
+Workers are plain subprocesses, so they also start from daemonic `multiprocessing` workers. Only where no
+subprocess can be started (or without `signal.setitimer`, i.e. on Windows) does a call from a non-main thread
+fall back to running without a timeout; a warning is logged once.
+"""
+
+from __future__ import annotations
+
+import atexit
+import collections
+import difflib
+import functools
+import importlib
+import logging
+import math
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from decimal import Decimal
+from multiprocessing.connection import Connection, wait
+from typing import Any
+
+from math_verify import parse, verify
+
+__all__ = [
+    "DEFAULT_TIMEOUT_S",
+    "MAX_BOX_CHARS",
+    "REWARD_FUNCS",
+    "RewardFunc",
+    "clear_caches",
+    "completion_text",
+    "extract_boxed",
+    "format_reward",
+    "get_reward_funcs",
+    "make_math_reward",
+    "math_reward",
+    "normalize_answer",
+    "register_reward",
+    "score_math",
+    "shutdown_workers",
+]
+
+logger = logging.getLogger(__name__)
+
+RewardFunc = Callable[..., list[float]]
+
+MAX_BOX_CHARS = 1000
+"""Longest boxed answer that is scored; longer ones get 0.0."""
+DEFAULT_TIMEOUT_S = 3.0
+"""Wall-clock budget for parsing and verifying one (prediction, gold) pair."""
+HARD_GRACE_S = 1.0
+"""Extra time a worker process gets past `timeout_s` before it is killed."""
+WORKER_START_TIMEOUT_S = 120.0
+"""How long a spawned worker may take to import this module and report ready."""
+MIN_PARALLEL_BATCH = 64
+"""Below this many pairs to score, the main thread scores in-process even when workers are configured."""
+WORKERS_ENV = "TRL_ADA_REWARD_WORKERS"
+"""Environment variable giving the default `num_workers` of `math_reward` (0 when unset)."""
+_SCORE_CACHE_SIZE = 1 << 16
+
+_BOX_OPEN = re.compile(r"\\(?:boxed|fbox)\s*\{")
+_UNESCAPED_DOLLAR = re.compile(r"(?<!\\)\$")
+_DELIMITERS = (("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]"))
+
+
+class _PairTimeout(BaseException):
+    """Raised by the SIGALRM handler; a BaseException so `except Exception` inside sympy cannot swallow it."""
+
+
+class _DropDisabledTimeoutWarning(logging.Filter):
+    """We disable math_verify's signal timeouts on purpose (see module docstring); hide its warning about that."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("Timeout is disabled")
+
+
+for _name in ("math_verify.parser", "math_verify.grader"):
+    logging.getLogger(_name).addFilter(_DropDisabledTimeoutWarning())
+
+
+# --------------------------------------------------------------------------- text extraction
+
+
+def completion_text(completion: Any) -> str:
+    """Text of a completion: a plain string, or the last assistant message of a conversational completion."""
+    if isinstance(completion, str):
+        return completion
+    if isinstance(completion, dict):
+        return _content_text(completion.get("content"))
+    if isinstance(completion, Sequence) and completion:
+        messages = [m for m in completion if isinstance(m, dict)]
+        assistant = [m for m in messages if m.get("role") == "assistant"]
+        chosen = assistant or messages
+        return _content_text(chosen[-1].get("content")) if chosen else ""
+    return ""
+
+
+def _content_text(content: Any) -> str:
+    """Message content as text; multimodal content lists are joined from their text parts."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [p.get("text") for p in content if isinstance(p, dict)]
+        return "".join(p for p in parts if isinstance(p, str))
+    return ""
+
+
+def extract_boxed(text: str, max_chars: int = MAX_BOX_CHARS) -> str | None:
+    r"""Content of the last `\boxed{...}` / `\fbox{...}` in `text`, with nested braces matched.
+
+    Returns None when there is no box, when the last box is unclosed, or when its content is longer than
+    `max_chars`. Linear in `len(text)`.
+    """
+    last = None
+    for match in _BOX_OPEN.finditer(text):
+        last = match
+    return None if last is None else _braced_content(text, last.end(), max_chars)
+
+
+def _braced_content(text: str, start: int, max_chars: int) -> str | None:
+    """Text from `start` up to the brace closing an already-open `{`, skipping escapes like `\\{`."""
+    depth, i, stop = 1, start, min(len(text), start + max_chars + 1)
+    while i < stop:
+        char = text[i]
+        if char == "\\":
+            i += 2
+            continue
+        if char == "{":
+            depth += 1
+        elif char == "}":
+            depth -= 1
+            if depth == 0:
+                return text[start:i]
+        i += 1
+    return None
+
+
+def _clean_latex(text: str) -> str:
+    """Strip whitespace and unescaped `$` signs (models sometimes write `\\boxed{$x$}`)."""
+    return _UNESCAPED_DOLLAR.sub("", text).strip()
+
+
+def _strip_delimiters(text: str) -> str:
+    """Remove one pair of surrounding math delimiters (`$..$`, `$$..$$`, `\\(..\\)`, `\\[..\\]`)."""
+    for left, right in _DELIMITERS:
+        if len(text) >= len(left) + len(right) and text.startswith(left) and text.endswith(right):
+            return text[len(left) : len(text) - len(right)].strip()
+    return text
+
+
+def _number_text(value: float) -> str:
+    """Plain decimal text of a float (`1e-05` -> `0.00001`), which LaTeX parsing reads correctly."""
+    if not math.isfinite(value):
+        return str(value)
+    if value.is_integer():
+        return str(int(value))
+    return format(Decimal(repr(value)), "f")
+
+
+def normalize_answer(answer: object) -> str:
+    r"""Gold answer as bare LaTeX: numbers formatted, math delimiters and an enclosing `\boxed{}` removed.
+
+    A missing answer (None) gives "", which scores 0.0.
+    """
+    if answer is None:
+        return ""
+    if isinstance(answer, float):
+        return _number_text(answer)
+    text = str(answer).strip()
+    boxed = extract_boxed(text, max_chars=max(len(text), 1))
+    if boxed is not None:
+        text = boxed
+    return _clean_latex(_strip_delimiters(text.strip()))
+
+
+def _prediction(completion: Any) -> str | None:
+    """Cleaned content of the completion's last box, or None when there is nothing to score."""
+    boxed = extract_boxed(completion_text(completion))
+    cleaned = _clean_latex(boxed) if boxed is not None else ""
+    return cleaned or None
+
+
+# --------------------------------------------------------------------------- verification
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_gold(gold: str) -> tuple:
+    """Parsed gold answer, cached: in GRPO every completion of a prompt shares the same gold."""
+    return tuple(parse(f"${gold}$", parsing_timeout=None))
+
+
+def _verify_pair(prediction: str, gold: str) -> float:
+    """1.0 when math_verify finds `prediction` equivalent to `gold`, else 0.0. No timeout of its own."""
+    gold_parsed = list(_parse_gold(gold))
+    if not gold_parsed:
+        return 0.0
+    pred_parsed = parse(f"${prediction}$", parsing_timeout=None)
+    return 1.0 if pred_parsed and verify(gold_parsed, pred_parsed, timeout_seconds=None) else 0.0
+
+
+def _raise_timeout(signum: int, frame: Any) -> None:
+    raise _PairTimeout
+
+
+def _in_main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer")
+
+
+def _score_pair_with_alarm(prediction: str, gold: str, timeout_s: float) -> tuple[float, bool]:
+    """(score, finished) for one pair under a one-shot SIGALRM timer. Main thread only.
+
+    The timer fires at most once, and wherever the exception lands (inside math_verify or just before the timer
+    is cancelled) the outer `except` catches it; the previous handler and any pending outer timer are restored.
+    """
+    old_handler = signal.signal(signal.SIGALRM, _raise_timeout)
+    if old_handler is None:  # installed outside Python; cannot be put back as it was
+        old_handler = signal.SIG_DFL
+    start = time.monotonic()
+    outer_delay, outer_interval = signal.setitimer(signal.ITIMER_REAL, 0)
+    try:
+        try:
+            signal.setitimer(signal.ITIMER_REAL, timeout_s)
+            return _verify_pair(prediction, gold), True
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+    except _PairTimeout:
+        return 0.0, False
+    except Exception:  # math_verify is called with raise_on_error=False; this is belt and braces
+        logger.debug("math_verify failed on %r vs %r", prediction[:100], gold[:100], exc_info=True)
+        return 0.0, True
+    finally:
+        signal.signal(signal.SIGALRM, old_handler)
+        if outer_delay:
+            remaining = max(outer_delay - (time.monotonic() - start), 1e-3)
+            signal.setitimer(signal.ITIMER_REAL, remaining, outer_interval)
+
+
+def _score_pair_unbounded(prediction: str, gold: str) -> tuple[float, bool]:
+    """(score, finished) without any timeout: the last resort when neither signals nor workers are available."""
+    try:
+        return _verify_pair(prediction, gold), True
+    except Exception:
+        return 0.0, True
+
+
+def _score_serial(pairs: Sequence[tuple[str, str]], timeout_s: float) -> list[tuple[float, bool]]:
+    """Score pairs one after the other in this thread."""
+    if _in_main_thread():
+        return [_score_pair_with_alarm(p, g, timeout_s) for p, g in pairs]
+    _warn_unbounded()
+    return [_score_pair_unbounded(p, g) for p, g in pairs]
+
+
+@functools.cache
+def _warn_unbounded() -> None:
+    logger.warning("No reward worker process available off the main thread: math_verify runs without a timeout.")
+
+
+# --------------------------------------------------------------------------- worker processes
+
+
+def _worker_main(fd: int) -> None:
+    """Worker process loop on socket `fd`: answer each `(prediction, gold, timeout_s)` with `(score, finished)`."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's business
+    conn = Connection(fd)
+    _score_pair_with_alarm("1", "1", DEFAULT_TIMEOUT_S)  # warm up sympy / latex2sympy before reporting ready
+    conn.send("ready")
+    while True:
+        try:
+            job = conn.recv()
+        except (EOFError, OSError):
+            return
+        if job is None:
+            return
+        conn.send(_score_pair_with_alarm(*job))
+
+
+class _Worker:
+    """One scoring process (a fresh interpreter that imports only this module) and the parent's end of its socket.
+
+    Started with `subprocess` rather than `multiprocessing`: no fork of a process that already runs threads (CUDA,
+    NCCL, tokenizers), and no re-import of the caller's `__main__` as the "spawn" start method would do.
+    """
+
+    def __init__(self) -> None:
+        parent_sock, child_sock = socket.socketpair()
+        code = (
+            f"import sys; sys.path[:0] = {sys.path!r}; "
+            f"from {__name__} import _worker_main; _worker_main({child_sock.fileno()})"
+        )
+        try:
+            self.process = subprocess.Popen(
+                [sys.executable, "-c", code], pass_fds=[child_sock.fileno()], stdin=subprocess.DEVNULL
+            )
+        except BaseException:
+            parent_sock.close()
+            raise
+        finally:
+            child_sock.close()
+        self.conn = Connection(parent_sock.detach())
+        self.ready = False
+        self.start_deadline = time.monotonic() + WORKER_START_TIMEOUT_S
+
+    def kill(self) -> None:
+        self.process.kill()
+        self.process.wait(timeout=5)
+        self.conn.close()
+
+
+class _WorkerPool:
+    """Worker processes scoring one pair at a time; a worker that overruns its deadline is killed and replaced."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.pid = os.getpid()
+        self.lock = threading.Lock()
+        self._workers = [_Worker() for _ in range(size)]
+
+    def close(self) -> None:
+        for worker in self._workers:
+            worker.kill()
+        self._workers = []
+
+    def score(self, pairs: Sequence[tuple[str, str]], timeout_s: float) -> list[tuple[float, bool]]:
+        """(score, finished) per pair; a pair that overruns `timeout_s + HARD_GRACE_S` gets (0.0, False)."""
+        results: list[tuple[float, bool]] = [(0.0, False)] * len(pairs)
+        todo = collections.deque(range(len(pairs)))
+        busy: dict[Connection, tuple[_Worker, int, float]] = {}  # conn -> (worker, pair index, deadline)
+        starting = {w.conn: w for w in self._workers if not w.ready}
+        idle = [w for w in self._workers if w.ready]
+        while todo or busy:
+            self._dispatch(idle, todo, busy, pairs, timeout_s)
+            if not busy and not starting:
+                raise RuntimeError("no reward worker process could be started")
+            deadlines = [d for _, _, d in busy.values()] + [w.start_deadline for w in starting.values()]
+            ready = wait([*busy, *starting], timeout=max(0.0, min(deadlines) - time.monotonic()))
+            for conn in ready:
+                if conn in starting:
+                    idle.extend(self._on_started(starting.pop(conn)))
+                else:
+                    worker, index, _ = busy.pop(conn)
+                    results[index], alive = self._receive(worker)
+                    if alive:
+                        idle.append(worker)
+                    else:
+                        self._replace(worker, starting)
+            now = time.monotonic()
+            for conn, (worker, index, deadline) in list(busy.items()):
+                if now >= deadline:
+                    del busy[conn]
+                    logger.warning("Reward worker overran %.1fs on %r: restarting it", timeout_s, pairs[index][0][:50])
+                    self._replace(worker, starting)
+            for conn, worker in list(starting.items()):
+                if now >= worker.start_deadline:
+                    del starting[conn]
+                    self._drop(worker)
+        return results
+
+    def _dispatch(self, idle: list[_Worker], todo: collections.deque, busy: dict, pairs: Sequence, timeout_s: float):
+        """Hand queued pairs to idle workers."""
+        while idle and todo:
+            worker, index = idle.pop(), todo.popleft()
+            try:
+                worker.conn.send((*pairs[index], timeout_s))
+            except (OSError, ValueError):
+                todo.appendleft(index)
+                self._drop(worker)
+                continue
+            busy[worker.conn] = (worker, index, time.monotonic() + timeout_s + HARD_GRACE_S)
+
+    def _on_started(self, worker: _Worker) -> list[_Worker]:
+        """Read a new worker's ready message; returns it as idle, or drops it if it died."""
+        try:
+            worker.ready = worker.conn.recv() == "ready"
+        except (EOFError, OSError):
+            worker.ready = False
+        if worker.ready:
+            return [worker]
+        self._drop(worker)
+        return []
+
+    @staticmethod
+    def _receive(worker: _Worker) -> tuple[tuple[float, bool], bool]:
+        """(result, worker still usable)."""
+        try:
+            score, finished = worker.conn.recv()
+            return (float(score), bool(finished)), True
+        except (EOFError, OSError, TypeError, ValueError):
+            return (0.0, False), False
+
+    def _replace(self, worker: _Worker, starting: dict[Connection, _Worker]) -> _Worker:
+        """Kill `worker` and start a replacement, tracked in `starting` until it reports ready."""
+        self._drop(worker)
+        fresh = _Worker()
+        self._workers.append(fresh)
+        starting[fresh.conn] = fresh
+        return fresh
+
+    def _drop(self, worker: _Worker) -> None:
+        worker.kill()
+        if worker in self._workers:
+            self._workers.remove(worker)
+
+
+_POOL: _WorkerPool | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def _get_pool(size: int) -> _WorkerPool | None:
+    """The process-wide worker pool with `size` workers, (re)started as needed; None if it cannot start."""
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is not None and _POOL.pid != os.getpid():
+            _POOL = None  # inherited through fork: those workers belong to the parent
+        if _POOL is not None and _POOL.size == size and _POOL._workers:
+            return _POOL
+        if _POOL is not None:
+            _close_pool(_POOL)
+        try:
+            _POOL = _WorkerPool(size)
+        except Exception:  # e.g. "daemonic processes are not allowed to have children"
+            logger.warning("Could not start reward worker processes; scoring in-process.", exc_info=True)
+            _POOL = None
+        return _POOL
+
+
+def _close_pool(pool: _WorkerPool) -> None:
+    """Close `pool` once no thread is scoring in it (or after a while: its workers are killed regardless)."""
+    acquired = pool.lock.acquire(timeout=30)
+    try:
+        pool.close()
+    finally:
+        if acquired:
+            pool.lock.release()
+
+
+def shutdown_workers() -> None:
+    """Stop the reward worker processes (they are restarted on demand). Registered with `atexit`."""
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is not None and _POOL.pid == os.getpid():
+            _close_pool(_POOL)
+        _POOL = None
+
+
+atexit.register(shutdown_workers)
+
+
+def _score_in_workers(pairs: Sequence[tuple[str, str]], size: int, timeout_s: float) -> list[tuple[float, bool]]:
+    """Score in the worker pool, or serially when no pool can be had."""
+    pool = _get_pool(size)
+    if pool is None:
+        return _score_serial(pairs, timeout_s)
+    with pool.lock:
+        try:
+            return pool.score(pairs, timeout_s)
+        except Exception:
+            logger.warning("Reward worker pool failed; scoring in-process.", exc_info=True)
+    shutdown_workers()
+    return _score_serial(pairs, timeout_s)
+
+
+# --------------------------------------------------------------------------- batch scoring
+
+
+_SCORE_CACHE: dict[tuple[str, str], float] = {}
+
+
+def clear_caches() -> None:
+    """Forget cached scores and parsed gold answers (in this process)."""
+    _SCORE_CACHE.clear()
+    _parse_gold.cache_clear()
+
+
+def _default_workers() -> int:
+    """`num_workers` from the `TRL_ADA_REWARD_WORKERS` environment variable, 0 when unset or invalid."""
+    try:
+        return max(0, int(os.environ.get(WORKERS_ENV, "0")))
+    except ValueError:
+        return 0
+
+
+def _score_unique(
+    pairs: Sequence[tuple[str, str]], num_workers: int, timeout_s: float, min_parallel_batch: int
+) -> list[float]:
+    """Scores of distinct pairs: in-process in the main thread for small batches, otherwise in workers."""
+    if not pairs:
+        return []
+    use_workers = not _in_main_thread() or (num_workers > 0 and len(pairs) >= min_parallel_batch)
+    if use_workers:
+        results = _score_in_workers(pairs, max(1, num_workers), timeout_s)
+    else:
+        results = _score_serial(pairs, timeout_s)
+    if len(_SCORE_CACHE) > _SCORE_CACHE_SIZE:
+        _SCORE_CACHE.clear()
+    for pair, (score, finished) in zip(pairs, results, strict=True):
+        if finished:  # a timeout may be load-dependent: do not make it sticky
+            _SCORE_CACHE[pair] = score
+    return [score for score, _ in results]
+
+
+def score_math(
+    completions: Sequence[Any],
+    answers: Sequence[object],
+    *,
+    num_workers: int | None = None,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    min_parallel_batch: int = MIN_PARALLEL_BATCH,
+) -> list[float]:
+    """1.0/0.0 per completion: is its last boxed answer equivalent to the gold answer?
+
+    Identical (prediction, gold) pairs are verified once and remembered across calls. `num_workers` (default:
+    `$TRL_ADA_REWARD_WORKERS`, else 0) worker processes are used when at least `min_parallel_batch` distinct pairs
+    need verifying, and always off the main thread. Never raises for any content of `completions`/`answers`.
+    """
+    workers = _default_workers() if num_workers is None else max(0, int(num_workers))
+    timeout_s = max(float(timeout_s), 1e-3)  # a zero timer would mean no timer
+    keys = [_pair_key(c, a) for c, a in zip(completions, answers, strict=True)]
+    todo = list(dict.fromkeys(k for k in keys if k is not None and k not in _SCORE_CACHE))
+    fresh = dict(zip(todo, _score_unique(todo, workers, timeout_s, min_parallel_batch), strict=True))
+    return [0.0 if k is None else fresh.get(k, _SCORE_CACHE.get(k, 0.0)) for k in keys]
+
+
+def _pair_key(completion: Any, answer: object) -> tuple[str, str] | None:
+    """(prediction, gold) to verify, or None when the completion has no usable boxed answer."""
+    try:
+        prediction = _prediction(completion)
+        gold = normalize_answer(answer) if prediction is not None else ""
+    except Exception:  # exotic objects whose str() fails
+        return None
+    return (prediction, gold) if prediction and gold else None
+
+
+# --------------------------------------------------------------------------- TRL reward functions
+
+
+def math_reward(completions: Sequence[Any], answer: Sequence[object], **kwargs: Any) -> list[float]:
+    r"""TRL reward: 1.0 when the last `\boxed{}` of each completion equals its gold `answer` column, else 0.0.
+
+    Extra TRL keyword arguments (`prompts`, `completion_ids`, `trainer_state`, other dataset columns, ...) are
+    ignored. Worker processes are used per `$TRL_ADA_REWARD_WORKERS`; see `make_math_reward` to set them in code.
+    """
+    return score_math(completions, answer)
+
+
+def make_math_reward(
+    num_workers: int = 0, timeout_s: float = DEFAULT_TIMEOUT_S, min_parallel_batch: int = MIN_PARALLEL_BATCH
+) -> RewardFunc:
+    """A `math_reward` with explicit worker count and per-pair timeout."""
+
+    def math_reward(completions: Sequence[Any], answer: Sequence[object], **kwargs: Any) -> list[float]:
+        """TRL reward: 1.0 when the last boxed answer of each completion equals its gold `answer`, else 0.0."""
+        return score_math(
+            completions,
+            answer,
+            num_workers=num_workers,
+            timeout_s=timeout_s,
+            min_parallel_batch=min_parallel_batch,
+        )
+
+    return math_reward
+
+
+def format_reward(completions: Sequence[Any], **kwargs: Any) -> list[float]:
+    r"""TRL reward: 1.0 when the completion ends with a non-empty `\boxed{}` answer (as `math_reward` reads it)."""
+    return [0.0 if _safe_prediction(c) is None else 1.0 for c in completions]
+
+
+def _safe_prediction(completion: Any) -> str | None:
+    try:
+        return _prediction(completion)
+    except Exception:
+        return None
+
+
+# --------------------------------------------------------------------------- registry
+
+
+REWARD_FUNCS: dict[str, RewardFunc] = {}
+
+
+def register_reward(name: str, func: RewardFunc | None = None, *, overwrite: bool = False) -> Any:
+    """Register `func` under `name`; without `func`, return a decorator: `@register_reward("my_reward")`.
+
+    Raises ValueError if `name` is taken (unless `overwrite=True`) or not a plain name (`:` marks import paths).
+    """
+    if not isinstance(name, str) or not name or ":" in name:
+        raise ValueError(f"Reward name must be a non-empty string without ':', got {name!r}.")
+
+    def _register(f: RewardFunc) -> RewardFunc:
+        if not callable(f):
+            raise ValueError(f"Reward {name!r} must be callable, got {f!r}.")
+        if name in REWARD_FUNCS and not overwrite:
+            raise ValueError(
+                f"Reward {name!r} is already registered ({REWARD_FUNCS[name]!r}); pass overwrite=True to replace it."
+            )
+        REWARD_FUNCS[name] = f
+        return f
+
+    return _register if func is None else _register(func)
+
+
+def get_reward_funcs(names: str | Iterable[str | RewardFunc]) -> list[RewardFunc]:
+    """Resolve reward names (registered names, or `package.module:function` import paths) to callables.
+
+    Callables are passed through. Raises ValueError for unknown names (listing the known ones) and failed imports.
+    """
+    if isinstance(names, str):
+        names = [names]
+    return [name if callable(name) else _resolve_reward(name) for name in names]
+
+
+def _resolve_reward(name: str) -> RewardFunc:
+    if not isinstance(name, str):
+        raise ValueError(f"Reward must be a name or a callable, got {name!r}.")
+    if name in REWARD_FUNCS:
+        return REWARD_FUNCS[name]
+    if ":" in name:
+        return _import_reward(name)
+    known = sorted(REWARD_FUNCS)
+    close = difflib.get_close_matches(name, known, n=1)
+    hint = f" Did you mean {close[0]!r}?" if close else ""
+    raise ValueError(
+        f"Unknown reward function {name!r}.{hint} Known rewards: {', '.join(known)}. "
+        "A custom function can be given as 'package.module:function'."
+    )
+
+
+def _import_reward(path: str) -> RewardFunc:
+    """Import `package.module:attr.attr` and check that it is callable."""
+    module_name, _, attr_path = path.partition(":")
+    try:
+        target: Any = importlib.import_module(module_name)
+        for attr in attr_path.split("."):
+            target = getattr(target, attr)
+    except Exception as exc:
+        raise ValueError(f"Could not import reward function {path!r}: {type(exc).__name__}: {exc}") from exc
+    if not callable(target):
+        raise ValueError(f"Reward {path!r} resolved to {target!r}, which is not callable.")
+    return target
+
+
+register_reward("math", math_reward)
+register_reward("format", format_reward)
