@@ -22,7 +22,7 @@ def _text(message) -> str:
 
 
 class ScriptedReward:
-    """Rewards by prompt: always 1, always 0, 1/0/1/0..., or 1/0/0/0/1... per prompt; counts every completion scored."""
+    """Rewards by prompt: always 1, always 0, 1/0/1/0..., or 1/0/0/0/1...; counts every completion scored."""
 
     __name__ = "scripted"
 
@@ -85,7 +85,9 @@ class LossSpy:
             self.inputs.append(inputs)
             self.batch_sizes.append(inputs["completion_ids"].shape[0])
             tokenizer = trainer.processing_class
-            for ids, mask, advantage in zip(inputs["prompt_ids"], inputs["prompt_mask"], inputs["advantages"]):
+            for ids, mask, advantage in zip(
+                inputs["prompt_ids"], inputs["prompt_mask"], inputs["advantages"], strict=True
+            ):
                 text = tokenizer.decode(ids[mask.bool()])
                 key = next(k for k in PROMPTS if k in text)
                 self.advantages[key].append(round(float(advantage), 6))
@@ -105,9 +107,7 @@ def _train(tiny_model_dir, tmp_path, reward=None, dataset=None, **overrides):
     spy = LossSpy(trainer)
     before = {name: p.detach().clone() for name, p in trainer.model.named_parameters() if p.requires_grad}
     trainer.train()
-    changed = any(
-        not torch.equal(before[name], p) for name, p in trainer.model.named_parameters() if name in before
-    )
+    changed = any(not torch.equal(before[name], p) for name, p in trainer.model.named_parameters() if name in before)
     return trainer, reward, spy, changed
 
 

@@ -93,7 +93,7 @@ def test_vllm_rounds_call_once_per_round_with_active_prompts_and_aligned_logprob
     assert [call["num_generations"] for call in stand_in.calls] == [4] * int(sampler_log["reinforce_ada/rounds"])
     distinct_per_call = [len({tuple(p) for p in call["prompts"]}) for call in stand_in.calls]
     assert distinct_per_call[0] == 4
-    assert all(later <= earlier for earlier, later in zip(distinct_per_call, distinct_per_call[1:]))
+    assert all(later <= earlier for earlier, later in zip(distinct_per_call, distinct_per_call[1:], strict=False))
     assert sum(len(call["prompts"]) for call in stand_in.calls) == sampler_log["reinforce_ada/samples"]
     assert stand_in.syncs == 1  # weights pushed once per step, not once per round
 

@@ -138,8 +138,8 @@ def validate_sampling(
         )
     if not isinstance(positive_threshold, (int, float)) or not math.isfinite(positive_threshold):
         raise ValueError(
-            f"positive_threshold={positive_threshold!r}: must be a finite number (0.7 for 0/1 rewards: a completion is "
-            "positive when its reward is strictly greater)."
+            f"positive_threshold={positive_threshold!r}: must be a finite number (0.7 for 0/1 rewards; a "
+            "completion is positive when its reward is strictly greater)."
         )
 
 

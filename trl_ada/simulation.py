@@ -25,7 +25,9 @@ class SimulatedPolicy:
     def __post_init__(self) -> None:
         rates = np.asarray(self.pass_rates, dtype=np.float64)
         if rates.ndim != 1 or rates.size == 0 or np.any((rates < 0) | (rates > 1)) or not np.all(np.isfinite(rates)):
-            raise ValueError(f"pass_rates must be a non-empty list of probabilities in [0, 1]; got {self.pass_rates!r}.")
+            raise ValueError(
+                f"pass_rates must be a non-empty list of probabilities in [0, 1]; got {self.pass_rates!r}."
+            )
         self.pass_rates = rates
         self.rng = np.random.default_rng(self.seed)
 

@@ -18,7 +18,7 @@ from trl_ada import ReinforceAdaConfig, ReinforceAdaTrainer
 
 def reward(prompts, completion_ids, **kwargs):
     """Prompt-dependent 0/1 rewards that differ between completions, so exits are data-driven."""
-    return [float((sum(ids) + len(p[-1]["content"])) % 3 == 0) for p, ids in zip(prompts, completion_ids)]
+    return [float((sum(ids) + len(p[-1]["content"])) % 3 == 0) for p, ids in zip(prompts, completion_ids, strict=True)]
 
 
 def main(model_dir: str, out: str) -> None:
