@@ -23,6 +23,7 @@ import argparse
 import importlib.util
 import json
 import logging
+import math
 import sys
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -544,48 +545,30 @@ def _log_selection(
 # ----------------------------------------------------------------------------------------------------------------
 
 
-def _positive_int(text: str) -> int:
-    """argparse type: an integer >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
+def _bounded(cast: type, low: float, high: float = math.inf, low_open: bool = False):
+    """An argparse type: `cast(text)` within [low, high] (or (low, high] when `low_open`)."""
+    if high == math.inf:
+        interval = f"{'>' if low_open else '>='} {low}"
+    else:
+        interval = f"in {'(' if low_open else '['}{low}, {high}]"
+    kind = "an integer" if cast is int else "a number"
+
+    def parse(text: str):
+        try:
+            value = cast(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {kind} {interval}, got {text!r}") from None
+        if value < low or (low_open and value == low) or value > high:
+            raise argparse.ArgumentTypeError(f"must be {interval}, got {value}")
+        return value
+
+    return parse
 
 
-def _pass_rate(text: str) -> float:
-    """argparse type: a float in (0, 1]."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {text!r}") from None
-    if not 0 < value <= 1:
-        raise argparse.ArgumentTypeError(f"must be in (0, 1], got {value}")
-    return value
-
-
-def _non_negative_int(text: str) -> int:
-    """argparse type: an integer >= 0."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
-
-
-def _non_negative_float(text: str) -> float:
-    """argparse type: a float >= 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
+_positive_int = _bounded(int, 1)
+_non_negative_int = _bounded(int, 0)
+_non_negative_float = _bounded(float, 0.0)
+_pass_rate = _bounded(float, 0.0, 1.0, low_open=True)
 
 
 def _add_generation_arguments(parser: argparse.ArgumentParser, max_new_tokens: int) -> None:
