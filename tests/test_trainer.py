@@ -79,18 +79,21 @@ class LossSpy:
         self.advantages = defaultdict(list)
         self.batch_sizes = []
         self.inputs = []
+        self.prompts_per_call = []
         original = trainer._compute_loss
 
         def spy(model, inputs):
             self.inputs.append(inputs)
             self.batch_sizes.append(inputs["completion_ids"].shape[0])
             tokenizer = trainer.processing_class
+            self.prompts_per_call.append(Counter())
             for ids, mask, advantage in zip(
                 inputs["prompt_ids"], inputs["prompt_mask"], inputs["advantages"], strict=True
             ):
                 text = tokenizer.decode(ids[mask.bool()])
                 key = next(k for k in PROMPTS if k in text)
                 self.advantages[key].append(round(float(advantage), 6))
+                self.prompts_per_call[-1][key] += 1
             return original(model, inputs)
 
         trainer._compute_loss = spy
@@ -250,7 +253,7 @@ def test_lora_trains_only_the_adapter(tiny_model_dir, tmp_path):
 
 def test_checkpoint_resume_and_model_card(tiny_model_dir, tmp_path):
     args = dict(max_steps=2, save_strategy="steps", save_steps=1, per_device_train_batch_size=8)
-    trainer, _, _, _ = _train(tiny_model_dir, tmp_path, dataset=_dataset(4), **args)
+    trainer, _, first_spy, _ = _train(tiny_model_dir, tmp_path, dataset=_dataset(4), **args)
     checkpoint = Path(trainer.args.output_dir, "checkpoint-1")
     for name in ("model.safetensors", "optimizer.pt", "scheduler.pt", "trainer_state.json", "rng_state.pth"):
         assert (checkpoint / name).exists(), name
@@ -268,10 +271,11 @@ def test_checkpoint_resume_and_model_card(tiny_model_dir, tmp_path):
     resumed.train(resume_from_checkpoint=str(checkpoint))
     assert resumed.state.global_step == 2
     assert len(spy.batch_sizes) == 1  # only step 2 ran
+    assert spy.prompts_per_call == first_spy.prompts_per_call[1:]  # same data order: step 2 sees the same prompts
     state = json.loads((Path(trainer.args.output_dir) / "checkpoint-2" / "trainer_state.json").read_text())
     assert state["global_step"] == 2
     resumed_samples = [h["reinforce_ada/samples"] for h in resumed.state.log_history if "reinforce_ada/samples" in h]
-    assert resumed_samples[-1] == first_run[-1]  # same data order: step 2 sees the same prompts
+    assert resumed_samples[-1] == first_run[-1]
 
 
 @pytest.mark.parametrize(
