@@ -296,6 +296,11 @@ def test_bad_config_names_the_field(tmp_path, overrides, match):
         _config(tmp_path, **overrides)
 
 
+def test_exit_rule_none_ignores_the_round_plan(tmp_path):
+    config = _config(tmp_path, exit_rule="none", num_generations=8, per_device_train_batch_size=8, max_rounds=1)
+    assert not config.is_adaptive
+
+
 @pytest.mark.parametrize("option", ["tools", "rollout_func", "environment_factory"])
 def test_multi_turn_options_need_exit_rule_none(tiny_model_dir, tmp_path, option):
     def tool(x: int) -> int:

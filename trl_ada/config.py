@@ -101,7 +101,8 @@ class ReinforceAdaConfig(GRPOConfig):
                 f"advantage_baseline={self.advantage_baseline!r} is not supported; choose one of "
                 f"{list(ADVANTAGE_BASELINES)}."
             )
-        validate_sampling(self.num_generations, self.samples_per_round, self.max_rounds, self.positive_threshold)
+        plan = (self.samples_per_round, self.max_rounds) if self.is_adaptive else (self.num_generations, 1)
+        validate_sampling(self.num_generations, *plan, self.positive_threshold)
         if self.multi_objective_aggregation != "sum_then_normalize":
             raise ValueError(
                 f"multi_objective_aggregation={self.multi_objective_aggregation!r} is not supported by "
