@@ -18,6 +18,7 @@ because every drawn completion must be classed positive or negative to decide ex
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from difflib import get_close_matches
@@ -136,7 +137,7 @@ def validate_sampling(
             f"is smaller than num_generations={num_generations}: a prompt could never fill its group. Raise "
             f"samples_per_round or max_rounds so that their product is at least {num_generations}."
         )
-    if not isinstance(positive_threshold, (int, float)) or not math.isfinite(positive_threshold):
+    if not isinstance(positive_threshold, numbers.Real) or not math.isfinite(positive_threshold):
         raise ValueError(
             f"positive_threshold={positive_threshold!r}: must be a finite number (0.7 for 0/1 rewards; a "
             "completion is positive when its reward is strictly greater)."
@@ -341,8 +342,8 @@ class AdaptiveSampler:
         exits = [sum(r == k for r in self.exit_round) / b for k in range(1, self.max_rounds + 1)]
         unresolved = [p for p in range(b) if self.exit_round[p] is None]
         positives = np.array([self.counts(p)[0] for p in range(b)])
-        all_pos = sum(int(positives[p] == sizes[p]) for p in unresolved)
-        all_neg = sum(int(positives[p] == 0) for p in unresolved)
+        all_pos = sum(int(positives[p] == sizes[p] > 0) for p in unresolved)
+        all_neg = sum(int(positives[p] == 0 < sizes[p]) for p in unresolved)
         first_round = [reward for pool in self.pools for reward in pool[:m]]
         kept = self.kept_rewards() if self.done else None
         mixed_groups = float(np.mean(kept.max(axis=1) > kept.min(axis=1))) if kept is not None else float("nan")
