@@ -494,3 +494,11 @@ def test_statistics_add_up(step):
     assert stats.pool_pass_rate == pytest.approx(
         sum(sum(sampler.is_positive(p)) for p in range(b)) / stats.samples, abs=1e-12
     )
+
+
+def test_candidates_are_the_first_n_of_each_class_and_cover_the_group():
+    sampler = AdaptiveSampler(num_prompts=1, num_generations=4, samples_per_round=8, max_rounds=1)
+    sampler.plan_round()
+    sampler.ingest([1, 1, 0, 1, 1, 1, 0, 1])
+    assert sampler.candidates(0) == [0, 1, 2, 3, 4, 6]  # the 5th and 6th positives can never be kept
+    assert set(sampler.select_groups()[0]) <= set(sampler.candidates(0))

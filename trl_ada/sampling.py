@@ -322,6 +322,13 @@ class AdaptiveSampler:
         self._plan = None
         return exited
 
+    def candidates(self, prompt: int) -> list[int]:
+        """Pool indices that group selection can still keep: the first n of each class (later draws never are)."""
+        labels = self.is_positive(prompt)
+        positives = [i for i, positive in enumerate(labels) if positive][: self.num_generations]
+        negatives = [i for i, positive in enumerate(labels) if not positive][: self.num_generations]
+        return sorted(positives + negatives)
+
     # -- results -------------------------------------------------------------------------------
 
     def select_groups(self) -> list[list[int]]:

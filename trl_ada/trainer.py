@@ -47,6 +47,16 @@ def shard_evenly(items: list[int], num_shards: int) -> list[list[int]]:
     return [padded[k * size : (k + 1) * size] for k in range(num_shards)]
 
 
+def _forget_unselectable(sampler: AdaptiveSampler, prompts: list[int], *stores: dict) -> None:
+    """Drop samples of `prompts` that group selection can no longer keep, so a step holds O(n) per prompt."""
+    for j in prompts:
+        keep = set(sampler.candidates(j))
+        for store in stores:
+            for i in range(len(sampler.pools[j])):
+                if i not in keep:
+                    store.pop((j, i), None)
+
+
 @dataclass
 class _Sample:
     """One generated completion, kept by the process that generated it until groups are formed."""
@@ -181,14 +191,15 @@ class ReinforceAdaTrainer(GRPOTrainer):
                     row = slot * m + s
                     local_tokens += len(completion_ids[row])
                     owned[(j, base + s)] = _Sample(
-                        prompt_ids=list(prompt_ids[row]),
-                        completion_ids=list(completion_ids[row]),
+                        prompt_ids=prompt_ids[row],
+                        completion_ids=completion_ids[row],
                         completion=completions[row],
                         logprobs=None if logprobs is None else list(logprobs[row]),
                         images=None if images is None else images[row],
                         extra_logs={column: values[row] for column, values in extra_logs.items()},
                     )
             sampler.ingest(aggregate_rewards(round_rewards, weights))
+            _forget_unselectable(sampler, active, owned, rewards_per_func)
             self._metrics["train"][f"{METRIC_PREFIX}generation_time/round_{sampler.round}"].append(generation_time)
 
         self._sampler = sampler
