@@ -1,0 +1,353 @@
+"""Learning speed on the demo's toy task: steps and generated samples to reach a target first-round reward.
+
+What it measures
+----------------
+The task and the training settings are those of `trl-ada demo` (`trl_ada.demo.TaskSettings`: the tiny random
+Qwen2 model, prompts asking for the letter a or o 1 to 5 times, 8 prompts per step, lr 5e-3, no std scaling, DAPO
+loss). Every method starts from the same saved weights for a given seed, sees the same prompts in the same order,
+and trains for the same number of steps:
+
+- GRPO n=4 and GRPO n=16: plain `trl.GRPOTrainer` with n completions per prompt (every one reaches the loss);
+- pos M=8 N=4 and balance M=8 N=4: `trl_ada.ReinforceAdaTrainer` with that exit rule (n=4 kept per prompt).
+
+The curve of a run is its first-round reward per step (GRPO: `reward`; Reinforce-Ada:
+`reinforce_ada/first_round_reward`, the mean reward of the round-1 samples; both unbiased) smoothed with a 5-step
+trailing moving average. For each target (0.5 and 0.7) the script reports the first step at which the smoothed
+curve reaches the target and the completions generated up to that step (every completion drawn counts, kept or
+not). Means and spreads (std) are over the seeds that reached the target; "reached" says how many did. Ratios
+divide a method's mean by GRPO n=4's (below 1: fewer steps or samples than GRPO n=4).
+
+A seed sets the model's initial weights, the prompt order and the sampling. Runs are independent processes
+(`--workers`, default 2: one torch thread each, so two runs share a 2-core machine well).
+
+Run
+---
+    python benchmarks/learning.py            # 3 seeds x 60 steps x 4 methods, 2-4 min on 2 CPUs
+    python benchmarks/learning.py --smoke    # 1 seed, 2 steps, 2 prompts/step, in-process: seconds
+    python benchmarks/learning.py --out DIR  # default benchmarks/results/learning/
+
+Writes `results.json` (every step of every run, and the summaries), `steps.csv`, `tables.txt` and `learning.png`
+(reward vs step and vs samples, mean over seeds with a ±1 std band) into the output directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # everything is built locally; never reach for the Hub
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+_REPO_ROOT = Path(__file__).resolve().parents[1]
+if str(_REPO_ROOT) not in sys.path:  # run as a script, `benchmarks` is not importable otherwise
+    sys.path.insert(0, str(_REPO_ROOT))
+
+from benchmarks.common import (  # noqa: E402
+    format_table,
+    machine_description,
+    make_parser,
+    mean_and_std,
+    save_figure,
+    write_csv,
+    write_json,
+)
+from trl_ada.demo import (  # noqa: E402
+    SMOOTHING_WINDOW,
+    MethodSpec,
+    TaskSettings,
+    make_task,
+    moving_average,
+    plot_curves,
+    prepare_model,
+    quiet_training,
+    run_method,
+    samples_to_reach,
+    steps_to_reach,
+    task_title,
+    with_rounds,
+)
+
+BASELINE = "GRPO n=4"
+TARGETS = (0.5, 0.7)
+DEFAULT_OUT = Path("benchmarks/results/learning")
+FULL_SIZES = {"steps": 60, "seeds": 3, "prompts_per_step": 8, "workers": 2}
+SMOKE_SIZES = {"steps": 2, "seeds": 1, "prompts_per_step": 2, "workers": 1}
+
+Runs = dict[str, dict[int, list[dict[str, Any]]]]
+"""method label -> seed -> per-step records of `trl_ada.demo.run_method`."""
+
+
+def build_methods(smoke: bool = False) -> list[MethodSpec]:
+    """GRPO n=4 (the baseline), GRPO n=16, and Reinforce-Ada pos and balance (M=8, N=4; smoke: M=4, N=2)."""
+    adaptive = [MethodSpec("pos", "pos", exit_rule="pos"), MethodSpec("balance", "balance", exit_rule="balance")]
+    m, n = (4, 2) if smoke else (8, 4)
+    return [
+        MethodSpec("grpo_n4", BASELINE, num_generations=4),
+        MethodSpec("grpo_n16", "GRPO n=16", num_generations=16),
+        *(with_rounds(spec, samples_per_round=m, max_rounds=n) for spec in adaptive),
+    ]
+
+
+# --------------------------------------------------------------------------------------------
+# Runs
+# --------------------------------------------------------------------------------------------
+
+
+def _jobs(methods: Sequence[MethodSpec], seeds: Sequence[int]) -> list[tuple[MethodSpec, int]]:
+    """Every (method, seed), the costliest methods first so that two workers finish close together."""
+    cost = {"balance": 0, "pos": 1}
+    ordered = sorted(methods, key=lambda spec: (cost.get(spec.exit_rule or "", 2), -spec.num_generations))
+    return [(spec, seed) for spec in ordered for seed in seeds]
+
+
+def _describe(records: list[dict[str, Any]]) -> str:
+    """One line about a finished run."""
+    rewards = [r["first_round_reward"] for r in records]
+    head, tail = np.mean(rewards[:SMOOTHING_WINDOW]), np.mean(rewards[-SMOOTHING_WINDOW:])
+    return (
+        f"{len(records)} steps, first-round reward {head:.2f} -> {tail:.2f}, "
+        f"{records[-1]['cumulative_samples']:.0f} samples, {records[-1]['wall_time']:.0f} s"
+    )
+
+
+def run_all(
+    methods: Sequence[MethodSpec],
+    seeds: Sequence[int],
+    steps: int,
+    settings: TaskSettings,
+    workers: int,
+    verbose: bool = True,
+) -> Runs:
+    """Train every method at every seed (in `workers` processes when > 1); the records of every run."""
+    runs: Runs = {spec.label: {} for spec in methods}
+    with tempfile.TemporaryDirectory(prefix="trl-ada-learning-") as work:
+        with quiet_training():
+            model_dirs = {seed: prepare_model(Path(work) / f"model-{seed}", seed) for seed in seeds}
+        datasets = {seed: make_task(settings, steps, seed) for seed in seeds}
+        jobs = _jobs(methods, seeds)
+
+        def arguments(spec: MethodSpec, seed: int) -> tuple[tuple, dict]:
+            kwargs = {"seed": seed, "steps": steps, "settings": settings, "work_dir": work}
+            return (spec, model_dirs[seed], datasets[seed]), kwargs
+
+        def finished(k: int, spec: MethodSpec, seed: int, records: list[dict]) -> None:
+            runs[spec.label][seed] = records
+            if verbose:
+                print(
+                    f"[{k:>2}/{len(jobs)}] {spec.label} seed {seed}: {_describe(records)}", file=sys.stderr, flush=True
+                )
+
+        if workers <= 1:
+            for k, (spec, seed) in enumerate(jobs, start=1):
+                args, kwargs = arguments(spec, seed)
+                finished(k, spec, seed, run_method(*args, **kwargs))
+            return runs
+        context = multiprocessing.get_context("spawn")  # fresh interpreters: no torch state inherited by fork
+        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+            futures = {}
+            for spec, seed in jobs:
+                args, kwargs = arguments(spec, seed)
+                futures[pool.submit(run_method, *args, **kwargs)] = (spec, seed)
+            for k, future in enumerate(as_completed(futures), start=1):
+                finished(k, *futures[future], future.result())
+    return runs
+
+
+# --------------------------------------------------------------------------------------------
+# Summaries
+# --------------------------------------------------------------------------------------------
+
+
+def _stats(values: Sequence[float]) -> dict[str, Any]:
+    """Mean and std over the finite values, how many there are, and the raw values (NaN: target not reached)."""
+    mean, std = mean_and_std(values)
+    return {"mean": mean, "std": std, "reached": int(np.isfinite(values).sum()), "values": list(values)}
+
+
+def summarize_method(per_seed: dict[int, list[dict[str, Any]]], targets: Sequence[float]) -> dict[str, Any]:
+    """Steps and samples to each target, final reward, samples per step, zero-std fraction, wall time (over seeds)."""
+    runs = list(per_seed.values())
+    summary: dict[str, Any] = {"seeds": list(per_seed)}
+    for target in targets:
+        summary[f"steps_to_{target:g}"] = _stats([steps_to_reach(r, target) for r in runs])
+        summary[f"samples_to_{target:g}"] = _stats([samples_to_reach(r, target) for r in runs])
+    final = [np.mean([s["first_round_reward"] for s in r[-SMOOTHING_WINDOW:]]) for r in runs]
+    summary["final_first_round_reward"] = _stats(final)
+    summary["samples_per_step"] = _stats([r[-1]["cumulative_samples"] / len(r) for r in runs])
+    for name in ("frac_reward_zero_std", "unresolved_all_positive_fraction", "unresolved_all_negative_fraction"):
+        summary[name] = _stats([_nanmean([s.get(name, float("nan")) for s in r]) for r in runs])
+    summary["wall_time"] = _stats([r[-1]["wall_time"] for r in runs])
+    return summary
+
+
+def _nanmean(values: Sequence[float]) -> float:
+    """Mean of the finite values; NaN when there are none (plain GRPO has no exit-rule metrics)."""
+    finite = [v for v in values if np.isfinite(v)]
+    return float(np.mean(finite)) if finite else float("nan")
+
+
+def add_ratios(summaries: dict[str, dict[str, Any]], targets: Sequence[float], baseline: str = BASELINE) -> None:
+    """`ratio_vs_baseline` on every steps/samples-to-target entry: method mean / baseline mean (NaN if undefined)."""
+    for summary in summaries.values():
+        for target in targets:
+            for key in (f"steps_to_{target:g}", f"samples_to_{target:g}"):
+                reference = summaries[baseline][key]["mean"]
+                summary[key]["ratio_vs_baseline"] = summary[key]["mean"] / reference if reference else float("nan")
+
+
+def _pm(stats: dict[str, Any], digits: int = 0, missing: str = "never") -> str:
+    """'mean ± std', or `missing` when no seed has a value (did not reach a target, or has no such metric)."""
+    if not stats["reached"]:
+        return missing
+    return f"{stats['mean']:.{digits}f} ± {stats['std']:.{digits}f}"
+
+
+def _ratio(stats: dict[str, Any]) -> str:
+    value = stats.get("ratio_vs_baseline", float("nan"))
+    return "-" if not np.isfinite(value) else f"{value:.2f}"
+
+
+def target_table(summaries: dict[str, dict[str, Any]], target: float, num_seeds: int) -> str:
+    """Steps and samples to `target`, with ratios vs GRPO n=4."""
+    headers = ["method", "reached", "steps", "steps vs GRPO n=4", "samples", "samples vs GRPO n=4"]
+    rows = []
+    for label, summary in summaries.items():
+        steps, samples = summary[f"steps_to_{target:g}"], summary[f"samples_to_{target:g}"]
+        rows.append(
+            [label, f"{steps['reached']}/{num_seeds}", _pm(steps), _ratio(steps), _pm(samples), _ratio(samples)]
+        )
+    title = f"Target: first-round reward {target:g} ({SMOOTHING_WINDOW}-step moving average); mean ± std over seeds"
+    return format_table(headers, rows, title=title)
+
+
+def overview_table(summaries: dict[str, dict[str, Any]], steps: int) -> str:
+    """Final reward, samples per step, zero-variance groups at the loss, unresolved prompts, wall time per run."""
+    headers = [
+        "method",
+        f"final reward (last {SMOOTHING_WINDOW})",
+        "samples/step",
+        "zero-std groups",
+        "unresolved all-right",
+        "unresolved all-wrong",
+        "wall s/run",
+    ]
+    rows = [
+        [
+            label,
+            _pm(s["final_first_round_reward"], 3),
+            _pm(s["samples_per_step"], 0),
+            _pm(s["frac_reward_zero_std"], 2),
+            _pm(s["unresolved_all_positive_fraction"], 2, missing="-"),
+            _pm(s["unresolved_all_negative_fraction"], 2, missing="-"),
+            _pm(s["wall_time"], 0),
+        ]
+        for label, s in summaries.items()
+    ]
+    title = f"Over the {steps} steps (final reward: last {SMOOTHING_WINDOW} steps; the rest: mean per step); "
+    return format_table(headers, rows, title=title + "mean ± std over seeds")
+
+
+# --------------------------------------------------------------------------------------------
+# Figure and files
+# --------------------------------------------------------------------------------------------
+
+
+def mean_curves(runs: Runs) -> dict[str, dict[str, list[float]]]:
+    """Per method: smoothed first-round reward averaged over seeds (± std band), against step and mean samples."""
+    curves = {}
+    for label, per_seed in runs.items():
+        smoothed = np.array([moving_average([s["first_round_reward"] for s in r]) for r in per_seed.values()])
+        samples = np.array([[s["cumulative_samples"] for s in r] for r in per_seed.values()])
+        mean, std = smoothed.mean(axis=0), smoothed.std(axis=0)
+        curves[label] = {
+            "step": [s["step"] for s in next(iter(per_seed.values()))],
+            "samples": samples.mean(axis=0).tolist(),
+            "reward": mean.tolist(),
+            "low": (mean - std).tolist(),
+            "high": (mean + std).tolist(),
+        }
+    return curves
+
+
+def csv_rows(runs: Runs) -> list[dict[str, Any]]:
+    """One row per (method, seed, step)."""
+    return [
+        {"method": label, "seed": seed, **step}
+        for label, per_seed in runs.items()
+        for seed, r in per_seed.items()
+        for step in r
+    ]
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    """Common benchmark options plus --steps, --prompts and --workers; sizes default by --smoke."""
+    parser = make_parser(__doc__.split("\n\n", 1)[0], DEFAULT_OUT, default_seeds=None)
+    parser.add_argument("--steps", type=int, default=None, help="training steps per run (default 60; smoke 2)")
+    parser.add_argument("--prompts", type=int, default=None, help="prompts per step (default 8; smoke 2)")
+    parser.add_argument("--workers", type=int, default=None, help="parallel runs (default 2; smoke 1: in-process)")
+    args = parser.parse_args(argv)
+    sizes = SMOKE_SIZES if args.smoke else FULL_SIZES
+    args.seeds = args.seeds or sizes["seeds"]
+    args.steps = args.steps or sizes["steps"]
+    args.prompts = args.prompts or sizes["prompts_per_step"]
+    args.workers = args.workers if args.workers is not None else min(sizes["workers"], os.cpu_count() or 1)
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """Run the benchmark, print the tables, write JSON, CSV, tables and the figure; return the JSON data."""
+    args = parse_args(argv)
+    settings = TaskSettings(prompts_per_step=args.prompts)
+    methods = build_methods(args.smoke)
+    seeds = list(range(args.seed, args.seed + args.seeds))
+    start = time.perf_counter()
+    runs = run_all(methods, seeds, args.steps, settings, args.workers, verbose=not args.quiet)
+    elapsed = time.perf_counter() - start
+    summaries = {spec.label: summarize_method(runs[spec.label], TARGETS) for spec in methods}
+    add_ratios(summaries, TARGETS)
+    tables = [target_table(summaries, t, len(seeds)) for t in TARGETS] + [overview_table(summaries, args.steps)]
+    text = "\n\n".join(tables)
+    print(
+        text + f"\n\nTotal wall time {elapsed:.0f} s ({args.workers} worker(s), {machine_description()})", flush=True
+    )
+    out = Path(args.out)
+    config = {
+        "steps": args.steps,
+        "seeds": seeds,
+        "workers": args.workers,
+        "smoke": args.smoke,
+        "task": asdict(settings),
+        "targets": list(TARGETS),
+        "smoothing_window": SMOOTHING_WINDOW,
+        "methods": [asdict(spec) for spec in methods],
+    }
+    data = {
+        "benchmark": "learning",
+        "config": config,
+        "machine": machine_description(),
+        "wall_time": elapsed,
+        "summaries": summaries,
+        "runs": {label: {str(seed): r for seed, r in per_seed.items()} for label, per_seed in runs.items()},
+    }
+    write_json(out / "results.json", data)
+    write_csv(out / "steps.csv", csv_rows(runs))
+    (out / "tables.txt").write_text(text + "\n")
+    title = task_title(settings, f"{seeds[0]}-{seeds[-1]}" if len(seeds) > 1 else seeds[0])
+    figure = save_figure(plot_curves(mean_curves(runs), title + " (mean ± std)"), out / "learning.png")
+    print(f"wrote {out / 'results.json'}, {out / 'steps.csv'}, {out / 'tables.txt'}, {figure}")
+    return data
+
+
+if __name__ == "__main__":
+    main()

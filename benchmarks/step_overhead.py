@@ -1,0 +1,743 @@
+"""Step-time overhead of `ReinforceAdaTrainer` over plain `trl.GRPOTrainer` on the tiny offline model (CPU).
+
+What it measures
+----------------
+Three methods train on the same batch (B = 16 distinct toy prompts x n = 4 completions, one optimizer step per
+generation batch, `learning_rate=0` so that the policy, hence the work per step, stays the same all run long):
+
+- `grpo`:    `trl.GRPOTrainer`;
+- `none`:    `ReinforceAdaTrainer(exit_rule="none")`: plain GRPO sampling through our rounds code path, so any
+             difference from `grpo` is the cost of our orchestration (target: at most 1.05x);
+- `balance`: `ReinforceAdaTrainer(exit_rule="balance")` with M = 8, N = 4: draws more samples per step, so its
+             time is also reported per generated sample.
+
+Every completion has exactly `max_completion_length` tokens (EOS is suppressed with `min_new_tokens`), so the
+methods generate the same tokens per sample; the table shows the mean completion length next to the times.
+All methods share TRL's loss settings (`loss_type="dapo"`, `scale_rewards="none"`, `epsilon_high=0.28`, `beta=0`)
+and run without gradient checkpointing (the tiny model does not need it, and it would dilute the overhead).
+
+Times (medians over steps, in ms)
+---------------------------------
+- wall: TRL's `step_time` metric, the wall time of `training_step` (generation, scoring, advantages, loss forward
+  and backward; the optimizer update is outside it and the same for all methods);
+- CPU: the process CPU time of the same call. With one torch thread and one trainer working at a time it is the
+  work the step did, and it moves much less than wall time when other processes compete for the cores;
+- inside the step (wall): generate = the generation backend (`_generate_single_turn`, i.e. `model.generate`);
+  reward = TRL's `_calculate_rewards` (the reward function and its bookkeeping); TRL glue = the rest of TRL's
+  `_generate` (prompt tokenization, decoding, length metrics); ours = `ReinforceAdaTrainer`'s own code: the rounds
+  loop and its bookkeeping (`_generate` minus the TRL calls it makes) plus `_pool_advantages`; loss+rest = the
+  remainder (TRL's scoring tail, padding, loss forward, backward). "ours" is measured directly, so it is the
+  orchestration cost free of the noise that limits the end-to-end ratio; for `grpo` it is the probe's own cost (~0).
+
+Interleaving and controls
+-------------------------
+Each method gets `--instances` trainers (default 2), each built once from the same saved model and running one
+`trainer.train()` in its own thread; the threads pass a baton so that exactly one trainer works at a time, one
+optimizer step per turn, in cycles whose order rotates. Step k of every trainer therefore runs within seconds of
+step k of the others, under the same background load. The first `--warmup` steps of each trainer are dropped;
+each of the `--repeats` cycles after them gives one timed step per trainer, and a method's value for a cycle is
+the mean over its instances.
+
+Identical trainers are not equally fast: in A/A tests on this machine, `GRPOTrainer` instances built from the same
+files differed by 2-9% in median step time, consistently over a run (mostly in the loss forward and backward; it
+alternated with creation order, which points at memory layout). That is as large as the effect we look for, so
+the script builds several instances per method (with 2 instances and 3 methods, every method gets one trainer at
+an even and one at an odd creation position) and reports the ratio of the two `grpo` instances as the noise floor
+of the comparison. Confidence intervals (95%) come from a bootstrap over cycles (a resampled cycle keeps all
+trainers' steps together, so the ratios stay paired); the median and interquartile range of the per-cycle ratios
+are reported too. The bootstrap captures step-to-step noise only, not the instance effect: read the A/A ratio
+next to them.
+
+Run
+---
+    python benchmarks/step_overhead.py                  # 2 instances x 3 methods, 60 cycles: ~2-4 min on 2 CPUs
+    python benchmarks/step_overhead.py --smoke          # 3 cycles after 1 warm-up step: ~20 s
+    python benchmarks/step_overhead.py --repeats 40 --instances 3 --prompts 16 --max-completion-length 12
+
+Writes `results.json`, `results.csv` (every timed step; `started`/`ended` are seconds since the first timed step),
+`tables.txt` and `step_overhead.png` into `--out` (default `benchmarks/results/step_overhead/`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import tempfile
+import threading
+import time
+import warnings
+from collections import defaultdict, deque
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+
+_REPO_ROOT = Path(__file__).resolve().parents[1]
+if str(_REPO_ROOT) not in sys.path:  # run as a script, `benchmarks` is not importable otherwise
+    sys.path.insert(0, str(_REPO_ROOT))
+
+from benchmarks.common import (  # noqa: E402
+    format_table,
+    machine_description,
+    pyplot,
+    save_figure,
+    write_csv,
+    write_json,
+)
+
+METHODS = ("grpo", "none", "balance")
+LABELS = {"grpo": "GRPOTrainer", "none": "Ada exit_rule=none", "balance": "Ada balance M=8 N=4"}
+COLORS = {"grpo": "#4c72b0", "none": "#55a868", "balance": "#c44e52"}
+PARTS = (("generation", "generate"), ("reward", "reward"), ("trl_glue", "TRL glue"), ("ours", "ours"))
+TARGET_RATIO = 1.05
+NUM_GENERATIONS = 4
+SAMPLES_PER_ROUND = 8
+MAX_ROUNDS = 4
+BOOTSTRAP_ITERATIONS = 2000
+
+
+# --------------------------------------------------------------------------------------------
+# Command line
+# --------------------------------------------------------------------------------------------
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """Options; `--smoke` shrinks the run to seconds (explicit options still win)."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--smoke", action="store_true", help="3 cycles after 1 warm-up step: seconds, same outputs")
+    parser.add_argument("--out", type=Path, default=_REPO_ROOT / "benchmarks" / "results" / "step_overhead")
+    parser.add_argument("--repeats", type=int, default=None, help="timed cycles, one step per trainer (default: 60)")
+    parser.add_argument("--warmup", type=int, default=None, help="untimed first steps per trainer (default: 2)")
+    parser.add_argument("--instances", type=int, default=2, help="trainers per method; 2+ gives the A/A control")
+    parser.add_argument("--prompts", type=int, default=16, help="distinct prompts per step (x n=4 completions)")
+    parser.add_argument("--max-completion-length", type=int, default=12, help="tokens in every completion")
+    parser.add_argument("--seed", type=int, default=0, help="model and data seed")
+    parser.add_argument("--quiet", action="store_true", help="no progress output")
+    args = parser.parse_args(argv)
+    if args.repeats is None:
+        args.repeats = 3 if args.smoke else 60
+    if args.warmup is None:
+        args.warmup = 1 if args.smoke else 2
+    if args.repeats < 2 or args.warmup < 0 or args.instances < 1:
+        parser.error("--repeats must be >= 2, --warmup >= 0 and --instances >= 1")
+    return args
+
+
+# --------------------------------------------------------------------------------------------
+# Timing probes
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class StepProbe:
+    """Wall seconds per `training_step` call, by part; `<part>@sampling` is the share spent inside `_generate`."""
+
+    totals: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    in_sampling: bool = False
+    records: list[dict[str, float]] = field(default_factory=list)
+
+    def timed(self, fn: Callable[..., Any], part: str) -> Callable[..., Any]:
+        """`fn` wrapped so that its wall time is added to `part` (and to `part@sampling` inside `_generate`)."""
+
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            inside = self.in_sampling
+            start = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                elapsed = time.perf_counter() - start
+                self.totals[part] += elapsed
+                if inside:
+                    self.totals[f"{part}@sampling"] += elapsed
+
+        return wrapper
+
+    def _sampling(self, generate: Callable[..., Any]) -> Callable[..., Any]:
+        timed = self.timed(generate, "sampling")
+
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            self.in_sampling = True
+            try:
+                return timed(*args, **kwargs)
+            finally:
+                self.in_sampling = False
+
+        return wrapper
+
+    def _record(self, cpu_time: float, started: float) -> dict[str, float]:
+        """The parts of one step (see the module docstring)."""
+        t = self.totals
+        ours = t["sampling"] - t["trl_generate@sampling"] - t["trl_rewards@sampling"] + t["advantages"]
+        return {
+            "started": started,
+            "ended": time.perf_counter(),
+            "cpu_time": cpu_time,
+            "generation": t["generation"],
+            "reward": t["trl_rewards"],
+            "trl_glue": t["trl_generate"] - t["generation"],
+            "ours": ours,
+        }
+
+    def attach(self, trainer: Any) -> None:
+        """Patch `trainer` (this instance only) so that every training step leaves one record."""
+        trainer._step_probe = self  # read by the class-level timers of `install_trl_timers`
+        trainer._generate = self._sampling(trainer._generate)
+        trainer._generate_single_turn = self.timed(trainer._generate_single_turn, "generation")
+        if hasattr(trainer, "_pool_advantages"):
+            trainer._pool_advantages = self.timed(trainer._pool_advantages, "advantages")
+        training_step = trainer.training_step
+
+        def step(*args: Any, **kwargs: Any) -> Any:
+            self.totals.clear()
+            started, cpu = time.perf_counter(), time.process_time()
+            output = training_step(*args, **kwargs)
+            self.records.append(self._record(time.process_time() - cpu, started))
+            return output
+
+        trainer.training_step = step
+
+
+def install_trl_timers() -> None:
+    """Time TRL's own `_generate` and `_calculate_rewards` per trainer, also when reached through `super()`.
+
+    Patches `GRPOTrainer` in this process (idempotent); trainers without a `_step_probe` are not timed.
+    """
+    from trl import GRPOTrainer
+
+    if getattr(GRPOTrainer, "_step_overhead_timers", False):
+        return
+    for name, part in (("_generate", "trl_generate"), ("_calculate_rewards", "trl_rewards")):
+        original = getattr(GRPOTrainer, name)
+
+        def timed(self: Any, *args: Any, _original: Callable = original, _part: str = part, **kwargs: Any) -> Any:
+            probe = getattr(self, "_step_probe", None)
+            if probe is None:
+                return _original(self, *args, **kwargs)
+            return probe.timed(_original, _part)(self, *args, **kwargs)
+
+        setattr(GRPOTrainer, name, timed)
+    GRPOTrainer._step_overhead_timers = True
+
+
+# --------------------------------------------------------------------------------------------
+# Trainers
+# --------------------------------------------------------------------------------------------
+
+
+def trainer_kwargs(args: argparse.Namespace, output_dir: Path) -> dict[str, Any]:
+    """Config fields shared by the three methods: same batch, loss, lengths and seed."""
+    from trl_ada.toy import toy_grpo_kwargs
+
+    return toy_grpo_kwargs(
+        output_dir=str(output_dir),
+        per_device_train_batch_size=args.prompts * NUM_GENERATIONS,
+        num_generations=NUM_GENERATIONS,
+        max_completion_length=args.max_completion_length,
+        generation_kwargs={"min_new_tokens": args.max_completion_length},  # EOS cannot end a completion early
+        max_steps=args.warmup + args.repeats,
+        learning_rate=0.0,  # the optimizer still runs; the policy, hence the work per step, stays fixed
+        loss_type="dapo",
+        scale_rewards="none",
+        epsilon_high=0.28,
+        gradient_checkpointing=False,
+        logging_steps=1,
+        save_strategy="no",
+        disable_tqdm=True,
+        log_level="error",
+        seed=args.seed,
+    )
+
+
+def build_trainer(method: str, model_dir: Path, args: argparse.Namespace, output_dir: Path) -> tuple[Any, StepProbe]:
+    """One trainer for `method` with its probe attached and the per-step log printer removed."""
+    from transformers import PrinterCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    from trl_ada import ReinforceAdaConfig, ReinforceAdaTrainer
+    from trl_ada.toy import make_toy_dataset, toy_reward
+
+    probe = StepProbe()
+    kwargs = trainer_kwargs(args, output_dir)
+    dataset = make_toy_dataset(args.prompts, seed=args.seed)
+    if method == "grpo":
+        trainer = GRPOTrainer(str(model_dir), toy_reward, args=GRPOConfig(**kwargs), train_dataset=dataset)
+    else:
+        config = ReinforceAdaConfig(
+            exit_rule=method, samples_per_round=SAMPLES_PER_ROUND, max_rounds=MAX_ROUNDS, **kwargs
+        )
+        trainer = ReinforceAdaTrainer(str(model_dir), toy_reward, args=config, train_dataset=dataset)
+    trainer.remove_callback(PrinterCallback)
+    probe.attach(trainer)
+    return trainer, probe
+
+
+@dataclass
+class Step:
+    """One timed training step of one trainer instance."""
+
+    method: str
+    instance: int
+    cycle: int
+    started: float
+    ended: float
+    step_time: float
+    cpu_time: float
+    generation: float
+    reward: float
+    trl_glue: float
+    ours: float
+    samples: float
+    tokens: float
+    mean_length: float
+
+    @property
+    def rest(self) -> float:
+        """The remainder of the step: TRL's scoring tail, padding, the loss forward and the backward."""
+        return self.step_time - self.generation - self.reward - self.trl_glue - self.ours
+
+
+# --------------------------------------------------------------------------------------------
+# Interleaved training
+# --------------------------------------------------------------------------------------------
+
+
+def rotated(order: Sequence[str], shift: int) -> list[str]:
+    """`order` rotated left by `shift`: each trainer takes every position equally often."""
+    shift %= len(order)
+    return [*order[shift:], *order[:shift]]
+
+
+class Baton:
+    """Lets exactly one of several training threads work at a time, one step per turn, in rotating cycles.
+
+    A thread calls `wait_turn` when it is ready for its next step (which hands the baton on if it held it) and
+    `finish` when its training is over. `start` gives the first turn once every thread waits for one.
+    """
+
+    def __init__(self, names: Sequence[str]):
+        self.names = list(names)
+        self._condition = threading.Condition()
+        self._holder: str | None = None
+        self._waiting: set[str] = set()
+        self._finished: set[str] = set()
+        self._turns: deque[str] = deque()
+        self._cycle = 0
+        self._started = False
+
+    def _pass_on(self) -> None:
+        """Give the baton to the next unfinished name of the schedule (called with the lock held)."""
+        self._holder = None
+        while len(self._finished) < len(self.names):
+            if not self._turns:
+                self._turns.extend(rotated(self.names, self._cycle))
+                self._cycle += 1
+            name = self._turns.popleft()
+            if name not in self._finished:
+                self._holder = name
+                break
+        self._condition.notify_all()
+
+    def start(self) -> None:
+        """Block until every thread waits for a turn (or has finished), then give the first turn."""
+        with self._condition:
+            self._condition.wait_for(lambda: self._waiting | self._finished >= set(self.names))
+            self._started = True
+            self._pass_on()
+
+    def wait_turn(self, name: str) -> None:
+        with self._condition:
+            if self._holder == name:
+                self._pass_on()
+            self._waiting.add(name)
+            self._condition.notify_all()
+            self._condition.wait_for(lambda: self._holder == name)
+            self._waiting.discard(name)
+
+    def finish(self, name: str) -> None:
+        with self._condition:
+            self._finished.add(name)
+            if self._started and self._holder == name:
+                self._pass_on()
+            self._condition.notify_all()
+
+
+def turn_taking_callback(baton: Baton, name: str) -> Any:
+    """A `TrainerCallback` that waits for `name`'s turn before each optimizer step."""
+    from transformers import TrainerCallback
+
+    class TurnTaking(TrainerCallback):
+        def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            baton.wait_turn(name)
+
+    return TurnTaking()
+
+
+def train_in_turn(trainer: Any, name: str, baton: Baton, errors: dict[str, BaseException]) -> None:
+    """Thread body: one `trainer.train()` taking turns; an error is kept for the main thread."""
+    from trl_ada.toy import configure_torch_threads
+
+    configure_torch_threads()  # torch's intra-op thread setting is per thread
+    try:
+        trainer.train()
+    except BaseException as error:  # re-raised by the main thread
+        errors[name] = error
+    finally:
+        baton.finish(name)
+
+
+def collect_steps(trainer: Any, probe: StepProbe, method: str, instance: int, warmup: int) -> list[Step]:
+    """The timed steps of one trainer, from TRL's log history and the probe."""
+    logs = [entry for entry in trainer.state.log_history if "step_time" in entry]
+    if len(logs) != len(probe.records):
+        raise RuntimeError(f"{len(logs)} logged steps but {len(probe.records)} training_step calls")
+    batch = trainer.args.per_device_train_batch_size
+    steps = []
+    for k, (log, record) in enumerate(zip(logs, probe.records, strict=True)):
+        samples = log.get("reinforce_ada/samples", batch)
+        length = log["completions/mean_length"]
+        tokens = log.get("reinforce_ada/tokens", samples * length)
+        fields = {"samples": samples, "tokens": tokens, "mean_length": length, **record}
+        steps.append(Step(method, instance, cycle=k - warmup, step_time=log["step_time"], **fields))
+    return steps[warmup:]
+
+
+def quiet_libraries() -> None:
+    """Silence transformers/TRL progress bars, warnings and info logs."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    logging.getLogger("trl").setLevel(logging.ERROR)
+    warnings.filterwarnings("ignore")
+
+
+def run_in_turns(trainers: dict[str, tuple[Any, StepProbe]], quiet: bool) -> None:
+    """Train every trainer in its own thread, one step at a time in rotating order; re-raise any failure."""
+    baton, errors = Baton(list(trainers)), {}
+    threads = []
+    for name, (trainer, _) in trainers.items():
+        trainer.add_callback(turn_taking_callback(baton, name))
+        threads.append(threading.Thread(target=train_in_turn, args=(trainer, name, baton, errors), name=name))
+    if not quiet:
+        steps = trainers[next(iter(trainers))][0].args.max_steps
+        print(f"training {len(trainers)} trainers x {steps} steps in turns ...", file=sys.stderr, flush=True)
+    for thread in threads:
+        thread.start()
+    baton.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise RuntimeError(f"training failed for {sorted(errors)}") from next(iter(errors.values()))
+
+
+def measure(args: argparse.Namespace) -> list[Step]:
+    """Build the tiny model and `instances` trainers per method, train them in turns; return the timed steps."""
+    from trl_ada.toy import build_tiny_model, configure_torch_threads
+
+    configure_torch_threads()
+    quiet_libraries()
+    install_trl_timers()
+    with tempfile.TemporaryDirectory(prefix="step_overhead_") as tmp:
+        work = Path(tmp)
+        model_dir = build_tiny_model(work / "model", seed=args.seed)
+        keys = {f"{method}#{k}": (method, k) for k in range(args.instances) for method in METHODS}
+        trainers = {name: build_trainer(method, model_dir, args, work / name) for name, (method, _) in keys.items()}
+        run_in_turns(trainers, args.quiet)
+        steps = [
+            step
+            for name, (trainer, probe) in trainers.items()
+            for step in collect_steps(trainer, probe, *keys[name], args.warmup)
+        ]
+    origin = min(step.started for step in steps)
+    return [replace(s, started=s.started - origin, ended=s.ended - origin) for s in steps]
+
+
+# --------------------------------------------------------------------------------------------
+# Statistics
+# --------------------------------------------------------------------------------------------
+
+
+def per_cycle(steps: list[Step], method: str, attribute: str, instance: int | None = None) -> np.ndarray:
+    """(cycles,) values of `attribute` for `method`: the mean over its instances, or one `instance`'s."""
+    chosen = [s for s in steps if s.method == method and (instance is None or s.instance == instance)]
+    cycles = 1 + max(s.cycle for s in chosen)
+    table = np.full((cycles, 1 + max(s.instance for s in chosen)), np.nan)
+    for s in chosen:
+        table[s.cycle, s.instance] = getattr(s, attribute)
+    return np.nanmean(table, axis=1)
+
+
+def interval(replicates: np.ndarray) -> list[float]:
+    """The central 95% of bootstrap replicates."""
+    return [float(v) for v in np.percentile(replicates, [2.5, 97.5])]
+
+
+def summarize_method(steps: list[Step], method: str, picks: np.ndarray) -> dict[str, Any]:
+    """Medians over cycles with bootstrap intervals, spread and breakdown of one method."""
+    wall, cpu = per_cycle(steps, method, "step_time"), per_cycle(steps, method, "cpu_time")
+    samples = per_cycle(steps, method, "samples")
+    raw = np.array([s.step_time for s in steps if s.method == method])
+    summary: dict[str, Any] = {
+        "timed_steps": int(raw.size),
+        "median_step_time": float(np.median(wall)),
+        "ci95_step_time": interval(np.median(wall[picks], axis=1)),
+        "min_step_time": float(raw.min()),
+        "max_step_time": float(raw.max()),
+        "median_cpu_time": float(np.median(cpu)),
+        "ci95_cpu_time": interval(np.median(cpu[picks], axis=1)),
+        "mean_samples": float(samples.mean()),
+        "mean_completion_length": float(per_cycle(steps, method, "mean_length").mean()),
+        "mean_tokens": float(per_cycle(steps, method, "tokens").mean()),
+        "median_time_per_sample": float(np.median(wall / samples)),
+        "median_cpu_time_per_sample": float(np.median(cpu / samples)),
+    }
+    for part in (*(name for name, _ in PARTS), "rest"):
+        summary[f"median_{part}"] = float(np.median(per_cycle(steps, method, part)))
+    summary["median_ours_fraction"] = float(np.median(per_cycle(steps, method, "ours") / wall))
+    return summary
+
+
+def ratio_summary(top: np.ndarray, bottom: np.ndarray, picks: np.ndarray) -> dict[str, float]:
+    """median(top) / median(bottom) with its paired bootstrap interval, and the per-cycle ratios' median and IQR."""
+    low, high = interval(np.median(top[picks], axis=1) / np.median(bottom[picks], axis=1))
+    q25, q50, q75 = np.percentile(top / bottom, [25, 50, 75])
+    return {
+        "ratio": float(np.median(top) / np.median(bottom)),
+        "ci95_low": low,
+        "ci95_high": high,
+        "per_cycle_median": float(q50),
+        "per_cycle_q25": float(q25),
+        "per_cycle_q75": float(q75),
+    }
+
+
+def method_ratio(steps: list[Step], top: str, bottom: str, picks: np.ndarray) -> dict[str, Any]:
+    """Wall and CPU ratios of two methods (instance means per cycle)."""
+    return {
+        clock: ratio_summary(per_cycle(steps, top, attribute), per_cycle(steps, bottom, attribute), picks)
+        for clock, attribute in (("wall", "step_time"), ("cpu", "cpu_time"))
+    }
+
+
+def a_a_ratio(steps: list[Step], picks: np.ndarray) -> dict[str, Any] | None:
+    """Second over first `grpo` instance: the ratio that identical trainers show (None with one instance)."""
+    if not any(s.method == "grpo" and s.instance == 1 for s in steps):
+        return None
+    return {
+        clock: ratio_summary(per_cycle(steps, "grpo", attribute, 1), per_cycle(steps, "grpo", attribute, 0), picks)
+        for clock, attribute in (("wall", "step_time"), ("cpu", "cpu_time"))
+    }
+
+
+def summarize(steps: list[Step], seed: int) -> dict[str, Any]:
+    """Per-method summaries, the headline ratios (wall and CPU) and the A/A control."""
+    cycles = 1 + max(s.cycle for s in steps)
+    picks = np.random.default_rng(seed).integers(0, cycles, size=(BOOTSTRAP_ITERATIONS, cycles))
+    methods = {method: summarize_method(steps, method, picks) for method in METHODS}
+    none_over_grpo = method_ratio(steps, "none", "grpo", picks)
+    for clock in ("wall", "cpu"):
+        none_over_grpo[clock]["within_target"] = none_over_grpo[clock]["ratio"] <= TARGET_RATIO
+    balance_over_none = method_ratio(steps, "balance", "none", picks)
+    balance, none = methods["balance"], methods["none"]
+    balance_over_none["samples_ratio"] = balance["mean_samples"] / none["mean_samples"]
+    balance_over_none["time_per_sample_ratio"] = balance["median_time_per_sample"] / none["median_time_per_sample"]
+    balance_over_none["cpu_time_per_sample_ratio"] = (
+        balance["median_cpu_time_per_sample"] / none["median_cpu_time_per_sample"]
+    )
+    return {
+        "cycles": cycles,
+        "methods": methods,
+        "target_ratio": TARGET_RATIO,
+        "none_over_grpo": none_over_grpo,
+        "balance_over_none": balance_over_none,
+        "grpo_a_a": a_a_ratio(steps, picks),
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# Output
+# --------------------------------------------------------------------------------------------
+
+
+def _ms(seconds: float, digits: int = 0) -> str:
+    return f"{1000 * seconds:.{digits}f}"
+
+
+def method_table(summary: dict[str, Any], args: argparse.Namespace) -> str:
+    """One row per method: samples, length, wall and CPU step times with spread, breakdown, per-sample time."""
+    headers = ["method", "samples/step", "mean len", "wall ms", "95% CI", "min-max", "CPU ms", "95% CI"]
+    headers += [label for _, label in PARTS] + ["loss+rest", "wall ms/sample", "wall vs GRPO", "CPU vs GRPO"]
+    grpo = summary["methods"]["grpo"]
+    rows = []
+    for method in METHODS:
+        m = summary["methods"][method]
+        rows.append(
+            [
+                LABELS[method],
+                f"{m['mean_samples']:.1f}",
+                f"{m['mean_completion_length']:.1f}",
+                _ms(m["median_step_time"]),
+                "-".join(_ms(v) for v in m["ci95_step_time"]),
+                f"{_ms(m['min_step_time'])}-{_ms(m['max_step_time'])}",
+                _ms(m["median_cpu_time"]),
+                "-".join(_ms(v) for v in m["ci95_cpu_time"]),
+                *(_ms(m[f"median_{part}"], 1) for part, _ in PARTS),
+                _ms(m["median_rest"], 1),
+                f"{1000 * m['median_time_per_sample']:.2f}",
+                f"{m['median_step_time'] / grpo['median_step_time']:.3f}x",
+                f"{m['median_cpu_time'] / grpo['median_cpu_time']:.3f}x",
+            ]
+        )
+    title = (
+        f"Step time, tiny model on CPU: {args.prompts} prompts x n={NUM_GENERATIONS}, "
+        f"{args.max_completion_length} tokens per completion; {args.instances} trainer(s) per method, "
+        f"{summary['cycles']} interleaved cycles after {args.warmup} warm-up steps. Medians over cycles in ms; "
+        "generate / reward / TRL glue / ours / loss+rest: wall time inside the step."
+    )
+    return format_table(headers, rows, title=title)
+
+
+def _ratio_text(r: dict[str, float], digits: int) -> str:
+    return (
+        f"{r['ratio']:.{digits}f}x (95% CI {r['ci95_low']:.{digits}f}-{r['ci95_high']:.{digits}f}; per cycle median "
+        f"{r['per_cycle_median']:.{digits}f}, IQR {r['per_cycle_q25']:.{digits}f}-{r['per_cycle_q75']:.{digits}f})"
+    )
+
+
+def ratio_lines(summary: dict[str, Any]) -> str:
+    """The headline ratios, the A/A control and the directly measured orchestration cost, in words."""
+    a, b, control = summary["none_over_grpo"], summary["balance_over_none"], summary["grpo_a_a"]
+    target = f"{summary['target_ratio']:.2f}x"
+    lines = []
+    for clock, name in (("wall", "wall"), ("cpu", "CPU ")):
+        verdict = "within" if a[clock]["within_target"] else "ABOVE"
+        lines.append(
+            f"exit_rule=none / GRPOTrainer, {name}: {_ratio_text(a[clock], 3)}: {verdict} the {target} target"
+        )
+    if control is not None:
+        for clock, name in (("wall", "wall"), ("cpu", "CPU ")):
+            lines.append(f"A/A control, GRPOTrainer #2 / #1, {name}: {_ratio_text(control[clock], 3)}")
+    for method in ("none", "balance"):
+        m = summary["methods"][method]
+        lines.append(
+            f"ours (measured directly), {LABELS[method]}: {_ms(m['median_ours'], 2)} ms per step = "
+            f"{100 * m['median_ours_fraction']:.2f}% of the step"
+        )
+    lines += [
+        f"balance / none, wall: {_ratio_text(b['wall'], 2)}",
+        f"balance / none, CPU:  {_ratio_text(b['cpu'], 2)}",
+        f"balance draws {b['samples_ratio']:.2f}x the samples of none: {b['time_per_sample_ratio']:.2f}x wall "
+        f"time ({b['cpu_time_per_sample_ratio']:.2f}x CPU time) per generated sample",
+    ]
+    return "\n".join(lines)
+
+
+def csv_rows(steps: list[Step]) -> list[dict[str, Any]]:
+    """Every timed step of every trainer."""
+    return [{**asdict(step), "rest": step.rest} for step in steps]
+
+
+def _step_time_panel(ax: Any, summary: dict[str, Any]) -> None:
+    """Wall and CPU median step times with 95% CIs, wall min/max and the samples drawn per step."""
+    x = np.arange(len(METHODS))
+    methods = [summary["methods"][m] for m in METHODS]
+    for offset, clock, alpha in ((-0.2, "step_time", 1.0), (0.2, "cpu_time", 0.45)):
+        medians = np.array([1000 * m[f"median_{clock}"] for m in methods])
+        ci = np.array([[1000 * v for v in m[f"ci95_{clock}"]] for m in methods])
+        errors = [medians - ci[:, 0], ci[:, 1] - medians]
+        label = "wall (95% CI)" if clock == "step_time" else "CPU (95% CI)"
+        ax.bar(x + offset, medians, 0.4, color=[COLORS[m] for m in METHODS], alpha=alpha, yerr=errors, label=label)
+    ax.scatter(
+        x - 0.2, [1000 * m["min_step_time"] for m in methods], marker="_", color="k", s=120, label="wall min/max"
+    )
+    ax.scatter(x - 0.2, [1000 * m["max_step_time"] for m in methods], marker="_", color="k", s=120)
+    for k, m in enumerate(methods):
+        ax.text(k - 0.2, 5, f"{m['mean_samples']:.0f}\nsamples", ha="center", va="bottom", color="w", fontsize=7)
+    a, control = summary["none_over_grpo"], summary["grpo_a_a"]
+    noise = "" if control is None else f"; A/A GRPO #2 / #1: {control['wall']['ratio']:.3f}x"
+    ax.set_title(f"median step time\nnone / GRPO: wall {a['wall']['ratio']:.3f}x, CPU {a['cpu']['ratio']:.3f}x{noise}")
+    ax.title.set_fontsize(9)
+    ax.set_ylabel("ms per step")
+    ax.legend(fontsize=7, loc="upper left")
+
+
+def _breakdown_panel(ax: Any, summary: dict[str, Any]) -> None:
+    """Stacked medians of the parts of a step (wall time)."""
+    x = np.arange(len(METHODS))
+    methods = [summary["methods"][m] for m in METHODS]
+    bottom = np.zeros(len(METHODS))
+    colors = ("#8172b2", "#ccb974", "#937860", "#da8bc3", "#64b5cd")
+    for (part, label), color in zip((*PARTS, ("rest", "loss+rest")), colors, strict=True):
+        heights = np.array([1000 * m[f"median_{part}"] for m in methods])
+        ax.bar(x, heights, bottom=bottom, color=color, label=label)
+        bottom += heights
+    ours = ", ".join(f"{m} {1000 * summary['methods'][m]['median_ours']:.1f}" for m in METHODS[1:])
+    ax.set_title(f"inside the step (wall, medians)\nours (ms): {ours}", fontsize=10)
+    ax.set_ylabel("ms per step")
+    ax.legend(fontsize=7)
+
+
+def _per_sample_panel(ax: Any, summary: dict[str, Any]) -> None:
+    """Wall time per generated sample."""
+    x = np.arange(len(METHODS))
+    ax.bar(x, [1000 * summary["methods"][m]["median_time_per_sample"] for m in METHODS], color=list(COLORS.values()))
+    b = summary["balance_over_none"]
+    ax.set_title(f"wall time per generated sample\nbalance / none = {b['time_per_sample_ratio']:.2f}x", fontsize=10)
+    ax.set_ylabel("ms per sample")
+
+
+def plot(summary: dict[str, Any], path: Path) -> Path:
+    """Three panels: median step times, the in-step breakdown, time per generated sample."""
+    plt = pyplot()
+    fig, axes = plt.subplots(1, 3, figsize=(14, 4.4))
+    _step_time_panel(axes[0], summary)
+    _breakdown_panel(axes[1], summary)
+    _per_sample_panel(axes[2], summary)
+    for ax in axes:
+        ax.set_xticks(np.arange(len(METHODS)), [LABELS[m].replace(" ", "\n", 1) for m in METHODS], fontsize=8)
+    fig.tight_layout()
+    return save_figure(fig, path)
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """Run the benchmark, print the table, write JSON, CSV, table and figure; return the JSON data."""
+    args = parse_args(argv)
+    started = time.perf_counter()
+    steps = measure(args)
+    summary = summarize(steps, args.seed)
+    text = method_table(summary, args) + "\n\n" + ratio_lines(summary)
+    print(text, flush=True)
+    config = {key: value for key, value in vars(args).items() if key not in ("out", "quiet")} | {
+        "num_generations": NUM_GENERATIONS,
+        "samples_per_round": SAMPLES_PER_ROUND,
+        "max_rounds": MAX_ROUNDS,
+        "torch_threads": 1,
+        "learning_rate": 0.0,
+    }
+    data = {
+        "benchmark": "step_overhead",
+        "config": config,
+        "machine": machine_description(),
+        "wall_seconds": time.perf_counter() - started,
+        **summary,
+    }
+    out = Path(args.out)
+    write_json(out / "results.json", data)
+    write_csv(out / "results.csv", csv_rows(steps))
+    (out / "tables.txt").write_text(text + "\n")
+    figure = plot(summary, out / "step_overhead.png")
+    print(f"wrote {out / 'results.json'}, {out / 'results.csv'}, {out / 'tables.txt'}, {figure}")
+    return data
+
+
+if __name__ == "__main__":
+    main()

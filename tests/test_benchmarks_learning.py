@@ -1,0 +1,96 @@
+"""Smoke test of benchmarks/learning.py: it trains every method, prints its tables, writes JSON, CSV and a PNG."""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import importlib.util
+import io
+import json
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("matplotlib")
+
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "learning.py"
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+LABELS = ["GRPO n=4", "GRPO n=16", "pos M=4 N=2", "balance M=4 N=2"]
+
+
+def load_benchmark():
+    """Import the script from its file path (benchmarks/ need not be an installed package)."""
+    spec = importlib.util.spec_from_file_location("learning_under_test", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def benchmark():
+    return load_benchmark()
+
+
+@pytest.fixture(scope="module")
+def smoke_run(benchmark, tmp_path_factory):
+    """One `--smoke` run: (returned data, output dir, stdout)."""
+    out = tmp_path_factory.mktemp("learning")
+    with contextlib.redirect_stdout(io.StringIO()) as printed:
+        data = benchmark.main(["--smoke", "--quiet", "--out", str(out)])
+    return data, out, printed.getvalue()
+
+
+def test_smoke_prints_tables_with_every_method(smoke_run):
+    _, _, printed = smoke_run
+    for text in ("Target: first-round reward 0.5", "Target: first-round reward 0.7", "steps vs GRPO n=4", *LABELS):
+        assert text in printed
+
+
+def test_smoke_writes_figure_json_and_csv(smoke_run):
+    data, out, _ = smoke_run
+    assert (out / "learning.png").read_bytes()[:8] == PNG_MAGIC
+    assert (out / "tables.txt").read_text().strip()
+    on_disk = json.loads((out / "results.json").read_text())
+    assert list(on_disk["summaries"]) == list(on_disk["runs"]) == LABELS == list(data["summaries"])
+    steps = on_disk["config"]["steps"]
+    for label, per_seed in on_disk["runs"].items():
+        assert list(per_seed) == ["0"]
+        assert [r["step"] for r in per_seed["0"]] == list(range(1, steps + 1)), label
+    grpo16 = on_disk["runs"]["GRPO n=16"]["0"]
+    assert all(r["samples"] == 2 * 16 for r in grpo16)  # prompts per step x n
+    with (out / "steps.csv").open() as handle:
+        rows = list(csv.DictReader(handle))
+    assert len(rows) == len(LABELS) * steps
+    assert {row["method"] for row in rows} == set(LABELS)
+
+
+def test_summaries_and_ratios_on_synthetic_runs(benchmark):
+    def run(rise_at: int, per_step: float) -> list[dict]:
+        return [
+            {
+                "step": k,
+                "first_round_reward": 1.0 if k >= rise_at else 0.0,
+                "cumulative_samples": per_step * k,
+                "frac_reward_zero_std": 0.5,
+                "wall_time": float(k),
+            }
+            for k in range(1, 21)
+        ]
+
+    summaries = {
+        "GRPO n=4": benchmark.summarize_method({0: run(10, 32), 1: run(12, 32)}, (0.5,)),
+        "balance": benchmark.summarize_method({0: run(5, 128), 1: run(100, 128)}, (0.5,)),
+    }
+    benchmark.add_ratios(summaries, (0.5,), baseline="GRPO n=4")
+    # smoothed over 5 steps, a jump from 0 to 1 at step s reaches 0.5 at step s + 2
+    assert summaries["GRPO n=4"]["steps_to_0.5"]["values"] == [12, 14]
+    assert summaries["GRPO n=4"]["steps_to_0.5"]["ratio_vs_baseline"] == pytest.approx(1.0)
+    balance = summaries["balance"]["steps_to_0.5"]
+    assert balance["reached"] == 1 and math.isnan(balance["values"][1])
+    assert balance["ratio_vs_baseline"] == pytest.approx(7 / 13)
+    assert summaries["balance"]["samples_to_0.5"]["ratio_vs_baseline"] == pytest.approx(7 * 128 / (13 * 32))
+    table = benchmark.target_table(summaries, 0.5, num_seeds=2)
+    assert "1/2" in table and "0.54" in table
