@@ -21,6 +21,8 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from trl_ada.demo import format_table
+
 __all__ = [
     "add_common_arguments",
     "derive_seed",
@@ -125,21 +127,6 @@ def mean_and_std(values: Sequence[float]) -> tuple[float, float]:
     if finite.size == 0:
         return float("nan"), float("nan")
     return float(finite.mean()), float(finite.std())
-
-
-def format_table(headers: Sequence[str], rows: Sequence[Sequence[str]], title: str = "") -> str:
-    """A fixed-width text table: first column left-aligned, the others right-aligned."""
-    widths = [max(len(str(cell)) for cell in column) for column in zip(headers, *rows, strict=True)]
-
-    def line(cells: Sequence[str]) -> str:
-        parts = [
-            str(c).ljust(w) if k == 0 else str(c).rjust(w) for k, (c, w) in enumerate(zip(cells, widths, strict=True))
-        ]
-        return "  ".join(parts).rstrip()
-
-    rule = "-" * len(line(headers))
-    body = [line(headers), rule, *(line(row) for row in rows)]
-    return "\n".join(([title, rule] if title else []) + body)
 
 
 # --------------------------------------------------------------------------------------------

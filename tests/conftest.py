@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import sys
+from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -18,3 +22,15 @@ def tiny_model_dir(tmp_path_factory) -> str:
     from trl_ada.toy import build_tiny_model
 
     return str(build_tiny_model(tmp_path_factory.mktemp("tiny-model")))
+
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+def load_benchmark_script(name: str) -> ModuleType:
+    """Import `benchmarks/<name>.py` from its path (benchmarks/ is not installed; dataclasses need sys.modules)."""
+    spec = importlib.util.spec_from_file_location(f"{name}_under_test", BENCHMARKS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module

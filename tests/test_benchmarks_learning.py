@@ -4,34 +4,22 @@ from __future__ import annotations
 
 import contextlib
 import csv
-import importlib.util
 import io
 import json
 import math
-import sys
-from pathlib import Path
 
 import pytest
+from conftest import load_benchmark_script
 
 pytest.importorskip("matplotlib")
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "learning.py"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 LABELS = ["GRPO n=4", "GRPO n=16", "pos M=4 N=2", "balance M=4 N=2"]
 
 
-def load_benchmark():
-    """Import the script from its file path (benchmarks/ need not be an installed package)."""
-    spec = importlib.util.spec_from_file_location("learning_under_test", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def benchmark():
-    return load_benchmark()
+    return load_benchmark_script("learning")
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import csv
-import importlib.util
 import json
 import math
 import os
@@ -13,6 +12,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from conftest import load_benchmark_script
 
 ROOT = Path(__file__).resolve().parents[1]
 STEP_OVERHEAD = ROOT / "benchmarks" / "step_overhead.py"
@@ -31,15 +31,6 @@ def _run(*args: str, timeout: int = 120) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, *args], cwd=ROOT, env=_cpu_env(), capture_output=True, text=True, timeout=timeout
     )
-
-
-def _load_step_overhead():
-    """Import the script from its path (it defines dataclasses, so it must be in sys.modules)."""
-    spec = importlib.util.spec_from_file_location("step_overhead_under_test", STEP_OVERHEAD)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 # --------------------------------------------------------------------------------------------
@@ -109,7 +100,7 @@ def test_step_overhead_methods_generate_equal_lengths_and_expected_samples(overh
 
 
 def test_baton_runs_one_thread_at_a_time_in_rotating_order():
-    module = _load_step_overhead()
+    module = load_benchmark_script("step_overhead")
     baton = module.Baton(["a", "b", "c"])
     order, active, lock = [], [], threading.Lock()
 

@@ -3,33 +3,21 @@
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import io
 import json
 import math
-import sys
-from pathlib import Path
 
 import pytest
+from conftest import load_benchmark_script
 
 pytest.importorskip("matplotlib")
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "sampling_efficiency.py"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-
-
-def load_benchmark():
-    """Import the script from its file path (benchmarks/ need not be an installed package)."""
-    spec = importlib.util.spec_from_file_location("sampling_efficiency_under_test", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
 def benchmark():
-    return load_benchmark()
+    return load_benchmark_script("sampling_efficiency")
 
 
 @pytest.fixture(scope="module")
