@@ -190,6 +190,22 @@ def test_reward_function_returning_none_has_no_opinion(tiny_model_dir, tmp_path)
     assert scripted.scored == {"always right": 12, "always wrong": 12, "alternating": 4, "one in four": 8}
 
 
+def test_unscorable_completions_get_zero_advantage(tiny_model_dir, tmp_path):
+    def right_or_abstain(prompts, completions, **kwargs):
+        right_or_abstain.calls += 1
+        return [1.0 if k % 2 == 0 else None for k in range(len(completions))]
+
+    right_or_abstain.calls = 0
+    trainer = ReinforceAdaTrainer(
+        model=tiny_model_dir, reward_funcs=[right_or_abstain], args=_config(tmp_path), train_dataset=_dataset()
+    )
+    spy = LossSpy(trainer)
+    trainer.train()
+    # pool [1, None, 1, None] balances in round 1 (None counts as 0); the abstained samples get 0, not -0.5
+    assert right_or_abstain.calls == 1
+    assert all(sorted(values) == [0.0, 0.0, 0.5, 0.5] for values in spy.advantages.values())
+
+
 def test_log_completions_table_holds_the_kept_samples(tiny_model_dir, tmp_path):
     trainer, _, _, _ = _train(tiny_model_dir, tmp_path, log_completions=True)
     table = list(Path(trainer.args.output_dir, "completions").glob("*.parquet"))

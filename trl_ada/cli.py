@@ -180,24 +180,28 @@ def parse_train_args(
 
 def check_hub_credentials(training_args: ReinforceAdaConfig) -> None:
     """With `push_to_hub`, fail now (not after training) when no valid Hugging Face token is available."""
-    if not training_args.push_to_hub:
-        return
+    if training_args.push_to_hub:
+        require_hub_token(training_args.hub_token, option="push_to_hub=True", before="training")
+
+
+def require_hub_token(token: str | None = None, *, option: str, before: str) -> None:
+    """Raise huggingface_hub's clear error now when no valid token is available for a later upload."""
     import huggingface_hub
     from huggingface_hub.errors import LocalTokenNotFoundError
 
-    token = training_args.hub_token or huggingface_hub.get_token()
+    token = token or huggingface_hub.get_token()
     if not token:
         raise LocalTokenNotFoundError(
-            "push_to_hub=True, but no Hugging Face token was found. Log in with `hf auth login`, set the HF_TOKEN "
-            "environment variable, or pass --hub_token; or drop push_to_hub. Checked before training so that the "
+            f"{option}, but no Hugging Face token was found. Log in with `hf auth login`, set the HF_TOKEN "
+            f"environment variable, or pass --hub_token; or drop the push. Checked before {before} so that the "
             "run does not end in a failed upload."
         )
     try:
         huggingface_hub.whoami(token=token)
     except Exception as err:
         raise ValueError(
-            f"push_to_hub=True, but the Hugging Face token could not be verified ({type(err).__name__}: {err}). "
-            "Fix the token or the connection, or drop push_to_hub."
+            f"{option}, but the Hugging Face token could not be verified ({type(err).__name__}: {err}). "
+            "Fix the token or the connection, or drop the push."
         ) from err
 
 
@@ -325,6 +329,7 @@ def run_training(trainer: ReinforceAdaTrainer, script_args: ReinforceAdaScriptAr
     """Train (resuming when asked), save, push, and finish the trackers."""
     trainer.train(resume_from_checkpoint=_resume_value(trainer.args.resume_from_checkpoint))
     save_and_push(trainer, script_args)
+    trainer.accelerator.wait_for_everyone()  # rank 0 writes the files; no rank tears down before it is done
     if hasattr(trainer, "end"):  # transformers >= 5.18: finish the trackers, tear down the process group
         trainer.end()
 

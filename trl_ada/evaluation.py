@@ -758,6 +758,13 @@ def select_prompts_main(argv: Sequence[str]) -> int:
         resolve_backend(args.backend)
     except (ValueError, OSError) as err:
         return _input_error("select-prompts", err)
+    if args.push_to_hub:
+        from .cli import require_hub_token
+
+        try:
+            require_hub_token(option=f"--push_to_hub {args.push_to_hub}", before="sampling")
+        except (ValueError, OSError) as err:
+            return _input_error("select-prompts", err)
     kept = select_prompts(
         args.model,
         dataset,

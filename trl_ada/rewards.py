@@ -584,7 +584,7 @@ def make_math_reward(
 
 
 def format_reward(completions: Sequence[Any], **kwargs: Any) -> list[float]:
-    r"""TRL reward: 1.0 when the completion ends with a non-empty `\boxed{}` answer (as `math_reward` reads it)."""
+    r"""TRL reward: 1.0 when the completion holds a non-empty `\boxed{}` answer (as `math_reward` reads it)."""
     return [0.0 if _safe_prediction(c) is None else 1.0 for c in completions]
 
 

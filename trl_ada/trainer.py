@@ -99,8 +99,9 @@ class ReinforceAdaTrainer(GRPOTrainer):
             args = ReinforceAdaConfig(f"{name.split('/')[-1]}-Reinforce-Ada")
         if not isinstance(args, ReinforceAdaConfig):
             raise TypeError(
-                f"args is a {type(args).__name__}; ReinforceAdaTrainer needs a ReinforceAdaConfig. Build it with the "
-                "same fields: ReinforceAdaConfig(**your_grpo_config.to_dict()) or ReinforceAdaConfig(output_dir=...)."
+                f"args is a {type(args).__name__}; ReinforceAdaTrainer needs a ReinforceAdaConfig. Build it with "
+                "the keyword arguments you gave GRPOConfig: ReinforceAdaConfig(output_dir=..., ...). Its defaults "
+                "are the paper's (num_generations=4, scale_rewards='none', epsilon_high=0.28), not GRPOConfig's."
             )
         if args.is_adaptive:
             for option in ("tools", "rollout_func", "environment_factory"):
@@ -257,7 +258,11 @@ class ReinforceAdaTrainer(GRPOTrainer):
     # ----------------------------------------------------------------------------------------------------------
 
     def _pool_advantages(self, num_local: int) -> torch.Tensor:
-        """Advantages of this process's kept samples; also fixes the advantages TRL logged for the table."""
+        """Advantages of this process's kept samples; also fixes the advantages TRL logged for the table.
+
+        A completion that every reward function declined (None) counts as reward 0 in its pool, so that exits can be
+        decided, and gets advantage 0, as in TRL.
+        """
         sampler = self._sampler
         advantages = compute_advantages(
             sampler.kept_rewards(),
@@ -265,6 +270,8 @@ class ReinforceAdaTrainer(GRPOTrainer):
             baseline=self.args.advantage_baseline,
             scale=self.scale_rewards,
         ).reshape(-1)
+        unscorable = torch.isnan(self._kept_rewards_per_func).all(dim=1).cpu().numpy()
+        advantages[unscorable] = 0.0  # as TRL: no reward function had an opinion, so no learning signal
         logged = self._logs["advantages"]
         for _ in range(min(len(advantages), len(logged))):
             logged.pop()
