@@ -151,9 +151,8 @@ class ReinforceAdaTrainer(GRPOTrainer):
         n = self.num_generations
         rank, world = self.accelerator.process_index, self.accelerator.num_processes
         all_prompts, all_inputs = gather_object(prompts), gather_object(inputs)
-        distinct = range(0, len(all_prompts), n)
         sampler = AdaptiveSampler(
-            num_prompts=len(distinct),
+            num_prompts=len(all_prompts) // n,  # TRL's sampler repeats each prompt n times in a row
             num_generations=n,
             samples_per_round=args.samples_per_round,
             max_rounds=args.max_rounds,
@@ -195,7 +194,7 @@ class ReinforceAdaTrainer(GRPOTrainer):
                         prompt_ids=prompt_ids[row],
                         completion_ids=completion_ids[row],
                         completion=completions[row],
-                        logprobs=None if logprobs is None else list(logprobs[row]),
+                        logprobs=None if logprobs is None else logprobs[row],
                         images=None if images is None else images[row],
                         extra_logs={column: values[row] for column, values in extra_logs.items()},
                     )
