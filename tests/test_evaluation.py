@@ -332,10 +332,13 @@ def test_evaluate_main_end_to_end(tiny_model: str, two_datasets, tmp_path: Path,
 
 
 def test_select_prompts_main_end_to_end(tiny_model: str, two_datasets, tmp_path: Path, monkeypatch) -> None:
+    import huggingface_hub
     from datasets import Dataset, load_from_disk
 
-    pushed: list[str] = []
-    monkeypatch.setattr(Dataset, "push_to_hub", lambda self, repo_id, **kw: pushed.append(repo_id))
+    monkeypatch.setattr(huggingface_hub, "get_token", lambda: "hf_stored")
+    monkeypatch.setattr(huggingface_hub, "whoami", lambda token: {"name": "me"})
+    pushed: list[tuple[str, str | None]] = []
+    monkeypatch.setattr(Dataset, "push_to_hub", lambda self, repo_id, **kw: pushed.append((repo_id, kw.get("token"))))
     alpha, _ = two_datasets
     output = tmp_path / "selected"
     argv = ["--model", tiny_model, "--dataset", alpha, "--num_samples", "2", "--max_new_tokens", "8"]
@@ -347,4 +350,33 @@ def test_select_prompts_main_end_to_end(tiny_model: str, two_datasets, tmp_path:
     assert {"prompt", "answer", "pass_rate", "num_correct"} <= set(kept.column_names)
     assert all(rate in (0.0, 0.5, 1.0) for rate in kept["pass_rate"])
     assert len((output / "prompts.jsonl").read_text().splitlines()) == 3
-    assert pushed == ["me/sel"]
+    assert pushed == [("me/sel", None)]  # None: huggingface_hub uses the stored login it was checked against
+
+
+def test_select_prompts_push_without_token_fails_before_sampling(two_datasets, tmp_path: Path, monkeypatch, capsys):
+    import huggingface_hub
+
+    monkeypatch.setattr(huggingface_hub, "get_token", lambda: None)
+    monkeypatch.setattr(ev, "select_prompts", lambda *a, **kw: pytest.fail("sampled before the token check"))
+    alpha, _ = two_datasets
+    argv = ["--model", "unused", "--dataset", alpha, "--backend", "transformers", "--output", str(tmp_path / "o")]
+    assert ev.select_prompts_main([*argv, "--push_to_hub", "me/sel"]) == 1
+    err = capsys.readouterr().err
+    assert "--push_to_hub me/sel" in err and "hf auth login" in err and "--hub_token" in err
+    assert not (tmp_path / "o").exists()
+
+
+def test_select_prompts_hub_token_flag_is_verified_and_used(tiny_model, two_datasets, tmp_path, monkeypatch):
+    import huggingface_hub
+    from datasets import Dataset
+
+    monkeypatch.setattr(huggingface_hub, "get_token", lambda: None)
+    checked: list[str] = []
+    monkeypatch.setattr(huggingface_hub, "whoami", lambda token: checked.append(token) or {"name": "me"})
+    pushed: list[str | None] = []
+    monkeypatch.setattr(Dataset, "push_to_hub", lambda self, repo_id, **kw: pushed.append(kw.get("token")))
+    alpha, _ = two_datasets
+    argv = ["--model", tiny_model, "--dataset", alpha, "--num_samples", "1", "--max_new_tokens", "4"]
+    flags = ["--backend", "transformers", "--output", str(tmp_path / "o"), "--push_to_hub", "me/sel"]
+    assert ev.select_prompts_main([*argv, *flags, "--hub_token", "hf_flag"]) == 0
+    assert checked == ["hf_flag"] and pushed == ["hf_flag"]

@@ -10,6 +10,7 @@ import concurrent.futures
 import multiprocessing
 import os
 import signal
+import sys
 import threading
 import time
 
@@ -255,6 +256,39 @@ def test_adversarial_latex_is_cut_off_in_the_main_thread(fast_reward):
     start = time.monotonic()
     assert fast_reward(ADVERSARIAL, ["5"] * len(ADVERSARIAL)) == [0.0] * len(ADVERSARIAL)
     assert time.monotonic() - start < FAST_TIMEOUT_S * len(ADVERSARIAL) + 1.0
+
+
+def test_alarm_swallowed_in_a_weakref_callback_still_cuts_off_quietly(monkeypatch):
+    """Python swallows an exception raised inside a weakref callback (sympy's caches use them): the alarm must fire
+    again, and the swallowed one must not print "Exception ignored" to the user's terminal."""
+    import weakref
+
+    landed_in_callback: list[bool] = []
+
+    def verify_with_a_slow_weakref_callback(prediction, gold):
+        class Cached:
+            pass
+
+        def on_collect(_ref):
+            try:
+                time.sleep(10)  # the first alarm lands here
+            finally:
+                landed_in_callback.append(True)
+
+        value = Cached()
+        ref = weakref.ref(value, on_collect)
+        del value  # runs on_collect now; its _PairTimeout is swallowed by Python
+        time.sleep(10)  # without a second alarm this would run to the end
+        return 1.0 if ref is not None else 0.0
+
+    monkeypatch.setattr(rewards, "_verify_pair", verify_with_a_slow_weakref_callback)
+    printed: list = []  # what Python would print as "Exception ignored in ..."
+    monkeypatch.setattr(sys, "unraisablehook", printed.append)
+    start = time.monotonic()
+    assert rewards._score_pair_with_alarm("1", "1", 0.2) == (0.0, False)
+    assert time.monotonic() - start < 2.0
+    assert landed_in_callback == [True]
+    assert printed == []
 
 
 def test_timer_restores_signal_state():

@@ -651,6 +651,9 @@ def make_select_prompts_parser(prog: str = "trl-ada select-prompts") -> argparse
         "--output", required=True, help="Directory for the kept prompts (save_to_disk) and DIR/prompts.jsonl."
     )
     parser.add_argument("--push_to_hub", default=None, metavar="REPO_ID", help="Also push the kept prompts here.")
+    parser.add_argument(
+        "--hub_token", default=None, help="Token for --push_to_hub (default: HF_TOKEN or the stored `hf auth login`)."
+    )
     _add_generation_arguments(parser, max_new_tokens=2048)
     return parser
 
@@ -737,13 +740,15 @@ def evaluate_main(argv: Sequence[str]) -> int:
     return 0
 
 
-def save_selection(dataset: Dataset, output_dir: str | Path, push_to_hub: str | None = None) -> Path:
+def save_selection(
+    dataset: Dataset, output_dir: str | Path, push_to_hub: str | None = None, hub_token: str | None = None
+) -> Path:
     """Save with `save_to_disk` to `output_dir`, copy to `output_dir/prompts.jsonl`, and push when asked."""
     output_dir = Path(output_dir)
     dataset.save_to_disk(str(output_dir))
     dataset.to_json(str(output_dir / "prompts.jsonl"), lines=True, force_ascii=False)
     if push_to_hub:
-        dataset.push_to_hub(push_to_hub)
+        dataset.push_to_hub(push_to_hub, token=hub_token)
         logger.info("Pushed the kept prompts to https://huggingface.co/datasets/%s.", push_to_hub)
     return output_dir
 
@@ -762,7 +767,7 @@ def select_prompts_main(argv: Sequence[str]) -> int:
         from .cli import require_hub_token
 
         try:
-            require_hub_token(option=f"--push_to_hub {args.push_to_hub}", before="sampling")
+            require_hub_token(args.hub_token, option=f"--push_to_hub {args.push_to_hub}", before="sampling")
         except (ValueError, OSError) as err:
             return _input_error("select-prompts", err)
     kept = select_prompts(
@@ -781,6 +786,6 @@ def select_prompts_main(argv: Sequence[str]) -> int:
         problem_column=args.problem_column,
         answer_column=args.answer_column,
     )
-    output = save_selection(kept, args.output, args.push_to_hub)
+    output = save_selection(kept, args.output, args.push_to_hub, args.hub_token)
     print(f"Kept {len(kept)} of {len(dataset)} prompts -> {output} (train on {output / 'prompts.jsonl'}).")
     return 0

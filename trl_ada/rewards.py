@@ -38,6 +38,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import contextmanager
 from decimal import Decimal
 from multiprocessing.connection import Connection, wait
 from typing import Any
@@ -70,6 +71,8 @@ MAX_BOX_CHARS = 1000
 """Longest boxed answer that is scored; longer ones get 0.0."""
 DEFAULT_TIMEOUT_S = 3.0
 """Wall-clock budget for parsing and verifying one (prediction, gold) pair."""
+_ALARM_REPEAT_S = 0.05
+"""After the budget, the scoring alarm re-fires this often until cancelled, in case Python swallowed one."""
 HARD_GRACE_S = 1.0
 """Extra time a worker process gets past `timeout_s` before it is killed."""
 WORKER_START_TIMEOUT_S = 120.0
@@ -224,15 +227,34 @@ def _raise_timeout(signum: int, frame: Any) -> None:
     raise _PairTimeout
 
 
+@contextmanager
+def _quiet_swallowed_timeouts():
+    """Keep a `_PairTimeout` that lands in a callback Python cannot raise from (a weakref or GC callback, which
+    prints "Exception ignored ...") off stderr; the repeating timer raises again in the scoring frame."""
+    previous = sys.unraisablehook
+
+    def hook(unraisable: Any) -> None:
+        if not isinstance(unraisable.exc_value, _PairTimeout):
+            previous(unraisable)
+
+    sys.unraisablehook = hook
+    try:
+        yield
+    finally:
+        sys.unraisablehook = previous
+
+
 def _in_main_thread() -> bool:
     return threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer")
 
 
 def _score_pair_with_alarm(prediction: str, gold: str, timeout_s: float) -> tuple[float, bool]:
-    """(score, finished) for one pair under a one-shot SIGALRM timer. Main thread only.
+    """(score, finished) for one pair under a SIGALRM timer. Main thread only.
 
-    The timer fires at most once, and wherever the exception lands (inside math_verify or just before the timer
-    is cancelled) the outer `except` catches it; the previous handler and any pending outer timer are restored.
+    After `timeout_s` the timer fires every `_ALARM_REPEAT_S` until cancelled: an exception raised inside a weakref
+    or GC callback is swallowed by Python, so a single alarm could be lost and the pair run unbounded. Wherever it
+    lands (inside math_verify or just before the timer is cancelled) the outer `except` catches it; the previous
+    handler and any pending outer timer are restored.
     """
     old_handler = signal.signal(signal.SIGALRM, _raise_timeout)
     if old_handler is None:  # installed outside Python; cannot be put back as it was
@@ -241,8 +263,9 @@ def _score_pair_with_alarm(prediction: str, gold: str, timeout_s: float) -> tupl
     outer_delay, outer_interval = signal.setitimer(signal.ITIMER_REAL, 0)
     try:
         try:
-            signal.setitimer(signal.ITIMER_REAL, timeout_s)
-            return _verify_pair(prediction, gold), True
+            with _quiet_swallowed_timeouts():
+                signal.setitimer(signal.ITIMER_REAL, timeout_s, _ALARM_REPEAT_S)
+                return _verify_pair(prediction, gold), True
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
     except _PairTimeout:
