@@ -591,6 +591,24 @@ def _add_generation_arguments(parser: argparse.ArgumentParser, max_new_tokens: i
     group.add_argument("--seed", type=int, default=0, help="Random seed of the sampling.")
 
 
+_SHARED_OPTIONS = (
+    "temperature",
+    "top_p",
+    "max_new_tokens",
+    "backend",
+    "batch_size",
+    "dtype",
+    "seed",
+    "problem_column",
+    "answer_column",
+)
+
+
+def _shared_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The generation and column options of `evaluate`/`select-prompts`, as keywords of avg_at_k/select_prompts."""
+    return {name: getattr(args, name) for name in _SHARED_OPTIONS}
+
+
 def _add_data_arguments(parser: argparse.ArgumentParser, split: str) -> None:
     """Split and column options."""
     parser.add_argument(
@@ -719,20 +737,7 @@ def evaluate_main(argv: Sequence[str]) -> int:
         resolve_backend(args.backend)
     except (ValueError, OSError) as err:
         return _input_error("evaluate", err)
-    report = avg_at_k(
-        args.model,
-        datasets,
-        k=args.k,
-        temperature=args.temperature,
-        max_new_tokens=args.max_new_tokens,
-        top_p=args.top_p,
-        seed=args.seed,
-        backend=args.backend,
-        batch_size=args.batch_size,
-        dtype=args.dtype,
-        problem_column=args.problem_column,
-        answer_column=args.answer_column,
-    )
+    report = avg_at_k(args.model, datasets, k=args.k, **_shared_options(args))
     print(report.table())
     if args.output:
         report.to_json(args.output, per_problem=True)
@@ -761,30 +766,19 @@ def select_prompts_main(argv: Sequence[str]) -> int:
         dataset = _load(args.dataset, args.split, args.limit)
         _check_columns(dataset, args.problem_column, args.answer_column)
         resolve_backend(args.backend)
+        if args.push_to_hub:
+            from .cli import require_hub_token
+
+            require_hub_token(args.hub_token, option=f"--push_to_hub {args.push_to_hub}", before="sampling")
     except (ValueError, OSError) as err:
         return _input_error("select-prompts", err)
-    if args.push_to_hub:
-        from .cli import require_hub_token
-
-        try:
-            require_hub_token(args.hub_token, option=f"--push_to_hub {args.push_to_hub}", before="sampling")
-        except (ValueError, OSError) as err:
-            return _input_error("select-prompts", err)
     kept = select_prompts(
         args.model,
         dataset,
         num_samples=args.num_samples,
         max_pass_rate=args.max_pass_rate,
         min_correct=args.min_correct,
-        temperature=args.temperature,
-        top_p=args.top_p,
-        max_new_tokens=args.max_new_tokens,
-        seed=args.seed,
-        backend=args.backend,
-        batch_size=args.batch_size,
-        dtype=args.dtype,
-        problem_column=args.problem_column,
-        answer_column=args.answer_column,
+        **_shared_options(args),
     )
     output = save_selection(kept, args.output, args.push_to_hub, args.hub_token)
     print(f"Kept {len(kept)} of {len(dataset)} prompts -> {output} (train on {output / 'prompts.jsonl'}).")
