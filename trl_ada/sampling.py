@@ -178,6 +178,13 @@ def _as_rewards(rewards: Sequence[float], expected: int) -> np.ndarray:
 # --------------------------------------------------------------------------------------------
 
 
+def _split_by_class(is_positive: Sequence[bool]) -> tuple[list[int], list[int]]:
+    """(positive indices, negative indices) of a pool, each in draw order."""
+    positives = [i for i, positive in enumerate(is_positive) if positive]
+    negatives = [i for i, positive in enumerate(is_positive) if not positive]
+    return positives, negatives
+
+
 def select_group(is_positive: Sequence[bool], num_generations: int) -> list[int]:
     """Indices (ascending, i.e. draw order) of the n pool samples that form the prompt's group.
 
@@ -185,8 +192,7 @@ def select_group(is_positive: Sequence[bool], num_generations: int) -> list[int]
     Within a class the earliest draws are kept, so the choice is deterministic given the pool.
     """
     n = num_generations
-    positives = [i for i, positive in enumerate(is_positive) if positive]
-    negatives = [i for i, positive in enumerate(is_positive) if not positive]
+    positives, negatives = _split_by_class(is_positive)
     if len(positives) + len(negatives) < n:
         raise ValueError(f"A pool of {len(is_positive)} samples cannot fill a group of num_generations={n}.")
     k_pos = min(n // 2, len(positives))
@@ -324,10 +330,8 @@ class AdaptiveSampler:
 
     def candidates(self, prompt: int) -> list[int]:
         """Pool indices that group selection can still keep: the first n of each class (later draws never are)."""
-        labels = self.is_positive(prompt)
-        positives = [i for i, positive in enumerate(labels) if positive][: self.num_generations]
-        negatives = [i for i, positive in enumerate(labels) if not positive][: self.num_generations]
-        return sorted(positives + negatives)
+        positives, negatives = _split_by_class(self.is_positive(prompt))
+        return sorted(positives[: self.num_generations] + negatives[: self.num_generations])
 
     # -- results -------------------------------------------------------------------------------
 
