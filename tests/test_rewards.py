@@ -16,7 +16,6 @@ import time
 
 import pytest
 
-from trl_ada import rewards
 from trl_ada.rewards import (
     MAX_BOX_CHARS,
     REWARD_FUNCS,
@@ -29,7 +28,9 @@ from trl_ada.rewards import (
     normalize_answer,
     register_reward,
     score_math,
+    scoring,
 )
+from trl_ada.rewards import registry as reward_registry
 
 
 def boxed(answer: str) -> str:
@@ -281,11 +282,11 @@ def test_alarm_swallowed_in_a_weakref_callback_still_cuts_off_quietly(monkeypatc
         time.sleep(10)  # without a second alarm this would run to the end
         return 1.0 if ref is not None else 0.0
 
-    monkeypatch.setattr(rewards, "_verify_pair", verify_with_a_slow_weakref_callback)
+    monkeypatch.setattr(scoring, "_verify_pair", verify_with_a_slow_weakref_callback)
     printed: list = []  # what Python would print as "Exception ignored in ..."
     monkeypatch.setattr(sys, "unraisablehook", printed.append)
     start = time.monotonic()
-    assert rewards._score_pair_with_alarm("1", "1", 0.2) == (0.0, False)
+    assert scoring._score_pair_with_alarm("1", "1", 0.2) == (0.0, False)
     assert time.monotonic() - start < 2.0
     assert landed_in_callback == [True]
     assert printed == []
@@ -307,7 +308,7 @@ def test_timer_restores_signal_state():
 @pytest.fixture(scope="module", autouse=True)
 def stop_workers():
     yield
-    rewards.shutdown_workers()
+    scoring.shutdown_workers()
 
 
 def run_in_thread(fn, *args):
@@ -337,7 +338,7 @@ def test_adversarial_latex_is_cut_off_in_a_worker_thread(fast_reward):
     clear_caches()
     start = time.monotonic()
     assert run_in_thread(fast_reward, ADVERSARIAL, ["5"] * len(ADVERSARIAL)) == [0.0] * len(ADVERSARIAL)
-    assert time.monotonic() - start < (FAST_TIMEOUT_S + rewards.HARD_GRACE_S) * len(ADVERSARIAL) + 5.0
+    assert time.monotonic() - start < (FAST_TIMEOUT_S + scoring.HARD_GRACE_S) * len(ADVERSARIAL) + 5.0
 
 
 def test_parallel_scoring_matches_serial():
@@ -353,12 +354,12 @@ def test_hung_worker_is_killed_and_replaced():
     """A worker that stops answering (here: SIGSTOP) costs one pair timeout_s + HARD_GRACE_S, then is replaced."""
     clear_caches()
     assert score_math([r"\boxed{1}"], ["1"], num_workers=1, min_parallel_batch=1) == [1.0]
-    pool = rewards._get_pool(1)
+    pool = scoring._get_pool(1)
     hung = pool._workers[0].process
     os.kill(hung.pid, signal.SIGSTOP)
     start = time.monotonic()
     assert score_math([r"\boxed{2}"], ["2"], num_workers=1, min_parallel_batch=1, timeout_s=0.5) == [0.0]
-    assert time.monotonic() - start < 0.5 + rewards.HARD_GRACE_S + 1.0
+    assert time.monotonic() - start < 0.5 + scoring.HARD_GRACE_S + 1.0
     assert hung.poll() is not None  # killed
     assert score_math([r"\boxed{2}"], ["2"], num_workers=1, min_parallel_batch=1) == [1.0]  # not cached, rescored
 
@@ -366,7 +367,7 @@ def test_hung_worker_is_killed_and_replaced():
 def test_dead_worker_is_replaced():
     clear_caches()
     assert score_math([r"\boxed{1}"], ["1"], num_workers=1, min_parallel_batch=1) == [1.0]
-    rewards._get_pool(1)._workers[0].process.kill()
+    scoring._get_pool(1)._workers[0].process.kill()
     score_math([r"\boxed{3}"], ["3"], num_workers=1, min_parallel_batch=1)  # this pair may be lost (0.0)
     assert score_math([r"\boxed{4}", r"\boxed{5}"], ["4", "6"], num_workers=1, min_parallel_batch=1) == [1.0, 0.0]
 
@@ -384,8 +385,8 @@ def test_scoring_inside_a_worker_process():
 @pytest.fixture
 def registry(monkeypatch):
     """A private copy of the registry, so that registrations in a test do not leak."""
-    monkeypatch.setattr(rewards, "REWARD_FUNCS", dict(REWARD_FUNCS))
-    return rewards.REWARD_FUNCS
+    monkeypatch.setattr(reward_registry, "REWARD_FUNCS", dict(REWARD_FUNCS))
+    return reward_registry.REWARD_FUNCS
 
 
 def test_builtin_rewards_are_registered():

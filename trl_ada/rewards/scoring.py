@@ -1,4 +1,4 @@
-r"""Rule-based rewards for math RL, and a registry that resolves reward functions by name.
+r"""Time-bounded math scoring, and the TRL reward functions built on it.
 
 `math_reward` gives 1.0 when the last `\boxed{...}` of a completion is mathematically equivalent to the gold
 `answer` (checked with `math_verify`), else 0.0. It never raises and every (prediction, gold) pair gets a bounded
@@ -24,41 +24,29 @@ from __future__ import annotations
 
 import atexit
 import collections
-import difflib
 import functools
-import importlib
 import logging
-import math
 import os
-import re
 import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from contextlib import contextmanager
-from decimal import Decimal
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
-from math_verify import parse, verify
+from .answers import _parse_gold, _prediction, _verify_pair, normalize_answer
 
 __all__ = [
     "DEFAULT_TIMEOUT_S",
-    "MAX_BOX_CHARS",
-    "REWARD_FUNCS",
     "RewardFunc",
     "clear_caches",
-    "completion_text",
-    "extract_boxed",
     "format_reward",
-    "get_reward_funcs",
     "make_math_reward",
     "math_reward",
-    "normalize_answer",
-    "register_reward",
     "score_math",
     "shutdown_workers",
 ]
@@ -66,9 +54,6 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 RewardFunc = Callable[..., list[float]]
-
-MAX_BOX_CHARS = 1000
-"""Longest boxed answer that is scored; longer ones get 0.0."""
 DEFAULT_TIMEOUT_S = 3.0
 """Wall-clock budget for parsing and verifying one (prediction, gold) pair."""
 _ALARM_REPEAT_S = 0.05
@@ -83,144 +68,9 @@ WORKERS_ENV = "TRL_ADA_REWARD_WORKERS"
 """Environment variable giving the default `num_workers` of `math_reward` (0 when unset)."""
 _SCORE_CACHE_SIZE = 1 << 16
 
-_BOX_OPEN = re.compile(r"\\(?:boxed|fbox)\s*\{")
-_UNESCAPED_DOLLAR = re.compile(r"(?<!\\)\$")
-_DELIMITERS = (("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]"))
-
 
 class _PairTimeout(BaseException):
     """Raised by the SIGALRM handler; a BaseException so `except Exception` inside sympy cannot swallow it."""
-
-
-class _DropDisabledTimeoutWarning(logging.Filter):
-    """We disable math_verify's signal timeouts on purpose (see module docstring); hide its warning about that."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not record.getMessage().startswith("Timeout is disabled")
-
-
-for _name in ("math_verify.parser", "math_verify.grader"):
-    logging.getLogger(_name).addFilter(_DropDisabledTimeoutWarning())
-
-
-# --------------------------------------------------------------------------- text extraction
-
-
-def completion_text(completion: Any) -> str:
-    """Text of a completion: a plain string, or the last assistant message of a conversational completion."""
-    if isinstance(completion, str):
-        return completion
-    if isinstance(completion, dict):
-        return _content_text(completion.get("content"))
-    if isinstance(completion, Sequence) and completion:
-        messages = [m for m in completion if isinstance(m, dict)]
-        assistant = [m for m in messages if m.get("role") == "assistant"]
-        chosen = assistant or messages
-        return _content_text(chosen[-1].get("content")) if chosen else ""
-    return ""
-
-
-def _content_text(content: Any) -> str:
-    """Message content as text; multimodal content lists are joined from their text parts."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = [p.get("text") for p in content if isinstance(p, dict)]
-        return "".join(p for p in parts if isinstance(p, str))
-    return ""
-
-
-def extract_boxed(text: str, max_chars: int = MAX_BOX_CHARS) -> str | None:
-    r"""Content of the last `\boxed{...}` / `\fbox{...}` in `text`, with nested braces matched.
-
-    Returns None when there is no box, when the last box is unclosed, or when its content is longer than
-    `max_chars`. Linear in `len(text)`.
-    """
-    last = None
-    for match in _BOX_OPEN.finditer(text):
-        last = match
-    return None if last is None else _braced_content(text, last.end(), max_chars)
-
-
-def _braced_content(text: str, start: int, max_chars: int) -> str | None:
-    """Text from `start` up to the brace closing an already-open `{`, skipping escapes like `\\{`."""
-    depth, i, stop = 1, start, min(len(text), start + max_chars + 1)
-    while i < stop:
-        char = text[i]
-        if char == "\\":
-            i += 2
-            continue
-        if char == "{":
-            depth += 1
-        elif char == "}":
-            depth -= 1
-            if depth == 0:
-                return text[start:i]
-        i += 1
-    return None
-
-
-def _clean_latex(text: str) -> str:
-    """Strip whitespace and unescaped `$` signs (models sometimes write `\\boxed{$x$}`)."""
-    return _UNESCAPED_DOLLAR.sub("", text).strip()
-
-
-def _strip_delimiters(text: str) -> str:
-    """Remove one pair of surrounding math delimiters (`$..$`, `$$..$$`, `\\(..\\)`, `\\[..\\]`)."""
-    for left, right in _DELIMITERS:
-        if len(text) >= len(left) + len(right) and text.startswith(left) and text.endswith(right):
-            return text[len(left) : len(text) - len(right)].strip()
-    return text
-
-
-def _number_text(value: float) -> str:
-    """Plain decimal text of a float (`1e-05` -> `0.00001`), which LaTeX parsing reads correctly."""
-    if not math.isfinite(value):
-        return str(value)
-    if value.is_integer():
-        return str(int(value))
-    return format(Decimal(repr(value)), "f")
-
-
-def normalize_answer(answer: object) -> str:
-    r"""Gold answer as bare LaTeX: numbers formatted, math delimiters and an enclosing `\boxed{}` removed.
-
-    A missing answer (None) gives "", which scores 0.0.
-    """
-    if answer is None:
-        return ""
-    if isinstance(answer, float):
-        return _number_text(answer)
-    text = str(answer).strip()
-    boxed = extract_boxed(text, max_chars=max(len(text), 1))
-    if boxed is not None:
-        text = boxed
-    return _clean_latex(_strip_delimiters(text.strip()))
-
-
-def _prediction(completion: Any) -> str | None:
-    """Cleaned content of the completion's last box, or None when there is nothing to score."""
-    boxed = extract_boxed(completion_text(completion))
-    cleaned = _clean_latex(boxed) if boxed is not None else ""
-    return cleaned or None
-
-
-# --------------------------------------------------------------------------- verification
-
-
-@functools.lru_cache(maxsize=4096)
-def _parse_gold(gold: str) -> tuple:
-    """Parsed gold answer, cached: in GRPO every completion of a prompt shares the same gold."""
-    return tuple(parse(f"${gold}$", parsing_timeout=None))
-
-
-def _verify_pair(prediction: str, gold: str) -> float:
-    """1.0 when math_verify finds `prediction` equivalent to `gold`, else 0.0. No timeout of its own."""
-    gold_parsed = list(_parse_gold(gold))
-    if not gold_parsed:
-        return 0.0
-    pred_parsed = parse(f"${prediction}$", parsing_timeout=None)
-    return 1.0 if pred_parsed and verify(gold_parsed, pred_parsed, timeout_seconds=None) else 0.0
 
 
 def _raise_timeout(signum: int, frame: Any) -> None:
@@ -616,74 +466,3 @@ def _safe_prediction(completion: Any) -> str | None:
         return _prediction(completion)
     except Exception:
         return None
-
-
-# --------------------------------------------------------------------------- registry
-
-
-REWARD_FUNCS: dict[str, RewardFunc] = {}
-
-
-def register_reward(name: str, func: RewardFunc | None = None, *, overwrite: bool = False) -> Any:
-    """Register `func` under `name`; without `func`, return a decorator: `@register_reward("my_reward")`.
-
-    Raises ValueError if `name` is taken (unless `overwrite=True`) or not a plain name (`:` marks import paths).
-    """
-    if not isinstance(name, str) or not name or ":" in name:
-        raise ValueError(f"Reward name must be a non-empty string without ':', got {name!r}.")
-
-    def _register(f: RewardFunc) -> RewardFunc:
-        if not callable(f):
-            raise ValueError(f"Reward {name!r} must be callable, got {f!r}.")
-        if name in REWARD_FUNCS and not overwrite:
-            raise ValueError(
-                f"Reward {name!r} is already registered ({REWARD_FUNCS[name]!r}); pass overwrite=True to replace it."
-            )
-        REWARD_FUNCS[name] = f
-        return f
-
-    return _register if func is None else _register(func)
-
-
-def get_reward_funcs(names: str | Iterable[str | RewardFunc]) -> list[RewardFunc]:
-    """Resolve reward names (registered names, or `package.module:function` import paths) to callables.
-
-    Callables are passed through. Raises ValueError for unknown names (listing the known ones) and failed imports.
-    """
-    if isinstance(names, str):
-        names = [names]
-    return [name if callable(name) else _resolve_reward(name) for name in names]
-
-
-def _resolve_reward(name: str) -> RewardFunc:
-    if not isinstance(name, str):
-        raise ValueError(f"Reward must be a name or a callable, got {name!r}.")
-    if name in REWARD_FUNCS:
-        return REWARD_FUNCS[name]
-    if ":" in name:
-        return _import_reward(name)
-    known = sorted(REWARD_FUNCS)
-    close = difflib.get_close_matches(name, known, n=1)
-    hint = f" Did you mean {close[0]!r}?" if close else ""
-    raise ValueError(
-        f"Unknown reward function {name!r}.{hint} Known rewards: {', '.join(known)}. "
-        "A custom function can be given as 'package.module:function'."
-    )
-
-
-def _import_reward(path: str) -> RewardFunc:
-    """Import `package.module:attr.attr` and check that it is callable."""
-    module_name, _, attr_path = path.partition(":")
-    try:
-        target: Any = importlib.import_module(module_name)
-        for attr in attr_path.split("."):
-            target = getattr(target, attr)
-    except Exception as exc:
-        raise ValueError(f"Could not import reward function {path!r}: {type(exc).__name__}: {exc}") from exc
-    if not callable(target):
-        raise ValueError(f"Reward {path!r} resolved to {target!r}, which is not callable.")
-    return target
-
-
-register_reward("math", math_reward)
-register_reward("format", format_reward)
