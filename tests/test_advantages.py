@@ -1,4 +1,4 @@
-"""Pool-baseline advantages (ARCHITECTURE.md §2.5)."""
+"""Pool-baseline advantages (docs/algorithm.md, step 5)."""
 
 from __future__ import annotations
 

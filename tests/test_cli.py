@@ -13,6 +13,7 @@ import yaml
 
 import trl_ada
 from trl_ada import cli
+from trl_ada.cli import train as train_cli
 from trl_ada.data import build_prompt
 
 pytestmark = pytest.mark.xdist_group("trainer")
@@ -65,9 +66,10 @@ def test_train_help_lists_every_dataclass(capsys):
 @pytest.mark.parametrize(
     ("command", "module", "function"),
     [
-        ("evaluate", "trl_ada.evaluation", "evaluate_main"),
-        ("select-prompts", "trl_ada.evaluation", "select_prompts_main"),
-        ("demo", "trl_ada.demo", "main"),
+        ("train", "trl_ada.cli.train", "main"),
+        ("evaluate", "trl_ada.cli.evaluate", "main"),
+        ("select-prompts", "trl_ada.cli.select_prompts", "main"),
+        ("demo", "trl_ada.cli.demo", "main"),
     ],
 )
 def test_subcommands_pass_their_arguments_through(monkeypatch, command, module, function):
@@ -80,7 +82,7 @@ def test_subcommands_pass_their_arguments_through(monkeypatch, command, module, 
 
 
 def test_missing_subcommand_module_is_reported(monkeypatch, capsys):
-    monkeypatch.setitem(sys.modules, "trl_ada.demo", None)  # import fails
+    monkeypatch.setitem(sys.modules, "trl_ada.cli.demo", None)  # import fails
     assert cli.main(["demo"]) == 1
     assert "trl-ada demo: error: not available" in capsys.readouterr().err
 
@@ -104,7 +106,7 @@ def test_hub_credentials_not_checked_without_push(monkeypatch):
     import huggingface_hub
 
     monkeypatch.setattr(huggingface_hub, "get_token", lambda: pytest.fail("token looked up"))
-    cli.check_hub_credentials(types.SimpleNamespace(push_to_hub=False, hub_token=None))
+    train_cli.check_hub_credentials(types.SimpleNamespace(push_to_hub=False, hub_token=None))
 
 
 def test_hub_credentials_missing_token(monkeypatch):
@@ -113,7 +115,7 @@ def test_hub_credentials_missing_token(monkeypatch):
 
     monkeypatch.setattr(huggingface_hub, "get_token", lambda: None)
     with pytest.raises(LocalTokenNotFoundError, match="hf auth login"):
-        cli.check_hub_credentials(types.SimpleNamespace(push_to_hub=True, hub_token=None))
+        train_cli.check_hub_credentials(types.SimpleNamespace(push_to_hub=True, hub_token=None))
 
 
 def test_hub_credentials_invalid_and_valid_token(monkeypatch):
@@ -124,9 +126,9 @@ def test_hub_credentials_invalid_and_valid_token(monkeypatch):
 
     monkeypatch.setattr(huggingface_hub, "whoami", reject)
     with pytest.raises(ValueError, match="could not be verified.*401"):
-        cli.check_hub_credentials(types.SimpleNamespace(push_to_hub=True, hub_token="hf_bad"))
+        train_cli.check_hub_credentials(types.SimpleNamespace(push_to_hub=True, hub_token="hf_bad"))
     monkeypatch.setattr(huggingface_hub, "whoami", lambda token: {"name": "someone"})
-    cli.check_hub_credentials(types.SimpleNamespace(push_to_hub=True, hub_token="hf_good"))
+    train_cli.check_hub_credentials(types.SimpleNamespace(push_to_hub=True, hub_token="hf_good"))
 
 
 # ---------------------------------------------------------------------------------------------------- train
@@ -229,7 +231,9 @@ def test_train_explicit_columns_reach_the_dataset(train_config, tmp_path):
     data = tmp_path / "odd.jsonl"
     data.write_text("".join(json.dumps({"q": r["problem"], "a": r["answer"]}) + "\n" for r in PROBLEMS))
     flags = ["--dataset_name", str(data), "--problem_column", "q", "--answer_column", "a", "--system_prompt", ""]
-    train_dataset, eval_dataset = cli.build_datasets(*cli.parse_train_args(["--config", str(train_config), *flags]))
+    train_dataset, eval_dataset = train_cli.build_datasets(
+        *train_cli.parse_train_args(["--config", str(train_config), *flags])
+    )
     assert eval_dataset is None
     assert train_dataset["answer"] == [r["answer"] for r in PROBLEMS]
     assert train_dataset[0]["prompt"] == build_prompt(PROBLEMS[0]["problem"], system_prompt="")
@@ -239,7 +243,7 @@ def test_push_to_hub_without_credentials_fails_before_training(train_config, mon
     import huggingface_hub
 
     monkeypatch.setattr(huggingface_hub, "get_token", lambda: None)
-    monkeypatch.setattr(cli, "build_trainer", lambda *args: pytest.fail("reached the trainer"))
+    monkeypatch.setattr(train_cli, "build_trainer", lambda *args: pytest.fail("reached the trainer"))
     assert _train(train_config, "--push_to_hub", "true") == 1
     err = capsys.readouterr().err
     assert "push_to_hub" in err and "token" in err

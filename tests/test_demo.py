@@ -1,17 +1,16 @@
-"""`trl-ada demo` (trl_ada/demo.py): smoke run, output files, bad output directory, Ctrl-C, and its pure helpers."""
+"""`trl-ada demo` (trl_ada/cli/demo.py): smoke run, output files, bad output directory, Ctrl-C."""
 
 from __future__ import annotations
 
 import contextlib
 import io
 import json
-import math
 
 import pytest
 
 pytest.importorskip("matplotlib")
 
-from trl_ada import demo  # noqa: E402
+from trl_ada.cli import demo  # noqa: E402
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -97,40 +96,3 @@ def test_bad_methods_is_a_usage_error(tmp_path, capsys):
     assert demo.main(["--methods", "grpo,nope", "--output_dir", str(tmp_path / "out")]) == 2
     assert "nope" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
-
-
-# ---------------------------------------------------------------------------------------------------- helpers
-
-
-def test_moving_average_is_trailing():
-    assert demo.moving_average([0, 1, 2, 3, 4, 5], window=3) == [0, 0.5, 1, 2, 3, 4]
-
-
-def test_steps_and_samples_to_reach_use_the_smoothed_curve():
-    rewards = [0.0, 0.0, 1.0, 0.0, 0.6, 0.6]
-    records = [
-        {"step": k + 1, "first_round_reward": r, "cumulative_samples": 10.0 * (k + 1)} for k, r in enumerate(rewards)
-    ]
-    assert demo.steps_to_reach(records, 0.5, window=1) == 3  # raw curve: the single spike counts
-    assert demo.steps_to_reach(records, 0.5, window=3) == 5  # smoothed: (1 + 0 + .6) / 3 first >= .5
-    assert demo.samples_to_reach(records, 0.5, window=3) == 50.0
-    assert math.isnan(demo.steps_to_reach(records, 0.9, window=3))
-
-
-def test_summarize_counts_gain_per_1k_samples():
-    records = [
-        {
-            "step": k + 1,
-            "first_round_reward": 0.2 if k < 5 else 0.7,
-            "cumulative_samples": 100.0 * (k + 1),
-            "frac_reward_zero_std": 0.5,
-            "wall_time": float(k),
-        }
-        for k in range(10)
-    ]
-    summary = demo.summarize(records, targets=(0.45,))
-    assert summary["initial_first_round_reward"] == pytest.approx(0.2)
-    assert summary["final_first_round_reward"] == pytest.approx(0.7)
-    assert summary["total_samples"] == 1000.0
-    assert summary["reward_gain_per_1k_samples"] == pytest.approx(0.5)
-    assert summary["steps_to"]["0.45"] == 8  # 5-step average: .4 at step 7, .5 at step 8

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from trl_ada.cli import ConfigKeyError, parse_train_args
+from trl_ada.cli.train import ConfigKeyError, parse_train_args
 
 RECIPES_DIR = Path(__file__).resolve().parent.parent / "recipes"
 ACCELERATE_DIR = RECIPES_DIR / "accelerate_configs"

@@ -20,6 +20,7 @@ from trl_ada.rewards import (
     MAX_BOX_CHARS,
     REWARD_FUNCS,
     clear_caches,
+    completion_text,
     extract_boxed,
     format_reward,
     get_reward_funcs,
@@ -205,6 +206,12 @@ def test_extract_boxed(text, expected):
 )
 def test_normalize_answer(answer, expected):
     assert normalize_answer(answer) == expected
+
+
+def test_completion_text_joins_message_contents() -> None:
+    """One `completion_text` for every reward: the toy reward counts letters in the same text math_reward reads."""
+    assert completion_text("ab") == "ab"
+    assert completion_text([{"role": "assistant", "content": "a"}, {"role": "assistant", "content": None}]) == "a"
 
 
 def test_format_reward():

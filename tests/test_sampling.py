@@ -1,4 +1,4 @@
-"""The sampling core (ARCHITECTURE.md §2.1–2.4): exit rules, the per-step state machine, group selection,
+"""The sampling core (docs/algorithm.md, steps 1-4): exit rules, the per-step state machine, group selection,
 statistics and input validation. Pure Python, no torch."""
 
 from __future__ import annotations

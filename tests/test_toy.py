@@ -1,4 +1,4 @@
-"""The tiny offline model and the toy "write letter X k times" task (trl_ada/toy.py)."""
+"""The tiny offline model and the toy "write letter X k times" task (trl_ada/toy/model.py, trl_ada/toy/task.py)."""
 
 from __future__ import annotations
 
@@ -162,11 +162,6 @@ def test_reward_on_conversational_completions_with_trl_kwargs() -> None:
         log_metric=lambda *a, **k: None,
     )
     assert rewards == [1.0, 0.0, 0.0]
-
-
-def test_completion_text_joins_message_contents() -> None:
-    assert toy.completion_text("ab") == "ab"
-    assert toy.completion_text([{"role": "assistant", "content": "a"}, {"role": "assistant", "content": None}]) == "a"
 
 
 # ---------------------------------------------------------------------------------------------------- measurement

@@ -1,4 +1,4 @@
-"""Advantages of the kept samples from a pool or group baseline (ARCHITECTURE.md §2.5).
+"""Advantages of the kept samples from a pool or group baseline (`docs/algorithm.md`, step 5).
 
     A_i = r_i − mean(baseline set)            scale="none"  (the paper's default)
     A_i = (r_i − mean) / (std + eps)          scale="group" (std of the same baseline set)

@@ -1,57 +1,50 @@
-"""Sampling-based evaluation (avg@k, pass@k) and the paper's pass-rate prompt selection.
+"""Sampling-based evaluation (avg@k, pass@k), pass-rate estimation and the paper's prompt selection.
 
 ```python
-from trl_ada.evaluation import avg_at_k, select_prompts
 from trl_ada.data import load_prompt_dataset
+from trl_ada.evaluation import SamplingSettings, avg_at_k, select_prompts
 
 report = avg_at_k("Qwen/Qwen2.5-Math-1.5B", {"math500": load_prompt_dataset("HuggingFaceH4/MATH-500", "test")}, k=32)
 print(report.table())
 kept = select_prompts("Qwen/Qwen2.5-Math-1.5B", load_prompt_dataset("data/train.jsonl"), num_samples=16)
 ```
 
-Both sample with :func:`generate_completions` (vLLM when it is installed and a GPU is present, else transformers
-`generate`) and score with :func:`trl_ada.rewards.math_reward`. A sample is *correct* when its reward exceeds
-:data:`CORRECT_THRESHOLD` (math_reward is 0/1).
-
-Command line: `trl-ada evaluate ...` and `trl-ada select-prompts ...` (see :func:`evaluate_main`,
-:func:`select_prompts_main`).
+Both sample with [`generate_completions`] (vLLM when it is installed and a GPU is present, else transformers
+`generate`) under one [`SamplingSettings`], and score with [`~trl_ada.rewards.math_reward`]. A sample is *correct*
+when its reward exceeds `CORRECT_THRESHOLD` (math_reward is 0/1). The commands `trl-ada evaluate` and
+`trl-ada select-prompts` (`trl_ada.cli`) are thin layers over this module.
 """
 
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import json
 import logging
-import math
-import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .utils import format_table, mean
+
 if TYPE_CHECKING:
     from datasets import Dataset
 
+    from .rewards import RewardFunc
+
 __all__ = [
-    "BACKENDS",
     "CORRECT_THRESHOLD",
     "DEFAULT_MAX_PASS_RATE",
     "DatasetScore",
     "EvalReport",
+    "SamplingSettings",
     "avg_at_k",
-    "encode_prompts",
-    "evaluate_main",
+    "estimate_pass_rates",
     "generate_completions",
-    "make_evaluate_parser",
-    "make_select_prompts_parser",
-    "resolve_backend",
+    "load_tokenizer",
     "save_selection",
     "score_completions",
     "select_prompts",
-    "select_prompts_main",
-    "vllm_available",
-    "weighted_average",
 ]
 
 logger = logging.getLogger(__name__)
@@ -67,6 +60,40 @@ SCORE_CHUNK_SIZE = 1024
 DEFAULT_MAX_PASS_RATE = 0.75
 """`select_prompts` keeps prompts solved at most this often (with 16 samples: at most 12 correct). Above it, a GRPO
 group of 4 is all-correct, hence gradient-free, more than a third of the time (0.75**4 = 0.32; at 0.9, 0.66)."""
+
+
+@dataclass(frozen=True)
+class SamplingSettings:
+    """How [`avg_at_k`], [`select_prompts`] and [`estimate_pass_rates`] sample completions.
+
+    Args:
+        temperature (`float`, defaults to `1.0`): sampling temperature; 0 is greedy decoding.
+        top_p (`float`, defaults to `1.0`): nucleus sampling probability mass, in (0, 1].
+        max_new_tokens (`int`, defaults to `4096`): most tokens per completion (the training config calls this
+            `max_completion_length`, as does the `--max_completion_length` flag of the commands).
+        seed (`int`, defaults to `0`): random seed of the sampling.
+        backend (`str`, defaults to `"auto"`): `"vllm"`, `"transformers"` or `"auto"` (vLLM when usable).
+        batch_size (`int`, defaults to `8`): prompts per `generate` call (transformers backend).
+        dtype (`str`, defaults to `"auto"`): model dtype; `"auto"` is the checkpoint's on CUDA, float32 on CPU.
+    """
+
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_new_tokens: int = 4096
+    seed: int = 0
+    backend: str = "auto"
+    batch_size: int = 8
+    dtype: str = "auto"
+
+    def __post_init__(self) -> None:
+        _check_sampling(1, self.temperature, self.top_p, self.max_new_tokens)
+        _check_positive_int(self.batch_size, "batch_size")
+        if self.backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {list(BACKENDS)}, got {self.backend!r}.")
+
+    def generate_kwargs(self) -> dict[str, Any]:
+        """The settings as keyword arguments of [`generate_completions`]."""
+        return asdict(self)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -108,11 +135,13 @@ def resolve_backend(backend: str) -> str:
     return backend
 
 
-def _load_tokenizer(model_name_or_path: str) -> Any:
-    """The model's tokenizer, padding on the left, with a pad token."""
+def load_tokenizer(model_name_or_path: str, *, revision: str | None = None, trust_remote_code: bool = False) -> Any:
+    """The model's tokenizer, padding on the left (for generation), with a pad token (the EOS token if it has none)."""
     from transformers import AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(model_name_or_path)
+    tokenizer = AutoTokenizer.from_pretrained(
+        model_name_or_path, revision=revision, trust_remote_code=trust_remote_code
+    )
     tokenizer.padding_side = "left"
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
@@ -257,7 +286,7 @@ def generate_completions(
         return []
     name = str(model_name_or_path)
     chosen = resolve_backend(backend)
-    tokenizer = _load_tokenizer(name)
+    tokenizer = load_tokenizer(name)
     prompt_ids = encode_prompts(tokenizer, prompts, chat_template_kwargs)
     logger.info("Sampling %d x %d completions with %s from %s.", len(prompts), num_samples, chosen, name)
     options = {"temperature": temperature, "top_p": top_p, "max_new_tokens": max_new_tokens, "seed": seed}
@@ -274,31 +303,66 @@ def generate_completions(
 
 
 def score_completions(
-    completions: Sequence[Sequence[str]], answers: Sequence[str], chunk_size: int = SCORE_CHUNK_SIZE
+    completions: Sequence[Sequence[str]],
+    answers: Sequence[str],
+    chunk_size: int = SCORE_CHUNK_SIZE,
+    *,
+    reward_func: RewardFunc | None = None,
+    columns: Mapping[str, Sequence[Any]] | None = None,
 ) -> list[list[bool]]:
-    """Correctness of every sample: its `math_reward` against its problem's answer is above CORRECT_THRESHOLD.
+    """Correctness of every sample: its reward against its problem's answer is above `CORRECT_THRESHOLD`.
 
-    All samples are scored in chunks of `chunk_size` (math_reward verifies repeated answers once and may use its
-    worker processes, see `TRL_ADA_REWARD_WORKERS`).
+    `reward_func` (default [`~trl_ada.rewards.math_reward`]) is called as TRL calls a reward function:
+    `reward_func(completions=..., answer=..., **columns)`, every per-problem value of `answer` and of the extra
+    `columns` repeated for each of its samples. All samples are scored in chunks of `chunk_size` (math_reward
+    verifies repeated answers once and may use its worker processes, see `TRL_ADA_REWARD_WORKERS`).
     """
     from tqdm.auto import tqdm
 
-    from .rewards import math_reward
+    if reward_func is None:
+        from .rewards import math_reward as reward_func
 
     if len(completions) != len(answers):
         raise ValueError(f"Got {len(completions)} lists of completions for {len(answers)} answers.")
+    per_problem = {"answer": answers, **(columns or {})}
     flat = [text for samples in completions for text in samples]
-    golds = [answer for samples, answer in zip(completions, answers, strict=True) for _ in samples]
+    repeated = {
+        name: [value for samples, value in zip(completions, values, strict=True) for _ in samples]
+        for name, values in per_problem.items()
+    }
     rewards: list[float] = []
     for start in tqdm(range(0, len(flat), chunk_size), desc="Scoring", unit="chunk"):
-        rewards += math_reward(flat[start : start + chunk_size], golds[start : start + chunk_size])
+        chunk = slice(start, start + chunk_size)
+        rewards += reward_func(completions=flat[chunk], **{name: values[chunk] for name, values in repeated.items()})
     correct = [reward > CORRECT_THRESHOLD for reward in rewards]
     return _split_by_sizes(correct, [len(samples) for samples in completions])
 
 
-def _mean(values: Sequence[float]) -> float:
-    """Arithmetic mean; 0.0 for an empty sequence."""
-    return sum(values) / len(values) if values else 0.0
+def _pass_rate(correct: Sequence[bool]) -> float:
+    """Share of correct samples (0.0 for none)."""
+    return mean((float(c) for c in correct), default=0.0)
+
+
+def estimate_pass_rates(
+    model: str | Path,
+    prompts: Sequence[Prompt],
+    answers: Sequence[str],
+    num_samples: int,
+    *,
+    sampling: SamplingSettings | None = None,
+    reward_func: RewardFunc | None = None,
+    columns: Mapping[str, Sequence[Any]] | None = None,
+) -> list[float]:
+    """Each prompt's pass rate: the share of its `num_samples` sampled completions that are correct.
+
+    Samples with [`generate_completions`] under `sampling` and scores with [`score_completions`] (`reward_func`,
+    default [`~trl_ada.rewards.math_reward`], gets `answer` and the extra per-prompt `columns`).
+    """
+    _check_positive_int(num_samples, "num_samples")
+    sampling = sampling or SamplingSettings()
+    completions = generate_completions(model, prompts, num_samples, **sampling.generate_kwargs())
+    correct = score_completions(completions, answers, reward_func=reward_func, columns=columns)
+    return [_pass_rate(samples) for samples in correct]
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -321,8 +385,8 @@ class DatasetScore:
         return cls(
             name=name,
             num_problems=len(correct),
-            avg_at_k=_mean([_mean([float(c) for c in samples]) for samples in correct]),
-            pass_at_k=_mean([float(any(samples)) for samples in correct]),
+            avg_at_k=mean((_pass_rate(samples) for samples in correct), default=0.0),
+            pass_at_k=mean((float(any(samples)) for samples in correct), default=0.0),
         )
 
 
@@ -379,15 +443,7 @@ class EvalReport:
             (s.name, str(s.num_problems), f"{100 * s.avg_at_k:.2f}", f"{100 * s.pass_at_k:.2f}")
             for s in [*self.scores, self.average]
         ]
-        widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
-
-        def line(cells: Sequence[str]) -> str:
-            return "  ".join(
-                [cells[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(cells[1:], widths[1:], strict=True)]
-            )
-
-        rule = "-" * len(line(header))
-        return "\n".join([line(header), rule, *[line(r) for r in rows[:-1]], rule, line(rows[-1])])
+        return format_table(header, rows[:-1], footer=rows[-1:])
 
 
 def _format(dataset: Dataset, problem_column: str | None, answer_column: str | None) -> Dataset:
@@ -410,14 +466,8 @@ def avg_at_k(
     model: str | Path,
     datasets: dict[str, Dataset],
     k: int = 32,
-    temperature: float = 1.0,
-    max_new_tokens: int = 4096,
     *,
-    top_p: float = 1.0,
-    seed: int = 0,
-    backend: str = "auto",
-    batch_size: int = 8,
-    dtype: str = "auto",
+    sampling: SamplingSettings | None = None,
     problem_column: str | None = None,
     answer_column: str | None = None,
 ) -> EvalReport:
@@ -425,36 +475,26 @@ def avg_at_k(
 
     avg@k of a dataset = mean over problems of the fraction of its k samples that are correct. The datasets need a
     problem and an answer column (see `trl_ada.data.resolve_columns`) and get the paper's prompt. All prompts go to
-    the backend in one call, so the model is loaded once.
+    the backend in one call, so the model is loaded once. `sampling` defaults to `SamplingSettings()`.
     """
     _check_positive_int(k, "k")
     if not datasets:
         raise ValueError("datasets is empty: pass at least one {name: Dataset}.")
+    sampling = sampling or SamplingSettings()
     formatted = {name: _format(ds, problem_column, answer_column) for name, ds in datasets.items()}
     prompts = [prompt for ds in formatted.values() for prompt in ds["prompt"]]
     answers = [answer for ds in formatted.values() for answer in ds["answer"]]
-    completions = generate_completions(
-        model,
-        prompts,
-        k,
-        temperature=temperature,
-        top_p=top_p,
-        max_new_tokens=max_new_tokens,
-        seed=seed,
-        backend=backend,
-        batch_size=batch_size,
-        dtype=dtype,
-    )
+    completions = generate_completions(model, prompts, k, **sampling.generate_kwargs())
     correct = score_completions(completions, answers)
     sizes = [len(ds) for ds in formatted.values()]
     per_dataset = dict(zip(formatted, _split_by_sizes(correct, sizes), strict=True))
-    settings = {"temperature": temperature, "top_p": top_p, "max_new_tokens": max_new_tokens, "seed": seed}
+    settings = {name: getattr(sampling, name) for name in ("temperature", "top_p", "max_new_tokens", "seed")}
     return EvalReport(
         model=str(model),
         k=k,
         scores=[DatasetScore.from_correct(name, c) for name, c in per_dataset.items()],
-        settings={**settings, "backend": resolve_backend(backend)},
-        pass_rates={name: [_mean([float(x) for x in s]) for s in c] for name, c in per_dataset.items()},
+        settings={**settings, "backend": resolve_backend(sampling.backend)},
+        pass_rates={name: [_pass_rate(s) for s in c] for name, c in per_dataset.items()},
     )
 
 
@@ -476,42 +516,25 @@ def select_prompts(
     max_pass_rate: float = DEFAULT_MAX_PASS_RATE,
     min_correct: int = 1,
     *,
-    temperature: float = 1.0,
-    top_p: float = 1.0,
-    max_new_tokens: int = 2048,
-    seed: int = 0,
-    backend: str = "auto",
-    batch_size: int = 8,
-    dtype: str = "auto",
+    sampling: SamplingSettings | None = None,
     problem_column: str | None = None,
     answer_column: str | None = None,
 ) -> Dataset:
     """The paper's difficulty filter: keep prompts the model solves sometimes, but not too often.
 
-    Samples `num_samples` completions per prompt (paper: 16) and keeps a prompt when it has at least `min_correct`
-    correct samples and a pass rate <= `max_pass_rate` (default 0.75). Returns the kept rows, formatted with the
-    paper's prompt, plus `num_correct` and `pass_rate` columns.
+    Estimates each prompt's pass rate from `num_samples` samples (paper: 16; [`estimate_pass_rates`]) and keeps a
+    prompt when it has at least `min_correct` correct samples and a pass rate <= `max_pass_rate` (default 0.75).
+    Returns the kept rows, formatted with the paper's prompt, plus `num_correct` and `pass_rate` columns.
+    `sampling` defaults to `SamplingSettings(max_new_tokens=2048)`.
     """
     _check_positive_int(num_samples, "num_samples")
     _check_max_pass_rate(max_pass_rate)
     if isinstance(min_correct, bool) or not isinstance(min_correct, int) or min_correct < 0:
         raise ValueError(f"min_correct must be an integer >= 0, got {min_correct!r}.")
     formatted = _format(dataset, problem_column, answer_column)
-    completions = generate_completions(
-        model,
-        formatted["prompt"],
-        num_samples,
-        temperature=temperature,
-        top_p=top_p,
-        max_new_tokens=max_new_tokens,
-        seed=seed,
-        backend=backend,
-        batch_size=batch_size,
-        dtype=dtype,
-    )
-    correct = score_completions(completions, formatted["answer"])
-    num_correct = [sum(samples) for samples in correct]
-    pass_rates = [n / num_samples for n in num_correct]
+    sampling = sampling or SamplingSettings(max_new_tokens=2048)
+    pass_rates = estimate_pass_rates(model, formatted["prompt"], formatted["answer"], num_samples, sampling=sampling)
+    num_correct = [round(rate * num_samples) for rate in pass_rates]
     scored = formatted.add_column("num_correct", num_correct).add_column("pass_rate", pass_rates)
     keep = [
         i
@@ -540,211 +563,6 @@ def _log_selection(
     )
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# Command line
-# ----------------------------------------------------------------------------------------------------------------
-
-
-def _bounded(cast: type, low: float, high: float = math.inf, low_open: bool = False):
-    """An argparse type: `cast(text)` within [low, high] (or (low, high] when `low_open`)."""
-    if high == math.inf:
-        interval = f"{'>' if low_open else '>='} {low}"
-    else:
-        interval = f"in {'(' if low_open else '['}{low}, {high}]"
-    kind = "an integer" if cast is int else "a number"
-
-    def parse(text: str):
-        try:
-            value = cast(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected {kind} {interval}, got {text!r}") from None
-        if value < low or (low_open and value == low) or value > high:
-            raise argparse.ArgumentTypeError(f"must be {interval}, got {value}")
-        return value
-
-    return parse
-
-
-_positive_int = _bounded(int, 1)
-_non_negative_int = _bounded(int, 0)
-_non_negative_float = _bounded(float, 0.0)
-_pass_rate = _bounded(float, 0.0, 1.0, low_open=True)
-
-
-def _add_generation_arguments(parser: argparse.ArgumentParser, max_new_tokens: int) -> None:
-    """Options shared by `evaluate` and `select-prompts`."""
-    group = parser.add_argument_group("generation")
-    group.add_argument(
-        "--temperature", type=_non_negative_float, default=1.0, help="Sampling temperature; 0 is greedy."
-    )
-    group.add_argument("--top_p", type=_pass_rate, default=1.0, help="Nucleus sampling probability mass.")
-    group.add_argument(
-        "--max_new_tokens", type=_positive_int, default=max_new_tokens, help="Most tokens per completion."
-    )
-    group.add_argument("--backend", choices=BACKENDS, default="auto", help="auto: vLLM with CUDA, else transformers.")
-    group.add_argument(
-        "--batch_size", type=_positive_int, default=8, help="Prompts per `generate` call (transformers)."
-    )
-    group.add_argument(
-        "--dtype", default="auto", help="Model dtype: auto (checkpoint dtype; float32 on CPU), bfloat16..."
-    )
-    group.add_argument("--seed", type=int, default=0, help="Random seed of the sampling.")
-
-
-_SHARED_OPTIONS = (
-    "temperature",
-    "top_p",
-    "max_new_tokens",
-    "backend",
-    "batch_size",
-    "dtype",
-    "seed",
-    "problem_column",
-    "answer_column",
-)
-
-
-def _shared_options(args: argparse.Namespace) -> dict[str, Any]:
-    """The generation and column options of `evaluate`/`select-prompts`, as keywords of avg_at_k/select_prompts."""
-    return {name: getattr(args, name) for name in _SHARED_OPTIONS}
-
-
-def _add_data_arguments(parser: argparse.ArgumentParser, split: str) -> None:
-    """Split and column options."""
-    parser.add_argument(
-        "--split", default=split, help=f"Dataset split (default: {split}); a single local file is always its data."
-    )
-    parser.add_argument("--problem_column", default=None, help="Problem column (default: problem, question, prompt).")
-    parser.add_argument("--answer_column", default=None, help="Answer column (default: answer, gt, solution, ...).")
-
-
-def make_evaluate_parser(prog: str = "trl-ada evaluate") -> argparse.ArgumentParser:
-    """Parser of `trl-ada evaluate`."""
-    parser = argparse.ArgumentParser(
-        prog=prog,
-        description="Sample k completions per problem and report avg@k (mean accuracy over the k samples) and "
-        "pass@k per dataset, plus their size-weighted average.",
-    )
-    parser.add_argument("--model", required=True, help="Model name on the Hub or local path.")
-    parser.add_argument(
-        "--datasets",
-        nargs="+",
-        required=True,
-        metavar="NAME_OR_PATH",
-        help="Hub datasets or local json/jsonl/parquet/csv files; write LABEL=NAME_OR_PATH to name a table row.",
-    )
-    _add_data_arguments(parser, "test")
-    parser.add_argument("--k", type=_positive_int, default=32, help="Samples per problem (default: 32).")
-    parser.add_argument("--limit", type=_positive_int, default=None, help="Evaluate only the first N problems.")
-    parser.add_argument("--output", default=None, help="Write the report as JSON to this file.")
-    _add_generation_arguments(parser, max_new_tokens=4096)
-    return parser
-
-
-def make_select_prompts_parser(prog: str = "trl-ada select-prompts") -> argparse.ArgumentParser:
-    """Parser of `trl-ada select-prompts`."""
-    parser = argparse.ArgumentParser(
-        prog=prog,
-        description="Estimate each prompt's pass rate from num_samples samples and keep those with at least "
-        "min_correct correct samples and a pass rate <= max_pass_rate (the paper's difficulty filter).",
-    )
-    parser.add_argument("--model", required=True, help="Model name on the Hub or local path.")
-    parser.add_argument("--dataset", required=True, metavar="NAME_OR_PATH", help="Hub dataset or local data file.")
-    _add_data_arguments(parser, "train")
-    parser.add_argument("--num_samples", type=_positive_int, default=16, help="Samples per prompt (default: 16).")
-    parser.add_argument(
-        "--max_pass_rate",
-        type=_pass_rate,
-        default=DEFAULT_MAX_PASS_RATE,
-        help=f"Drop prompts solved more often than this, in (0, 1] (default: {DEFAULT_MAX_PASS_RATE}).",
-    )
-    parser.add_argument(
-        "--min_correct",
-        type=_non_negative_int,
-        default=1,
-        help="Drop prompts with fewer correct samples (default: 1).",
-    )
-    parser.add_argument("--limit", type=_positive_int, default=None, help="Use only the first N prompts.")
-    parser.add_argument(
-        "--output", required=True, help="Directory for the kept prompts (save_to_disk) and DIR/prompts.jsonl."
-    )
-    parser.add_argument("--push_to_hub", default=None, metavar="REPO_ID", help="Also push the kept prompts here.")
-    parser.add_argument(
-        "--hub_token", default=None, help="Token for --push_to_hub (default: HF_TOKEN or the stored `hf auth login`)."
-    )
-    _add_generation_arguments(parser, max_new_tokens=2048)
-    return parser
-
-
-def _dataset_label(spec: str) -> tuple[str, str]:
-    """`LABEL=NAME_OR_PATH` -> (label, source); otherwise a label from the file stem or the repository name."""
-    label, sep, source = spec.partition("=")
-    if sep and label and "/" not in label and not Path(spec).exists():
-        return label, source
-    path = Path(spec)
-    return (path.stem if path.is_file() else spec.rstrip("/").split("/")[-1]), spec
-
-
-def _load(source: str, split: str, limit: int | None) -> Dataset:
-    """Load a dataset split (a single local file is read whole) and keep its first `limit` rows."""
-    from .data import load_prompt_dataset
-
-    dataset = load_prompt_dataset(source, split="train" if Path(source).expanduser().is_file() else split)
-    return dataset.select(range(min(limit, len(dataset)))) if limit else dataset
-
-
-def _setup_logging() -> None:
-    """INFO logs from trl_ada to stderr, unless the application already configured them."""
-    package_logger = logging.getLogger("trl_ada")
-    if not package_logger.handlers:
-        handler = logging.StreamHandler()
-        handler.setFormatter(logging.Formatter("[%(asctime)s] %(levelname)s %(name)s: %(message)s", "%H:%M:%S"))
-        package_logger.addHandler(handler)
-        package_logger.setLevel(logging.INFO)
-
-
-def _input_error(command: str, err: BaseException) -> int:
-    """Print an input error (bad dataset, columns, options) without a traceback; exit code 1."""
-    print(f"trl-ada {command}: error: {err}", file=sys.stderr)
-    return 1
-
-
-def _check_columns(dataset: Dataset, problem_column: str | None, answer_column: str | None) -> None:
-    """Fail before any generation when the problem or answer column is missing."""
-    from .data import resolve_columns
-
-    resolve_columns(dataset.column_names, problem_column, answer_column)
-
-
-def _load_eval_datasets(args: argparse.Namespace) -> dict[str, Dataset]:
-    """The `--datasets` of `evaluate`, by table label, with their columns checked."""
-    labels = [_dataset_label(spec) for spec in args.datasets]
-    names = [label for label, _ in labels]
-    if len(set(names)) != len(names):
-        raise ValueError(f"--datasets: two datasets share a name in {names}; name them with LABEL=NAME_OR_PATH.")
-    datasets = {label: _load(source, args.split, args.limit) for label, source in labels}
-    for dataset in datasets.values():
-        _check_columns(dataset, args.problem_column, args.answer_column)
-    return datasets
-
-
-def evaluate_main(argv: Sequence[str]) -> int:
-    """`trl-ada evaluate`: print the avg@k table and write the JSON report when `--output` is given."""
-    args = make_evaluate_parser().parse_args(list(argv))
-    _setup_logging()
-    try:
-        datasets = _load_eval_datasets(args)
-        resolve_backend(args.backend)
-    except (ValueError, OSError) as err:
-        return _input_error("evaluate", err)
-    report = avg_at_k(args.model, datasets, k=args.k, **_shared_options(args))
-    print(report.table())
-    if args.output:
-        report.to_json(args.output, per_problem=True)
-        logger.info("Report written to %s.", args.output)
-    return 0
-
-
 def save_selection(
     dataset: Dataset, output_dir: str | Path, push_to_hub: str | None = None, hub_token: str | None = None
 ) -> Path:
@@ -756,30 +574,3 @@ def save_selection(
         dataset.push_to_hub(push_to_hub, token=hub_token)
         logger.info("Pushed the kept prompts to https://huggingface.co/datasets/%s.", push_to_hub)
     return output_dir
-
-
-def select_prompts_main(argv: Sequence[str]) -> int:
-    """`trl-ada select-prompts`: write the kept prompts and their pass rates to `--output`."""
-    args = make_select_prompts_parser().parse_args(list(argv))
-    _setup_logging()
-    try:
-        dataset = _load(args.dataset, args.split, args.limit)
-        _check_columns(dataset, args.problem_column, args.answer_column)
-        resolve_backend(args.backend)
-        if args.push_to_hub:
-            from .cli import require_hub_token
-
-            require_hub_token(args.hub_token, option=f"--push_to_hub {args.push_to_hub}", before="sampling")
-    except (ValueError, OSError) as err:
-        return _input_error("select-prompts", err)
-    kept = select_prompts(
-        args.model,
-        dataset,
-        num_samples=args.num_samples,
-        max_pass_rate=args.max_pass_rate,
-        min_correct=args.min_correct,
-        **_shared_options(args),
-    )
-    output = save_selection(kept, args.output, args.push_to_hub, args.hub_token)
-    print(f"Kept {len(kept)} of {len(dataset)} prompts -> {output} (train on {output / 'prompts.jsonl'}).")
-    return 0

@@ -1,7 +1,7 @@
 """The Reinforce-Ada sampling core: pools, exit rules, group selection and per-step statistics.
 
 Pure Python and numpy, no torch and no TRL, so every line can be checked against the algorithm
-(ARCHITECTURE.md §2) and tested on its own. One `AdaptiveSampler` lives for one training step:
+(`docs/algorithm.md`, "One step, precisely") and tested on its own. One `AdaptiveSampler` lives for one training step:
 
     sampler = AdaptiveSampler(num_prompts=B, num_generations=n, samples_per_round=M, max_rounds=N)
     while not sampler.done:
@@ -21,10 +21,11 @@ import math
 import numbers
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from difflib import get_close_matches
 from typing import Protocol
 
 import numpy as np
+
+from .utils import closest_name
 
 __all__ = [
     "AdaptiveSampler",
@@ -107,8 +108,8 @@ def exit_rule_names() -> list[str]:
 def get_exit_rule(name: str) -> ExitRule:
     """The registered rule called `name`; a ValueError lists the valid names otherwise."""
     if name not in _EXIT_RULES:
-        close = get_close_matches(str(name), _EXIT_RULES, n=1)
-        hint = f" Did you mean {close[0]!r}?" if close else ""
+        close = closest_name(name, _EXIT_RULES)
+        hint = f" Did you mean {close!r}?" if close else ""
         raise ValueError(f"exit_rule={name!r} is not a known exit rule; choose one of {exit_rule_names()}.{hint}")
     return _EXIT_RULES[name]
 
@@ -251,7 +252,7 @@ class SamplingStatistics:
 
 @dataclass
 class AdaptiveSampler:
-    """Pool state of one training step over `num_prompts` distinct prompts (ARCHITECTURE.md §2.1–2.4).
+    """Pool state of one training step over `num_prompts` distinct prompts (`docs/algorithm.md`, steps 1-4).
 
     With `exit_rule="none"` the step is plain GRPO sampling: one round of exactly n per prompt.
     """

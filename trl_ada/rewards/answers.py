@@ -44,7 +44,11 @@ for _name in ("math_verify.parser", "math_verify.grader"):
 
 
 def completion_text(completion: Any) -> str:
-    """Text of a completion: a plain string, or the last assistant message of a conversational completion."""
+    """Text of a completion: a plain string, or what the model wrote in a conversational completion.
+
+    For a list of messages that is the text of its assistant messages, joined (messages without text, such as a
+    tool call, add nothing); without any assistant message, the last message's text. Never raises.
+    """
     if isinstance(completion, str):
         return completion
     if isinstance(completion, dict):
@@ -52,8 +56,7 @@ def completion_text(completion: Any) -> str:
     if isinstance(completion, Sequence) and completion:
         messages = [m for m in completion if isinstance(m, dict)]
         assistant = [m for m in messages if m.get("role") == "assistant"]
-        chosen = assistant or messages
-        return _content_text(chosen[-1].get("content")) if chosen else ""
+        return "".join(_content_text(m.get("content")) for m in assistant or messages[-1:])
     return ""
 
 

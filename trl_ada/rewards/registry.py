@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import difflib
 import importlib
 from collections.abc import Iterable
 from typing import Any
 
+from ..utils import closest_name
 from .scoring import RewardFunc, format_reward, math_reward
 
 __all__ = ["REWARD_FUNCS", "get_reward_funcs", "register_reward"]
@@ -54,8 +54,8 @@ def _resolve_reward(name: str) -> RewardFunc:
     if ":" in name:
         return _import_reward(name)
     known = sorted(REWARD_FUNCS)
-    close = difflib.get_close_matches(name, known, n=1)
-    hint = f" Did you mean {close[0]!r}?" if close else ""
+    close = closest_name(name, known)
+    hint = f" Did you mean {close!r}?" if close else ""
     raise ValueError(
         f"Unknown reward function {name!r}.{hint} Known rewards: {', '.join(known)}. "
         "A custom function can be given as 'package.module:function'."

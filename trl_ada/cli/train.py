@@ -1,66 +1,42 @@
-"""The `trl-ada` command line: `train`, `evaluate`, `select-prompts`, `demo`.
+"""`trl-ada train`: train from a YAML recipe with Reinforce-Ada (or plain GRPO).
 
 ```bash
 trl-ada train --config recipes/Qwen2.5-Math-1.5B/reinforce_ada_balance.yaml --max_steps 100
 accelerate launch --config_file recipes/accelerate_configs/zero2.yaml -m trl_ada.cli train --config recipe.yaml
 ```
 
-`train` reads a YAML recipe with TRL's `TrlParser` into three dataclasses (`ReinforceAdaScriptArguments`,
+The recipe is read with TRL's `TrlParser` into three dataclasses (`ReinforceAdaScriptArguments`,
 `ReinforceAdaConfig`, `ModelConfig`); flags on the command line override the YAML, and the YAML's `env:` block is
-exported before anything else runs. The other subcommands hand their arguments to the module that implements them.
+exported before anything else runs.
 """
 
 from __future__ import annotations
 
 import argparse
-import difflib
-import importlib
 import logging
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trl import TrlParser
 
-from . import __version__
+from ..utils import closest_name
+from .common import PROG, print_error, require_hub_token, setup_logging
 
 if TYPE_CHECKING:
     from datasets import Dataset
     from trl import ModelConfig
 
-    from .config import ReinforceAdaConfig
-    from .data import ReinforceAdaScriptArguments
-    from .trainer import ReinforceAdaTrainer
+    from ..config import ReinforceAdaConfig
+    from ..data import ReinforceAdaScriptArguments
+    from ..trainer import ReinforceAdaTrainer
 
-__all__ = [
-    "ConfigKeyError",
-    "ReinforceAdaParser",
-    "build_trainer",
-    "check_hub_credentials",
-    "main",
-    "make_train_parser",
-    "parse_train_args",
-    "train",
-]
+__all__ = ["ConfigKeyError", "ReinforceAdaParser", "build_trainer", "main", "make_parser", "parse_train_args", "train"]
 
 logger = logging.getLogger(__name__)
 
-PROG = "trl-ada"
-
-COMMANDS: dict[str, str] = {
-    "train": "Train a model with Reinforce-Ada (or plain GRPO) from a YAML recipe; flags override the recipe.",
-    "evaluate": "Evaluate a model on math benchmarks (pass@k / mean@k).",
-    "select-prompts": "Estimate pass rates and keep the prompts worth training on.",
-    "demo": "Run adaptive sampling on the tiny offline toy task.",
-}
-
-DELEGATES: dict[str, tuple[str, str]] = {
-    "evaluate": ("trl_ada.evaluation", "evaluate_main"),
-    "select-prompts": ("trl_ada.evaluation", "select_prompts_main"),
-    "demo": ("trl_ada.demo", "main"),
-}
-"""Subcommand -> (module, function taking the remaining argv and returning an exit code), imported on use."""
+COMMAND = "train"
 
 TRUE_STRINGS = {"true", "yes", "1"}
 FALSE_STRINGS = {"false", "no", "0", ""}
@@ -75,18 +51,12 @@ class ConfigKeyError(ValueError):
     """A key of the YAML config, or a command-line flag, that none of the argument dataclasses knows."""
 
 
-def _closest(name: str, known: Iterable[str]) -> str | None:
-    """The known name closest to `name`, if any is close enough."""
-    matches = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)
-    return matches[0] if matches else None
-
-
 def unknown_key_message(keys: Sequence[str], known: Iterable[str], where: str, prefix: str = "") -> str:
     """One line per unknown key, each with the closest valid name when there is one."""
     known = set(known)
     lines = [f"Unknown {'key' if len(keys) == 1 else 'keys'} {where}:"]
     for key in keys:
-        suggestion = _closest(key, known)
+        suggestion = closest_name(key, known)
         hint = f" (did you mean {prefix}{suggestion}?)" if suggestion else ""
         lines.append(f"  - {prefix}{key}{hint}")
     lines.append(
@@ -150,12 +120,12 @@ def _without_config(args: list[str]) -> list[str]:
     return args[:index] + args[index + 2 :]
 
 
-def make_train_parser(prog: str = f"{PROG} train") -> ReinforceAdaParser:
+def make_parser(prog: str = f"{PROG} {COMMAND}") -> ReinforceAdaParser:
     """The `train` parser over (ReinforceAdaScriptArguments, ReinforceAdaConfig, ModelConfig)."""
     from trl import ModelConfig
 
-    from .config import ReinforceAdaConfig
-    from .data import ReinforceAdaScriptArguments
+    from ..config import ReinforceAdaConfig
+    from ..data import ReinforceAdaScriptArguments
 
     # No abbreviations: `--max_round` must not silently mean `--max_rounds`.
     dataclass_types = (ReinforceAdaScriptArguments, ReinforceAdaConfig, ModelConfig)
@@ -169,7 +139,7 @@ def parse_train_args(
 
     Raises `ConfigKeyError` (a `ValueError`) naming any unknown YAML key or flag and the closest valid name.
     """
-    script_args, training_args, model_args = make_train_parser().parse_args_and_config(list(argv))
+    script_args, training_args, model_args = make_parser().parse_args_and_config(list(argv))
     return script_args, training_args, model_args
 
 
@@ -182,27 +152,6 @@ def check_hub_credentials(training_args: ReinforceAdaConfig) -> None:
     """With `push_to_hub`, fail now (not after training) when no valid Hugging Face token is available."""
     if training_args.push_to_hub:
         require_hub_token(training_args.hub_token, option="push_to_hub=True", before="training")
-
-
-def require_hub_token(token: str | None = None, *, option: str, before: str) -> None:
-    """Raise huggingface_hub's clear error now when no valid token is available for a later upload."""
-    import huggingface_hub
-    from huggingface_hub.errors import LocalTokenNotFoundError
-
-    token = token or huggingface_hub.get_token()
-    if not token:
-        raise LocalTokenNotFoundError(
-            f"{option}, but no Hugging Face token was found. Log in with `hf auth login`, set the HF_TOKEN "
-            f"environment variable, or pass --hub_token; or drop the push. Checked before {before} so that the "
-            "run does not end in a failed upload."
-        )
-    try:
-        huggingface_hub.whoami(token=token)
-    except Exception as err:
-        raise ValueError(
-            f"{option}, but the Hugging Face token could not be verified ({type(err).__name__}: {err}). "
-            "Fix the token or the connection, or drop the push."
-        ) from err
 
 
 def _require(value: Any, name: str) -> None:
@@ -228,22 +177,11 @@ def build_model_init_kwargs(model_args: ModelConfig, training_args: ReinforceAda
     return kwargs
 
 
-def _load_tokenizer(model_args: ModelConfig, training_args: ReinforceAdaConfig) -> Any:
-    """The model's tokenizer, for the prompt-length filter."""
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(
-        model_args.model_name_or_path,
-        revision=model_args.model_revision,
-        trust_remote_code=training_args.trust_remote_code,
-    )
-
-
 def prepare_split(
     split: str, script_args: ReinforceAdaScriptArguments, tokenizer: Any, chat_template_kwargs: dict | None
 ) -> Dataset:
     """Load one split, format its prompts, and apply the prompt-length filter when set."""
-    from .data import filter_by_prompt_length, format_dataset, load_prompt_dataset
+    from ..data import filter_by_prompt_length, format_dataset, load_prompt_dataset
 
     dataset = load_prompt_dataset(script_args.dataset_name, split=split, config=script_args.dataset_config)
     dataset = format_dataset(
@@ -264,7 +202,14 @@ def build_datasets(
     _require(script_args.dataset_name, "dataset_name")
     if script_args.dataset_streaming:
         raise ValueError("dataset_streaming=True is not supported by `trl-ada train`; drop it.")
-    tokenizer = _load_tokenizer(model_args, training_args) if script_args.max_prompt_tokens else None
+    tokenizer = None
+    if script_args.max_prompt_tokens:  # the prompt-length filter counts tokens
+        from ..evaluation import load_tokenizer
+
+        revision, trust_remote_code = model_args.model_revision, training_args.trust_remote_code
+        tokenizer = load_tokenizer(
+            model_args.model_name_or_path, revision=revision, trust_remote_code=trust_remote_code
+        )
     template_kwargs = training_args.chat_template_kwargs
     with training_args.main_process_first(desc="preparing the dataset"):
         train_dataset = prepare_split(script_args.dataset_train_split, script_args, tokenizer, template_kwargs)
@@ -280,8 +225,8 @@ def build_trainer(
     """Datasets, reward functions, LoRA and model options -> a ready `ReinforceAdaTrainer`."""
     from trl import get_peft_config, get_quantization_config
 
-    from .rewards import get_reward_funcs
-    from .trainer import ReinforceAdaTrainer
+    from ..rewards import get_reward_funcs
+    from ..trainer import ReinforceAdaTrainer
 
     _require(model_args.model_name_or_path, "model_name_or_path")
     reward_funcs = get_reward_funcs(list(script_args.reward_funcs))
@@ -344,95 +289,24 @@ def train(
     return trainer
 
 
-def _setup_logging(training_args: ReinforceAdaConfig) -> None:
-    """INFO logs from trl_ada on the main process (or `log_level` when set), warnings elsewhere."""
+def _log_level(training_args: ReinforceAdaConfig) -> int:
+    """INFO on the main process (or `log_level` when set), warnings elsewhere."""
     if training_args.log_level != "passive":
-        level = training_args.get_process_log_level()
-    else:
-        level = logging.INFO if training_args.should_log else logging.WARNING
-    package_logger = logging.getLogger("trl_ada")
-    package_logger.setLevel(level)
-    if not package_logger.handlers:
-        handler = logging.StreamHandler()
-        handler.setFormatter(logging.Formatter("[%(asctime)s] %(levelname)s %(name)s: %(message)s", "%H:%M:%S"))
-        package_logger.addHandler(handler)
+        return training_args.get_process_log_level()
+    return logging.INFO if training_args.should_log else logging.WARNING
 
 
-def _error(command: str, err: BaseException) -> int:
-    """Print a setup error without a traceback; exit code 1."""
-    print(f"{PROG} {command}: error: {err}", file=sys.stderr)
-    return 1
-
-
-def train_main(argv: Sequence[str]) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     """`trl-ada train`: setup errors (bad keys, data, rewards, credentials) are reported without a traceback."""
     try:
-        script_args, training_args, model_args = parse_train_args(argv)
+        script_args, training_args, model_args = parse_train_args(list(sys.argv[1:] if argv is None else argv))
     except (ValueError, OSError) as err:
-        return _error("train", err)
-    _setup_logging(training_args)
+        return print_error(COMMAND, err)
+    setup_logging(_log_level(training_args))
     try:
         check_hub_credentials(training_args)
         trainer = build_trainer(script_args, training_args, model_args)
     except (ValueError, OSError) as err:
-        return _error("train", err)
+        return print_error(COMMAND, err)
     run_training(trainer, script_args)
     return 0
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# Entry point
-# ----------------------------------------------------------------------------------------------------------------
-
-
-def _delegate(command: str, argv: list[str]) -> int:
-    """Import the module behind a subcommand on use and hand it the remaining arguments."""
-    module_name, function_name = DELEGATES[command]
-    try:
-        function: Callable[[list[str]], int | None] = getattr(importlib.import_module(module_name), function_name)
-    except (ImportError, AttributeError) as err:
-        return _error(command, f"not available in this installation ({module_name}.{function_name}: {err}).")
-    return int(function(argv) or 0)
-
-
-def _top_parser() -> argparse.ArgumentParser:
-    """`trl-ada [--version] COMMAND ...`; everything after the command goes to the command itself."""
-    commands = "\n".join(f"  {name:<16}{text}" for name, text in COMMANDS.items())
-    parser = argparse.ArgumentParser(
-        prog=PROG,
-        usage=f"{PROG} [-h] [--version] COMMAND [ARGS ...]",
-        description="Reinforce-Ada adaptive sampling (arXiv 2510.04996) on TRL's GRPOTrainer.",
-        epilog=f"commands:\n{commands}\n\nRun `{PROG} COMMAND --help` for the options of a command.",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
-    parser.add_argument("command", choices=list(COMMANDS), metavar="COMMAND", help="one of: " + ", ".join(COMMANDS))
-    parser.add_argument("args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
-    return parser
-
-
-def _exit_code(exit_: SystemExit) -> int:
-    """The integer status of an argparse exit (`--help`, `--version`, usage errors)."""
-    code = exit_.code
-    if code is None:
-        return 0
-    return code if isinstance(code, int) else 1
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run `trl-ada` with `argv` (default: `sys.argv[1:]`); return the exit code."""
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv:
-        _top_parser().print_help(sys.stderr)
-        return 2
-    try:
-        namespace = _top_parser().parse_args(argv)
-        if namespace.command == "train":
-            return train_main(namespace.args)
-        return _delegate(namespace.command, namespace.args)
-    except SystemExit as exit_:
-        return _exit_code(exit_)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,0 +1,43 @@
+"""The toy experiments (trl_ada/toy/experiment.py): method specs, summaries and their pure helpers."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from trl_ada.toy import experiment
+
+
+def test_moving_average_is_trailing():
+    assert experiment.moving_average([0, 1, 2, 3, 4, 5], window=3) == [0, 0.5, 1, 2, 3, 4]
+
+
+def test_steps_and_samples_to_reach_use_the_smoothed_curve():
+    rewards = [0.0, 0.0, 1.0, 0.0, 0.6, 0.6]
+    records = [
+        {"step": k + 1, "first_round_reward": r, "cumulative_samples": 10.0 * (k + 1)} for k, r in enumerate(rewards)
+    ]
+    assert experiment.steps_to_reach(records, 0.5, window=1) == 3  # raw curve: the single spike counts
+    assert experiment.steps_to_reach(records, 0.5, window=3) == 5  # smoothed: (1 + 0 + .6) / 3 first >= .5
+    assert experiment.samples_to_reach(records, 0.5, window=3) == 50.0
+    assert math.isnan(experiment.steps_to_reach(records, 0.9, window=3))
+
+
+def test_summarize_counts_gain_per_1k_samples():
+    records = [
+        {
+            "step": k + 1,
+            "first_round_reward": 0.2 if k < 5 else 0.7,
+            "cumulative_samples": 100.0 * (k + 1),
+            "frac_reward_zero_std": 0.5,
+            "wall_time": float(k),
+        }
+        for k in range(10)
+    ]
+    summary = experiment.summarize(records, targets=(0.45,))
+    assert summary["initial_first_round_reward"] == pytest.approx(0.2)
+    assert summary["final_first_round_reward"] == pytest.approx(0.7)
+    assert summary["total_samples"] == 1000.0
+    assert summary["reward_gain_per_1k_samples"] == pytest.approx(0.5)
+    assert summary["steps_to"]["0.45"] == 8  # 5-step average: .4 at step 7, .5 at step 8

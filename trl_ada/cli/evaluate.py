@@ -1,0 +1,106 @@
+"""`trl-ada evaluate`: sample k completions per problem and print avg@k / pass@k per dataset.
+
+```bash
+trl-ada evaluate --model Qwen/Qwen2.5-Math-1.5B --datasets math500=HuggingFaceH4/MATH-500 --k 32 --output report.json
+```
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..evaluation import avg_at_k, resolve_backend
+from .common import (
+    PROG,
+    add_data_arguments,
+    add_sampling_arguments,
+    check_columns,
+    load_split,
+    positive_int,
+    print_error,
+    sampling_settings,
+    setup_logging,
+)
+
+if TYPE_CHECKING:
+    from datasets import Dataset
+
+__all__ = ["main", "make_parser"]
+
+logger = logging.getLogger(__name__)
+
+COMMAND = "evaluate"
+
+
+def make_parser(prog: str = f"{PROG} {COMMAND}") -> argparse.ArgumentParser:
+    """Parser of `trl-ada evaluate`."""
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        description="Sample k completions per problem and report avg@k (mean accuracy over the k samples) and "
+        "pass@k per dataset, plus their size-weighted average.",
+    )
+    parser.add_argument("--model", required=True, help="Model name on the Hub or local path.")
+    parser.add_argument(
+        "--datasets",
+        nargs="+",
+        required=True,
+        metavar="NAME_OR_PATH",
+        help="Hub datasets or local json/jsonl/parquet/csv files; write LABEL=NAME_OR_PATH to name a table row.",
+    )
+    add_data_arguments(parser, "test")
+    parser.add_argument("--k", type=positive_int, default=32, help="Samples per problem (default: 32).")
+    parser.add_argument("--limit", type=positive_int, default=None, help="Evaluate only the first N problems.")
+    parser.add_argument("--output", default=None, help="Write the report as JSON to this file.")
+    add_sampling_arguments(parser, max_completion_length=4096)
+    return parser
+
+
+def dataset_label(spec: str) -> tuple[str, str]:
+    """`LABEL=NAME_OR_PATH` -> (label, source); otherwise a label from the file stem or the repository name."""
+    label, sep, source = spec.partition("=")
+    if sep and label and "/" not in label and not Path(spec).exists():
+        return label, source
+    path = Path(spec)
+    return (path.stem if path.is_file() else spec.rstrip("/").split("/")[-1]), spec
+
+
+def load_datasets(args: argparse.Namespace) -> dict[str, Dataset]:
+    """The `--datasets`, by table label, with their columns checked."""
+    labels = [dataset_label(spec) for spec in args.datasets]
+    names = [label for label, _ in labels]
+    if len(set(names)) != len(names):
+        raise ValueError(f"--datasets: two datasets share a name in {names}; name them with LABEL=NAME_OR_PATH.")
+    datasets = {label: load_split(source, args.split, args.limit) for label, source in labels}
+    for dataset in datasets.values():
+        check_columns(dataset, args.problem_column, args.answer_column)
+    return datasets
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Print the avg@k table and write the JSON report when `--output` is given."""
+    args = make_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    setup_logging()
+    try:
+        datasets = load_datasets(args)
+        sampling = sampling_settings(args)
+        resolve_backend(sampling.backend)
+    except (ValueError, OSError) as err:
+        return print_error(COMMAND, err)
+    report = avg_at_k(
+        args.model,
+        datasets,
+        k=args.k,
+        sampling=sampling,
+        problem_column=args.problem_column,
+        answer_column=args.answer_column,
+    )
+    print(report.table())
+    if args.output:
+        report.to_json(args.output, per_problem=True)
+        logger.info("Report written to %s.", args.output)
+    return 0

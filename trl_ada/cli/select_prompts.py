@@ -1,0 +1,95 @@
+"""`trl-ada select-prompts`: estimate each prompt's pass rate and keep the prompts worth training on.
+
+```bash
+trl-ada select-prompts --model Qwen/Qwen2.5-Math-1.5B --dataset data/train.jsonl --num_samples 16 --output selected
+```
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from ..evaluation import DEFAULT_MAX_PASS_RATE, resolve_backend, save_selection, select_prompts
+from .common import (
+    PROG,
+    add_data_arguments,
+    add_sampling_arguments,
+    check_columns,
+    load_split,
+    non_negative_int,
+    positive_int,
+    print_error,
+    probability,
+    require_hub_token,
+    sampling_settings,
+    setup_logging,
+)
+
+__all__ = ["main", "make_parser"]
+
+COMMAND = "select-prompts"
+
+
+def make_parser(prog: str = f"{PROG} {COMMAND}") -> argparse.ArgumentParser:
+    """Parser of `trl-ada select-prompts`."""
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        description="Estimate each prompt's pass rate from num_samples samples and keep those with at least "
+        "min_correct correct samples and a pass rate <= max_pass_rate (the paper's difficulty filter).",
+    )
+    parser.add_argument("--model", required=True, help="Model name on the Hub or local path.")
+    parser.add_argument("--dataset", required=True, metavar="NAME_OR_PATH", help="Hub dataset or local data file.")
+    add_data_arguments(parser, "train")
+    parser.add_argument("--num_samples", type=positive_int, default=16, help="Samples per prompt (default: 16).")
+    parser.add_argument(
+        "--max_pass_rate",
+        type=probability,
+        default=DEFAULT_MAX_PASS_RATE,
+        help=f"Drop prompts solved more often than this, in (0, 1] (default: {DEFAULT_MAX_PASS_RATE}).",
+    )
+    parser.add_argument(
+        "--min_correct",
+        type=non_negative_int,
+        default=1,
+        help="Drop prompts with fewer correct samples (default: 1).",
+    )
+    parser.add_argument("--limit", type=positive_int, default=None, help="Use only the first N prompts.")
+    parser.add_argument(
+        "--output", required=True, help="Directory for the kept prompts (save_to_disk) and DIR/prompts.jsonl."
+    )
+    parser.add_argument("--push_to_hub", default=None, metavar="REPO_ID", help="Also push the kept prompts here.")
+    parser.add_argument(
+        "--hub_token", default=None, help="Token for --push_to_hub (default: HF_TOKEN or the stored `hf auth login`)."
+    )
+    add_sampling_arguments(parser, max_completion_length=2048)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Write the kept prompts and their pass rates to `--output`."""
+    args = make_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    setup_logging()
+    try:
+        dataset = load_split(args.dataset, args.split, args.limit)
+        check_columns(dataset, args.problem_column, args.answer_column)
+        sampling = sampling_settings(args)
+        resolve_backend(sampling.backend)
+        if args.push_to_hub:
+            require_hub_token(args.hub_token, option=f"--push_to_hub {args.push_to_hub}", before="sampling")
+    except (ValueError, OSError) as err:
+        return print_error(COMMAND, err)
+    kept = select_prompts(
+        args.model,
+        dataset,
+        num_samples=args.num_samples,
+        max_pass_rate=args.max_pass_rate,
+        min_correct=args.min_correct,
+        sampling=sampling,
+        problem_column=args.problem_column,
+        answer_column=args.answer_column,
+    )
+    output = save_selection(kept, args.output, args.push_to_hub, args.hub_token)
+    print(f"Kept {len(kept)} of {len(dataset)} prompts -> {output} (train on {output / 'prompts.jsonl'}).")
+    return 0

@@ -1,0 +1,463 @@
+"""Training experiments on the toy task: plain GRPO against Reinforce-Ada from the same weights and prompts.
+
+The runner ([`run_method`]) trains one [`MethodSpec`] on the toy task with a [`StepRecorder`] callback and returns
+one record per step; the summaries ([`summarize`], [`steps_to_reach`], [`samples_to_reach`]), tables and the
+reward-curve figure ([`plot_curves`]) turn records into results. `trl-ada demo` and the learning benchmark
+(`docs/benchmarks_learning.md`) are thin layers over this module.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import tempfile
+import time
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from transformers import TrainerCallback
+
+from ..utils import format_table, mean, pyplot
+from .model import build_tiny_model, configure_torch_threads
+from .task import make_toy_dataset, toy_grpo_kwargs, toy_reward
+
+if TYPE_CHECKING:
+    from datasets import Dataset
+    from trl import GRPOTrainer
+
+__all__ = [
+    "SMOOTHING_WINDOW",
+    "MethodSpec",
+    "StepRecorder",
+    "TaskSettings",
+    "make_task",
+    "moving_average",
+    "plot_curves",
+    "prepare_model",
+    "run_method",
+    "samples_to_reach",
+    "steps_to_reach",
+    "summarize",
+    "task_title",
+    "with_rounds",
+]
+
+SMOOTHING_WINDOW = 5
+ADAPTIVE_METRICS = (
+    "rounds",
+    "exited_fraction",
+    "unresolved_all_positive_fraction",
+    "unresolved_all_negative_fraction",
+    "pool_pass_rate",
+)
+"""`reinforce_ada/` metrics kept in each step record (besides first-round reward and samples)."""
+TRAINERS = ("grpo", "reinforce_ada")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Methods and task
+# ----------------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    """One training method.
+
+    `trainer="grpo"` is TRL's own [`~trl.GRPOTrainer`] (n completions per prompt, `exit_rule` must stay None);
+    `trainer="reinforce_ada"` is [`~trl_ada.ReinforceAdaTrainer`] with `exit_rule` (`"balance"`, `"pos"`, or
+    `"none"`: plain GRPO sampling through our rounds code), `samples_per_round` (M) and `max_rounds` (N).
+    """
+
+    name: str
+    label: str
+    num_generations: int = 4
+    trainer: Literal["grpo", "reinforce_ada"] = "grpo"
+    exit_rule: str | None = None
+    samples_per_round: int = 0
+    max_rounds: int = 0
+
+    def __post_init__(self) -> None:
+        if self.trainer not in TRAINERS:
+            raise ValueError(
+                f"MethodSpec {self.name!r}: trainer must be one of {list(TRAINERS)}, got {self.trainer!r}."
+            )
+        if self.is_adaptive == (self.exit_rule is None):
+            fix = "set exit_rule" if self.is_adaptive else "drop exit_rule or use trainer='reinforce_ada'"
+            raise ValueError(
+                f"MethodSpec {self.name!r}: trainer={self.trainer!r} with exit_rule={self.exit_rule!r}; {fix}."
+            )
+
+    @property
+    def is_adaptive(self) -> bool:
+        """True for Reinforce-Ada (adaptive rounds), False for TRL's plain GRPO."""
+        return self.trainer == "reinforce_ada"
+
+
+def with_rounds(spec: MethodSpec, samples_per_round: int, max_rounds: int) -> MethodSpec:
+    """`spec` with another M and N (and the label to match)."""
+    label = f"{spec.exit_rule} M={samples_per_round} N={max_rounds}"
+    return replace(spec, label=label, samples_per_round=samples_per_round, max_rounds=max_rounds)
+
+
+@dataclass(frozen=True)
+class TaskSettings:
+    """The toy task and the training settings shared by every method (see `trl_ada.toy.task`).
+
+    The default task asks for the letters `a` and `o` (not `e`) 1 to 5 times. Under the random model the initial
+    pass rates are about 0.5 (k=1), 0.15 (k=2), 0.05 (k=3) and 0.01 or less (k=4, 5): half of the prompts are near
+    zero, so GRPO at n=4 sees mostly all-wrong groups (the mean pass rate is about 0.15). With `e` in the mix (the
+    toy default) the easy `e` prompts alone give GRPO enough signal and the methods learn at the same pace per step;
+    see `docs/demo.md`.
+    """
+
+    prompts_per_step: int = 8
+    max_completion_length: int = 12
+    learning_rate: float = 5e-3
+    targets: str = "ao"
+    counts: tuple[int, ...] = (1, 2, 3, 4, 5)
+
+
+def make_task(settings: TaskSettings, steps: int, seed: int) -> Dataset:
+    """The toy dataset: exactly enough distinct prompts for `steps` steps (one epoch, seeded order)."""
+    num_prompts = steps * settings.prompts_per_step
+    return make_toy_dataset(num_prompts, seed=seed, targets=settings.targets, counts=settings.counts)
+
+
+def prepare_model(directory: str | Path, seed: int) -> Path:
+    """Build and save the tiny random model and tokenizer (offline); every method starts from these weights."""
+    return build_tiny_model(Path(directory), seed=seed)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Training
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def _config_kwargs(spec: MethodSpec, settings: TaskSettings, steps: int, seed: int, output_dir: Path) -> dict:
+    """Config fields: the toy recommendations and the paper's loss settings, the same for every method."""
+    kwargs = toy_grpo_kwargs(
+        output_dir=str(output_dir),
+        num_generations=spec.num_generations,
+        per_device_train_batch_size=settings.prompts_per_step * spec.num_generations,
+        max_completion_length=settings.max_completion_length,
+        learning_rate=settings.learning_rate,
+        max_steps=steps,
+        seed=seed,
+        logging_steps=1,
+        save_strategy="no",
+        disable_tqdm=True,
+        scale_rewards="none",
+        loss_type="dapo",
+        epsilon=0.2,
+        epsilon_high=0.28,
+        beta=0.0,
+    )
+    if spec.is_adaptive:
+        kwargs.update(exit_rule=spec.exit_rule, samples_per_round=spec.samples_per_round, max_rounds=spec.max_rounds)
+    return kwargs
+
+
+def build_method_trainer(
+    spec: MethodSpec,
+    model_dir: str | Path,
+    dataset: Dataset,
+    settings: TaskSettings,
+    steps: int,
+    seed: int,
+    output_dir: Path,
+) -> GRPOTrainer:
+    """A [`~trl.GRPOTrainer`] (plain GRPO) or [`~trl_ada.ReinforceAdaTrainer`] on the toy reward, from the saved
+    model."""
+    kwargs = _config_kwargs(spec, settings, steps, seed, output_dir)
+    if spec.is_adaptive:
+        from ..config import ReinforceAdaConfig
+        from ..trainer import ReinforceAdaTrainer
+
+        return ReinforceAdaTrainer(str(model_dir), [toy_reward], ReinforceAdaConfig(**kwargs), train_dataset=dataset)
+    from trl import GRPOConfig, GRPOTrainer
+
+    return GRPOTrainer(str(model_dir), [toy_reward], GRPOConfig(**kwargs), train_dataset=dataset)
+
+
+def step_record(spec: MethodSpec, logs: dict[str, float], prompts_per_step: int) -> dict[str, float]:
+    """One step's numbers from the trainer's log: first-round reward, samples generated, zero-std fraction, time."""
+    nan = float("nan")
+    if spec.is_adaptive:
+        first_round_reward, samples = logs["reinforce_ada/first_round_reward"], logs["reinforce_ada/samples"]
+    else:
+        first_round_reward, samples = logs["reward"], float(prompts_per_step * spec.num_generations)
+    record = {
+        "first_round_reward": float(first_round_reward),
+        "samples": float(samples),
+        "frac_reward_zero_std": float(logs.get("frac_reward_zero_std", nan)),
+        "kept_reward": float(logs.get("reward", nan)),
+        "step_time": float(logs.get("step_time", nan)),
+    }
+    for name in ADAPTIVE_METRICS:  # NaN for plain GRPO: one round, no exit rule
+        record[name] = float(logs.get(f"reinforce_ada/{name}", 1.0 if name == "rounds" else nan))
+    return record
+
+
+class StepRecorder(TrainerCallback):
+    """Collects one record per logged training step (see [`run_method`]) and reports it."""
+
+    def __init__(self, spec: MethodSpec, prompts_per_step: int, report: Callable[[dict], None] | None = None):
+        self.spec, self.prompts_per_step, self.report = spec, prompts_per_step, report
+        self.records: list[dict[str, Any]] = []
+        self.start = time.perf_counter()
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.start = time.perf_counter()
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if logs and "reward" in logs:  # a training step's metrics (not the end-of-training summary)
+            self.add(state.global_step, state.max_steps, logs)
+
+    def add(self, step: int, max_steps: int, logs: dict[str, float]) -> None:
+        """Append the record of `step` (cumulative samples and wall time included) and report it."""
+        record = {"step": step, **step_record(self.spec, logs, self.prompts_per_step)}
+        previous = self.records[-1]["cumulative_samples"] if self.records else 0.0
+        record["cumulative_samples"] = previous + record["samples"]
+        record["wall_time"] = time.perf_counter() - self.start
+        self.records.append(record)
+        if self.report is not None:
+            self.report({**record, "method": self.spec.name, "max_steps": max_steps})
+
+
+@contextlib.contextmanager
+def quiet_training() -> Iterator[None]:
+    """Hide transformers' download/save progress bars and its known v6-deprecation FutureWarnings (restored after)."""
+    from transformers.utils import logging as hf_logging
+
+    bars = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*deprecated and will be removed in v6", category=FutureWarning)
+        try:
+            yield
+        finally:
+            if bars:
+                hf_logging.enable_progress_bar()
+
+
+def run_method(
+    spec: MethodSpec,
+    model_dir: str | Path,
+    dataset: Dataset,
+    *,
+    seed: int,
+    steps: int,
+    settings: TaskSettings | None = None,
+    work_dir: str | Path | None = None,
+    report: Callable[[dict], None] | None = None,
+) -> list[dict[str, Any]]:
+    """Train `spec` for `steps` steps from `model_dir`; return one record per step.
+
+    Each record holds `step`, `first_round_reward`, `samples` (completions generated in the step),
+    `cumulative_samples`, `frac_reward_zero_std`, `kept_reward` (mean reward of the groups that reached the loss),
+    `step_time`, `wall_time` (seconds since training started) and the `ADAPTIVE_METRICS` (NaN for plain GRPO,
+    except `rounds` = 1). `report` is called with each record.
+    """
+    from transformers import PrinterCallback
+
+    settings = settings or TaskSettings()
+    configure_torch_threads()
+    with contextlib.ExitStack() as stack:
+        if work_dir is None:
+            work_dir = stack.enter_context(tempfile.TemporaryDirectory(prefix="trl-ada-toy-"))
+        stack.enter_context(quiet_training())
+        output_dir = Path(work_dir) / f"trainer-{spec.name}"
+        trainer = build_method_trainer(spec, model_dir, dataset, settings, steps, seed, output_dir)
+        recorder = StepRecorder(spec, settings.prompts_per_step, report)
+        trainer.remove_callback(PrinterCallback)  # it prints every log dict; the recorder reports instead
+        trainer.add_callback(recorder)
+        trainer.train()
+    return recorder.records
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Summaries
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def moving_average(values: Sequence[float], window: int = SMOOTHING_WINDOW) -> list[float]:
+    """Trailing moving average: entry k is the mean of values[max(0, k-window+1) : k+1]."""
+    out, total = [], 0.0
+    for k, value in enumerate(values):
+        total += value
+        if k >= window:
+            total -= values[k - window]
+        out.append(total / min(k + 1, window))
+    return out
+
+
+def _first_reaching(records: Sequence[dict], target: float, window: int) -> dict | None:
+    """The first record whose smoothed first-round reward reaches `target` (None if never)."""
+    smoothed = moving_average([r["first_round_reward"] for r in records], window)
+    return next((r for r, s in zip(records, smoothed, strict=True) if s >= target), None)
+
+
+def steps_to_reach(records: Sequence[dict], target: float, window: int = SMOOTHING_WINDOW) -> float:
+    """Training steps until the smoothed first-round reward reaches `target` (NaN if it never does)."""
+    record = _first_reaching(records, target, window)
+    return float("nan") if record is None else float(record["step"])
+
+
+def samples_to_reach(records: Sequence[dict], target: float, window: int = SMOOTHING_WINDOW) -> float:
+    """Completions generated until the smoothed first-round reward reaches `target` (NaN if it never does)."""
+    record = _first_reaching(records, target, window)
+    return float("nan") if record is None else float(record["cumulative_samples"])
+
+
+def summarize(records: Sequence[dict], targets: Sequence[float], window: int = SMOOTHING_WINDOW) -> dict[str, Any]:
+    """Final (last-`window`-steps) first-round reward, totals, gain per 1k samples, steps/samples to targets.
+
+    Means skip NaN (see [`~trl_ada.utils.mean`]): a step without a metric does not make its mean NaN.
+    """
+    rewards = [r["first_round_reward"] for r in records]
+    initial, final = mean(rewards[:window]), mean(rewards[-window:])
+    total = records[-1]["cumulative_samples"] if records else 0.0
+    return {
+        "steps": len(records),
+        "initial_first_round_reward": initial,
+        "final_first_round_reward": final,
+        "total_samples": total,
+        "reward_gain_per_1k_samples": (final - initial) / total * 1000 if total else float("nan"),
+        "mean_frac_reward_zero_std": mean(r["frac_reward_zero_std"] for r in records),
+        "wall_time": records[-1]["wall_time"] if records else 0.0,
+        "steps_to": {f"{t:g}": steps_to_reach(records, t, window) for t in targets},
+        "samples_to": {f"{t:g}": samples_to_reach(records, t, window) for t in targets},
+    }
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Tables
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def _window_rows(records: Sequence[dict], every: int) -> list[list[str]]:
+    """Table rows: one per `every` steps, with window means of the per-step numbers."""
+    rows = []
+    for end in range(every, len(records) + every, every):
+        window = records[end - every : end]
+        if not window:
+            break
+        last = window[-1]
+        rows.append(
+            [
+                f"{window[0]['step']}-{last['step']}",
+                f"{mean(r['first_round_reward'] for r in window):.3f}",
+                f"{mean(r['frac_reward_zero_std'] for r in window):.2f}",
+                f"{mean(r['samples'] for r in window):.0f}",
+                f"{last['cumulative_samples']:.0f}",
+                f"{last['wall_time']:.1f}",
+            ]
+        )
+    return rows
+
+
+def method_table(spec: MethodSpec, records: Sequence[dict], every: int) -> str:
+    """Per-method table of `every`-step windows."""
+    headers = ["steps", "first-round reward", "zero-std groups", "samples/step", "cum. samples", "wall s"]
+    return format_table(headers, _window_rows(records, every), title=f"{spec.label}  ({spec.name})")
+
+
+def _fmt(value: float, spec: str = ".0f") -> str:
+    return "never" if math.isnan(value) else format(value, spec)
+
+
+def summary_table(specs: Sequence[MethodSpec], summaries: dict[str, dict], targets: Sequence[float]) -> str:
+    """One row per method: final reward, samples, gain per 1k samples, steps and samples to each target."""
+    headers = ["method", "final reward", "total samples", "gain/1k samples", "zero-std", "wall s"]
+    for t in targets:
+        headers += [f"steps to {t:g}", f"samples to {t:g}"]
+    rows = []
+    for spec in specs:
+        s = summaries[spec.name]
+        row = [
+            spec.label,
+            f"{s['final_first_round_reward']:.3f}",
+            f"{s['total_samples']:.0f}",
+            f"{s['reward_gain_per_1k_samples']:+.3f}",
+            f"{s['mean_frac_reward_zero_std']:.2f}",
+            f"{s['wall_time']:.0f}",
+        ]
+        for t in targets:
+            row += [_fmt(s["steps_to"][f"{t:g}"]), _fmt(s["samples_to"][f"{t:g}"])]
+        rows.append(row)
+    title = f"Summary (rewards: mean first-round reward of the last {SMOOTHING_WINDOW} steps; targets on the "
+    title += f"{SMOOTHING_WINDOW}-step moving average)"
+    return format_table(headers, rows, title=title)
+
+
+def _versus(label: str, base_label: str, summary: dict, base: dict, target: float) -> str:
+    """One sentence: `label` against the baseline on one target."""
+    key = f"{target:g}"
+    steps, base_steps = summary["steps_to"][key], base["steps_to"][key]
+    samples, base_samples = summary["samples_to"][key], base["samples_to"][key]
+    if math.isnan(steps) and math.isnan(base_steps):
+        return f"Neither {label} nor {base_label} reached {key}."
+    if math.isnan(steps):
+        return f"{label} did not reach {key}; {base_label} did after {base_steps:.0f} steps."
+    if math.isnan(base_steps):
+        return f"{label} reached {key} after {steps:.0f} steps ({samples:.0f} samples); {base_label} did not."
+    return (
+        f"{label} reached {key} after {steps:.0f} steps vs {base_steps:.0f} ({steps / base_steps:.2f}x the steps), "
+        f"using {samples:.0f} vs {base_samples:.0f} samples ({samples / base_samples:.1f}x the samples)."
+    )
+
+
+def reading(specs: Sequence[MethodSpec], summaries: dict[str, dict], targets: Sequence[float]) -> str:
+    """What the numbers say, method by method against plain GRPO (empty when GRPO was not run)."""
+    base = next((spec for spec in specs if not spec.is_adaptive), None)
+    if base is None:
+        return ""
+    lines = [
+        _versus(spec.label, base.label, summaries[spec.name], summaries[base.name], target)
+        for spec in specs
+        if spec is not base
+        for target in targets
+    ]
+    lines.append(
+        "One seed of a toy task (rewards are noisy step to step); the learning benchmark repeats it over seeds."
+    )
+    return "Reading (first step whose 5-step average reaches the target):\n" + "\n".join(f"- {line}" for line in lines)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Figures
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def plot_curves(curves: dict[str, dict[str, Any]], title: str) -> Any:
+    """A figure with two panels: first-round reward vs step and vs cumulative samples generated, a line per method.
+
+    `curves` maps a label to {"step": [...], "samples": [...], "reward": [...]} (already smoothed), optionally with
+    "low" and "high" (a shaded band). The caller saves and closes the figure (see [`~trl_ada.utils.save_figure`]).
+    """
+    fig, axes = pyplot().subplots(1, 2, figsize=(11, 4), sharey=True)
+    for label, curve in curves.items():
+        for ax, x in zip(axes, (curve["step"], curve["samples"]), strict=True):
+            (line,) = ax.plot(x, curve["reward"], label=label)
+            if "low" in curve:
+                ax.fill_between(x, curve["low"], curve["high"], color=line.get_color(), alpha=0.2, linewidth=0)
+    axes[0].set_xlabel("training step")
+    axes[1].set_xlabel("completions generated (cumulative)")
+    axes[0].set_ylabel(f"first-round reward ({SMOOTHING_WINDOW}-step moving avg.)")
+    for ax in axes:
+        ax.grid(alpha=0.3)
+    axes[0].legend()
+    fig.suptitle(title)
+    return fig
+
+
+def task_title(settings: TaskSettings, seed: int | str) -> str:
+    """A one-line description of the task for figure titles."""
+    counts = f"{min(settings.counts)}-{max(settings.counts)}"
+    return (
+        f"Toy task: letters {'/'.join(settings.targets)} x {counts} times, {settings.prompts_per_step} prompts/step, "
+        f"seed {seed}"
+    )
