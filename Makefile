@@ -1,4 +1,5 @@
-# trl_ada developer loop. `make test` is the README's test command and what CI runs.
+# trl_ada developer loop. `make test` is the README's test command and what CI runs (every test);
+# `make test-fast` skips the multi-process, end-to-end and benchmark-smoke tests (`-m "not slow"`).
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -7,7 +8,7 @@ export HF_HUB_OFFLINE := 1
 export HF_HUB_DISABLE_TELEMETRY := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install test lint format demo clean
+.PHONY: install test test-fast lint format demo clean
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -20,6 +21,9 @@ install: $(VENV)/.installed
 
 test: install
 	$(PY) -m pytest -n 2 --dist loadgroup -q
+
+test-fast: install
+	$(PY) -m pytest -n 2 --dist loadgroup -q -m "not slow"
 
 lint: install
 	$(VENV)/bin/ruff check trl_ada tests benchmarks

@@ -1,8 +1,8 @@
-"""Shared helpers for the benchmark scripts: command line, seeds, progress, tables, files and figures.
+"""Shared helpers for the benchmark scripts: command line, seeds, progress, numbers and result files.
 
-Every benchmark is run from the repository root as `python benchmarks/<name>.py [--smoke] [--out DIR]`,
-prints fixed-width tables, and writes its numbers (JSON and CSV) and a PNG figure under `--out`.
-Figures use matplotlib's non-interactive Agg backend, so scripts run on headless machines.
+Every benchmark is run from the repository root as `python -m benchmarks.<name> [--smoke] [--out DIR]`,
+prints fixed-width tables, and writes its numbers (JSON and CSV) and a PNG figure under `--out`. Tables, figures
+(matplotlib's non-interactive Agg backend) and NaN-free JSON are the library's (`trl_ada.utils`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from trl_ada.demo import format_table
+from trl_ada.utils import format_table, json_safe, pyplot
+from trl_ada.utils import save_figure as _save_figure
 
 __all__ = [
     "add_common_arguments",
@@ -142,22 +143,11 @@ def _json_default(value: Any) -> Any:
     raise TypeError(f"Cannot write {type(value).__name__} to JSON.")
 
 
-def _finite_or_none(value: Any) -> Any:
-    """JSON has no NaN or infinity: write them as null."""
-    if isinstance(value, dict):
-        return {k: _finite_or_none(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite_or_none(v) for v in value]
-    if isinstance(value, (float, np.floating)) and not math.isfinite(value):
-        return None
-    return value
-
-
 def write_json(path: str | Path, data: Any) -> Path:
     """Write `data` as indented JSON (NaN and infinity become null); creates parent directories."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(_finite_or_none(data), indent=2, default=_json_default, allow_nan=False) + "\n")
+    path.write_text(json.dumps(json_safe(data), indent=2, default=_json_default, allow_nan=False) + "\n")
     return path
 
 
@@ -175,20 +165,6 @@ def write_csv(path: str | Path, rows: Sequence[dict[str, Any]]) -> Path:
     return path
 
 
-def pyplot():
-    """matplotlib.pyplot on the non-interactive Agg backend (imported lazily: scripts start fast)."""
-    import matplotlib
-
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 def save_figure(fig: Any, path: str | Path, dpi: int = 150) -> Path:
-    """Save a matplotlib figure (PNG by the suffix), close it, and return the path."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=dpi, bbox_inches="tight")
-    pyplot().close(fig)
-    return path
+    """Save a matplotlib figure (PNG by the suffix) at the benchmarks' resolution, close it, return the path."""
+    return _save_figure(fig, path, dpi=dpi)

@@ -1,30 +1,12 @@
 """GPU smoke test: `trl.GRPOTrainer` vs `ReinforceAdaTrainer(exit_rule="balance")` on a Qwen2.5-1.5B-shaped model.
 
-For a machine with one CUDA GPU and torch, transformers, peft and accelerate installed but no network (trl,
-math-verify and trl_ada are small pure-Python wheels that can be copied there). Nothing is downloaded:
+A random bf16 model with Qwen2.5-1.5B's shape and vocabulary, the toy tokenizer and reward, LoRA r=16: nothing is
+downloaded. It prints step times, their ratio and peak memory per method; without a CUDA GPU it says so and exits
+0. The setup and the numbers: `docs/benchmarks_overhead.md` ("GPU smoke test").
 
-- the model is a randomly initialised `Qwen2ForCausalLM` with Qwen2.5-1.5B's shape (hidden 1536, 28 layers,
-  12 heads, 2 key-value heads, intermediate 8960, tied embeddings) and its full vocabulary of 151936 rows, so the
-  embedding, the LM head and the logits cost what they cost in the real model; bf16 weights;
-- the tokenizer is `trl_ada.toy`'s offline byte-level BPE (384 ids, ChatML template). Its ids are the first 384 rows
-  of the model's vocabulary, and generation is restricted to them (`suppress_tokens` on the other 151552 ids), so
-  every sampled token decodes to text and the toy reward ("write letter X k times") sees real completions; the loss
-  still computes log-probabilities over all 151936 ids;
-- LoRA r=16 on all linear layers (peft), TRL's default gradient checkpointing, transformers generation.
-
-Each method trains `--steps` steps (default 3) on the same batch: 8 toy prompts x n=4 completions of at most 64
-tokens; Reinforce-Ada draws M=4 per active prompt per round for at most N=3 rounds. The methods run one after the
-other, each on a freshly built model with the same seed, so `torch.cuda.max_memory_allocated` (reset in between)
-is per method. The step-time ratio uses the median over steps 2.. (step 1 pays CUDA warm-up); TRL's `step_time`
-excludes the optimizer update, which is the same for both. Expect well under 5 minutes on one modern GPU.
-
-Without a CUDA GPU it prints a message and exits 0. `--tiny` swaps in the toy-sized model (2 layers, hidden 64,
-512-row vocabulary, so the suppression runs too) and runs on whatever device exists, so the code path can be tested
-on a CPU (fp32 there unless `--dtype bf16`).
-
-    python benchmarks/gpu_smoke.py                  # the 1.5B-shaped model on the GPU
-    python benchmarks/gpu_smoke.py --tiny           # toy-sized model, CPU or GPU, ~20 s on a CPU
-    python benchmarks/gpu_smoke.py --json out.json  # also write the numbers
+    python -m benchmarks.gpu_smoke                  # the 1.5B-shaped model on the GPU
+    python -m benchmarks.gpu_smoke --tiny           # toy-sized model, CPU or GPU, ~20 s on a CPU
+    python -m benchmarks.gpu_smoke --json out.json  # also write the numbers
 """
 
 from __future__ import annotations

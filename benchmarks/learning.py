@@ -1,33 +1,14 @@
 """Learning speed on the demo's toy task: steps and generated samples to reach a target first-round reward.
 
-What it measures
-----------------
-The task and the training settings are those of `trl-ada demo` (`trl_ada.demo.TaskSettings`: the tiny random
-Qwen2 model, prompts asking for the letter a or o 1 to 5 times, 8 prompts per step, lr 5e-3, no std scaling, DAPO
-loss). Every method starts from the same saved weights for a given seed, sees the same prompts in the same order,
-and trains for the same number of steps:
+GRPO n=4 and n=16 against Reinforce-Ada pos and balance (M=8, N=4), every method from the same weights and prompts
+(`trl_ada.toy.experiment`), over several seeds; it reports the steps and samples each method needs to reach a
+smoothed first-round reward of 0.5 and 0.7, relative to GRPO n=4. Setup and results: `docs/benchmarks_learning.md`.
 
-- GRPO n=4 and GRPO n=16: plain `trl.GRPOTrainer` with n completions per prompt (every one reaches the loss);
-- pos M=8 N=4 and balance M=8 N=4: `trl_ada.ReinforceAdaTrainer` with that exit rule (n=4 kept per prompt).
+    python -m benchmarks.learning            # 3 seeds x 60 steps x 4 methods, 2-4 min on 2 CPUs
+    python -m benchmarks.learning --smoke    # 1 seed, 2 steps, 2 prompts/step, in-process: seconds
 
-The curve of a run is its first-round reward per step (GRPO: `reward`; Reinforce-Ada:
-`reinforce_ada/first_round_reward`, the mean reward of the round-1 samples; both unbiased) smoothed with a 5-step
-trailing moving average. For each target (0.5 and 0.7) the script reports the first step at which the smoothed
-curve reaches the target and the completions generated up to that step (every completion drawn counts, kept or
-not). Means and spreads (std) are over the seeds that reached the target; "reached" says how many did. Ratios
-divide a method's mean by GRPO n=4's (below 1: fewer steps or samples than GRPO n=4).
-
-A seed sets the model's initial weights, the prompt order and the sampling. Runs are independent processes
-(`--workers`, default 2: one torch thread each, so two runs share a 2-core machine well).
-
-Run
----
-    python benchmarks/learning.py            # 3 seeds x 60 steps x 4 methods, 2-4 min on 2 CPUs
-    python benchmarks/learning.py --smoke    # 1 seed, 2 steps, 2 prompts/step, in-process: seconds
-    python benchmarks/learning.py --out DIR  # default benchmarks/results/learning/
-
-Writes `results.json` (every step of every run, and the summaries), `steps.csv`, `tables.txt` and `learning.png`
-(reward vs step and vs samples, mean over seeds with a ±1 std band) into the output directory.
+Writes `results.json`, `steps.csv`, `tables.txt` and `learning.png` into `--out`
+(default `benchmarks/results/learning/`).
 """
 
 from __future__ import annotations
@@ -49,11 +30,7 @@ import numpy as np
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # everything is built locally; never reach for the Hub
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-_REPO_ROOT = Path(__file__).resolve().parents[1]
-if str(_REPO_ROOT) not in sys.path:  # run as a script, `benchmarks` is not importable otherwise
-    sys.path.insert(0, str(_REPO_ROOT))
-
-from benchmarks.common import (  # noqa: E402
+from benchmarks.common import (
     format_table,
     machine_description,
     make_parser,
@@ -62,7 +39,7 @@ from benchmarks.common import (  # noqa: E402
     write_csv,
     write_json,
 )
-from trl_ada.demo import (  # noqa: E402
+from trl_ada.toy.experiment import (
     SMOOTHING_WINDOW,
     MethodSpec,
     TaskSettings,
@@ -85,12 +62,15 @@ FULL_SIZES = {"steps": 60, "seeds": 3, "prompts_per_step": 8, "workers": 2}
 SMOKE_SIZES = {"steps": 2, "seeds": 1, "prompts_per_step": 2, "workers": 1}
 
 Runs = dict[str, dict[int, list[dict[str, Any]]]]
-"""method label -> seed -> per-step records of `trl_ada.demo.run_method`."""
+"""method label -> seed -> per-step records of `trl_ada.toy.experiment.run_method`."""
 
 
 def build_methods(smoke: bool = False) -> list[MethodSpec]:
     """GRPO n=4 (the baseline), GRPO n=16, and Reinforce-Ada pos and balance (M=8, N=4; smoke: M=4, N=2)."""
-    adaptive = [MethodSpec("pos", "pos", exit_rule="pos"), MethodSpec("balance", "balance", exit_rule="balance")]
+    adaptive = [
+        MethodSpec("pos", "pos", trainer="reinforce_ada", exit_rule="pos"),
+        MethodSpec("balance", "balance", trainer="reinforce_ada", exit_rule="balance"),
+    ]
     m, n = (4, 2) if smoke else (8, 4)
     return [
         MethodSpec("grpo_n4", BASELINE, num_generations=4),

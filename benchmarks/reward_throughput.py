@@ -9,7 +9,7 @@ Each timed run starts from cold caches and fresh workers, after an untimed warm-
 is timed separately. Worker rows always use the workers (`min_parallel_batch=1`); `math_reward` itself only does
 so from `MIN_PARALLEL_BATCH` distinct pairs up.
 
-    python benchmarks/reward_throughput.py --n 2000 --workers 1 2 4
+    python -m benchmarks.reward_throughput --n 2000 --workers 1 2 4
 """
 
 from __future__ import annotations

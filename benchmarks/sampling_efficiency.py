@@ -1,72 +1,19 @@
-"""Sampling efficiency of GRPO, DAPO dynamic sampling and Reinforce-Ada, on simulated prompts (no model).
+"""Sampling efficiency of GRPO, DAPO dynamic sampling and Reinforce-Ada on simulated prompts (no model).
 
-What it measures
-----------------
-A prompt contributes a gradient only when its kept group holds both a positive and a negative
-completion (an *effective group*); an all-right or all-wrong group has zero advantages. For each
-sampler this script reports, per training step of B prompts:
+For each sampler and prompt set (base, hard, easy) it reports the effective-group fraction, samples per prompt,
+samples per effective group and generation rounds per step, averaged over steps and seeds. What is measured, the
+prompt sets, the samplers and the results: `docs/benchmarks_sampling.md`.
 
-- effective-group fraction: effective groups / B (for DAPO: mixed groups in the final batch / B);
-- samples per prompt: completions drawn in the step / B (every completion drawn counts, kept or not);
-- samples per effective group: completions drawn / effective groups, summed over a seed's steps;
-- rounds: sequential generation calls in the step (latency: each round waits for the previous one);
-- ratio: samples per effective group relative to GRPO n=4 (below 1 = each useful group is cheaper).
+    python -m benchmarks.sampling_efficiency            # B=512, 5 seeds x 10 steps, ~1 min on 2 CPUs
+    python -m benchmarks.sampling_efficiency --smoke    # B=64, 1 seed, 1 step, a few seconds
 
-Numbers are averaged over steps and seeds; the spread (±) is the std over seeds of the per-seed
-values. The JSON and CSV also hold:
-
-- prompts drawn per batch slot (DAPO consumes extra prompts; all others exactly 1);
-- low-pass coverage: of the solvable prompts with p < 0.1 that the sampler drew, the fraction that
-  ended in the batch with an effective group (does the batch learn from rarely solved prompts?);
-- for the samplers with an exit rule, the fraction of prompts that met it and the fraction of those
-  whose group is mixed (always 1 for `balance`).
-
-Prompts and rewards
--------------------
-A prompt is a pass rate p; each completion is correct with probability p, independently, and gets
-reward 1 (else 0); a completion is positive when reward > 0.7. Each step draws B fresh prompts
-from the prompt set's distribution: a fraction `zero` of prompts is unsolvable (p = 0), the rest
-have p ~ Beta(a, b). All samplers see the same B prompts in a given (seed, step) (common random
-numbers); their completions are drawn from their own seeded streams.
-
-- base: zero = 0.19, Beta(0.8, 1.65). Mean pass rate 0.81 * 0.8 / 2.45 ≈ 0.265 with ≈ 19% of prompts
-  never solved, matching the paper's base model (pass@1 ≈ 26.5%, ≈ 19% never solved).
-- hard: zero = 0, Beta(0.3, 3). Mean ≈ 0.09, most prompts rarely solved (early training, hard data).
-- easy: zero = 0, Beta(3, 0.5). Mean ≈ 0.86, most prompts usually solved (late training).
-
-The realised mean pass rate and zero fraction are printed above each table.
-
-Samplers
---------
-Every sampler keeps groups of n = 4 completions per prompt, except plain GRPO n=k, which keeps k.
-
-- GRPO n=k, k in {4, 8, 16, 32}: one round of k completions per prompt (`exit_rule="none"`).
-- DAPO n=4 (gen B) / (gen 3B): DAPO-style dynamic sampling. Each round draws a generation batch of
-  B (or 3B, as in the DAPO reference recipe) prompts — the step's B prompts first, then fresh prompts
-  from the same distribution — samples n=4 completions each, drops zero-variance groups, and keeps the
-  mixed ones, until B mixed groups are collected (surplus groups of the last round are discarded,
-  their samples still count) or the cap of 4 generation rounds (Reinforce-Ada's N) is hit, in which
-  case the batch is trained under-filled.
-- pos / balance M×N, (M, N) in {(4,4), (8,4), (8,8), (16,2), (32,1)}: Reinforce-Ada with that exit rule,
-  M samples per round for every active prompt, at most N rounds (`trl_ada.simulation.simulate_step`).
-- pos / balance 1×C, C in {16, 32, 64} (the caps M*N of the grid): the same rule drawing one
-  completion at a time. The fewest samples any sampler with that rule and cap can spend, at the price
-  of up to C sequential rounds. (The core lets a prompt exit only once its pool can fill a group, so
-  even `pos` spends at least n = 4 samples per prompt.)
-
-Run
----
-    python benchmarks/sampling_efficiency.py            # B=512, 5 seeds x 10 steps, ~1 min on 2 CPUs
-    python benchmarks/sampling_efficiency.py --smoke    # B=64, 1 seed, 1 step, a few seconds
-    python benchmarks/sampling_efficiency.py --out DIR  # default benchmarks/results/sampling_efficiency/
-
-Writes `results.json`, `results.csv`, `tables.txt` and `sampling_efficiency.png` into the output directory.
+Writes `results.json`, `results.csv`, `tables.txt` and `sampling_efficiency.png` into `--out`
+(default `benchmarks/results/sampling_efficiency/`).
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -74,11 +21,7 @@ from typing import Any
 
 import numpy as np
 
-_REPO_ROOT = Path(__file__).resolve().parents[1]
-if str(_REPO_ROOT) not in sys.path:  # run as a script, `benchmarks` is not importable otherwise
-    sys.path.insert(0, str(_REPO_ROOT))
-
-from benchmarks.common import (  # noqa: E402
+from benchmarks.common import (
     derive_seed,
     format_table,
     machine_description,
@@ -90,7 +33,7 @@ from benchmarks.common import (  # noqa: E402
     write_csv,
     write_json,
 )
-from trl_ada.simulation import SimulatedPolicy, simulate_step  # noqa: E402
+from trl_ada.simulation import SimulatedPolicy, simulate_step
 
 POSITIVE_THRESHOLD = 0.7
 NUM_GENERATIONS = 4

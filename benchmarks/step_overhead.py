@@ -1,61 +1,15 @@
 """Step-time overhead of `ReinforceAdaTrainer` over plain `trl.GRPOTrainer` on the tiny offline model (CPU).
 
-What it measures
-----------------
-Three methods train on the same batch (B = 16 distinct toy prompts x n = 4 completions, one optimizer step per
-generation batch, `learning_rate=0` so that the policy, hence the work per step, stays the same all run long):
+Three methods (`grpo`: `trl.GRPOTrainer`; `none`: `ReinforceAdaTrainer(exit_rule="none")`, plain GRPO sampling
+through our rounds code; `balance`: M = 8, N = 4) train on the same batch in interleaved threads, one step at a time;
+it reports median wall and CPU time per step, where the time goes inside the step, bootstrap confidence intervals
+and an A/A control. How it is timed and the results: `docs/benchmarks_overhead.md`.
 
-- `grpo`:    `trl.GRPOTrainer`;
-- `none`:    `ReinforceAdaTrainer(exit_rule="none")`: plain GRPO sampling through our rounds code path, so any
-             difference from `grpo` is the cost of our orchestration (target: at most 1.05x);
-- `balance`: `ReinforceAdaTrainer(exit_rule="balance")` with M = 8, N = 4: draws more samples per step, so its
-             time is also reported per generated sample.
+    python -m benchmarks.step_overhead                  # 2 instances x 3 methods, 60 cycles: ~2-4 min on 2 CPUs
+    python -m benchmarks.step_overhead --smoke          # 3 cycles after 1 warm-up step: ~20 s
 
-Every completion has exactly `max_completion_length` tokens (EOS is suppressed with `min_new_tokens`), so the
-methods generate the same tokens per sample; the table shows the mean completion length next to the times.
-All methods share TRL's loss settings (`loss_type="dapo"`, `scale_rewards="none"`, `epsilon_high=0.28`, `beta=0`)
-and run without gradient checkpointing (the tiny model does not need it, and it would dilute the overhead).
-
-Times (medians over steps, in ms)
----------------------------------
-- wall: TRL's `step_time` metric, the wall time of `training_step` (generation, scoring, advantages, loss forward
-  and backward; the optimizer update is outside it and the same for all methods);
-- CPU: the process CPU time of the same call. With one torch thread and one trainer working at a time it is the
-  work the step did, and it moves much less than wall time when other processes compete for the cores;
-- inside the step (wall): generate = the generation backend (`_generate_single_turn`, i.e. `model.generate`);
-  reward = TRL's `_calculate_rewards` (the reward function and its bookkeeping); TRL glue = the rest of TRL's
-  `_generate` (prompt tokenization, decoding, length metrics); ours = `ReinforceAdaTrainer`'s own code: the rounds
-  loop and its bookkeeping (`_generate` minus the TRL calls it makes) plus `_pool_advantages`; loss+rest = the
-  remainder (TRL's scoring tail, padding, loss forward, backward). "ours" is measured directly, so it is the
-  orchestration cost free of the noise that limits the end-to-end ratio; for `grpo` it is the probe's own cost (~0).
-
-Interleaving and controls
--------------------------
-Each method gets `--instances` trainers (default 2), each built once from the same saved model and running one
-`trainer.train()` in its own thread; the threads pass a baton so that exactly one trainer works at a time, one
-optimizer step per turn, in cycles whose order rotates. Step k of every trainer therefore runs within seconds of
-step k of the others, under the same background load. The first `--warmup` steps of each trainer are dropped;
-each of the `--repeats` cycles after them gives one timed step per trainer, and a method's value for a cycle is
-the mean over its instances.
-
-Identical trainers are not equally fast: in A/A tests on this machine, `GRPOTrainer` instances built from the same
-files differed by 2-9% in median step time, consistently over a run (mostly in the loss forward and backward; it
-alternated with creation order, which points at memory layout). That is as large as the effect we look for, so
-the script builds several instances per method (with 2 instances and 3 methods, every method gets one trainer at
-an even and one at an odd creation position) and reports the ratio of the two `grpo` instances as the noise floor
-of the comparison. Confidence intervals (95%) come from a bootstrap over cycles (a resampled cycle keeps all
-trainers' steps together, so the ratios stay paired); the median and interquartile range of the per-cycle ratios
-are reported too. The bootstrap captures step-to-step noise only, not the instance effect: read the A/A ratio
-next to them.
-
-Run
----
-    python benchmarks/step_overhead.py                  # 2 instances x 3 methods, 60 cycles: ~2-4 min on 2 CPUs
-    python benchmarks/step_overhead.py --smoke          # 3 cycles after 1 warm-up step: ~20 s
-    python benchmarks/step_overhead.py --repeats 40 --instances 3 --prompts 16 --max-completion-length 12
-
-Writes `results.json`, `results.csv` (every timed step; `started`/`ended` are seconds since the first timed step),
-`tables.txt` and `step_overhead.png` into `--out` (default `benchmarks/results/step_overhead/`).
+Writes `results.json`, `results.csv` (every timed step), `tables.txt` and `step_overhead.png` into `--out`
+(default `benchmarks/results/step_overhead/`).
 """
 
 from __future__ import annotations
@@ -81,11 +35,7 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
-_REPO_ROOT = Path(__file__).resolve().parents[1]
-if str(_REPO_ROOT) not in sys.path:  # run as a script, `benchmarks` is not importable otherwise
-    sys.path.insert(0, str(_REPO_ROOT))
-
-from benchmarks.common import (  # noqa: E402
+from benchmarks.common import (
     format_table,
     machine_description,
     pyplot,
@@ -114,7 +64,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """Options; `--smoke` shrinks the run to seconds (explicit options still win)."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--smoke", action="store_true", help="3 cycles after 1 warm-up step: seconds, same outputs")
-    parser.add_argument("--out", type=Path, default=_REPO_ROOT / "benchmarks" / "results" / "step_overhead")
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/step_overhead"))
     parser.add_argument("--repeats", type=int, default=None, help="timed cycles, one step per trainer (default: 60)")
     parser.add_argument("--warmup", type=int, default=None, help="untimed first steps per trainer (default: 2)")
     parser.add_argument("--instances", type=int, default=2, help="trainers per method; 2+ gives the A/A control")

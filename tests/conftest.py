@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import os
-import sys
-from pathlib import Path
 from types import ModuleType
 
 import pytest
@@ -24,13 +22,6 @@ def tiny_model_dir(tmp_path_factory) -> str:
     return str(build_tiny_model(tmp_path_factory.mktemp("tiny-model")))
 
 
-BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
-
-
 def load_benchmark_script(name: str) -> ModuleType:
-    """Import `benchmarks/<name>.py` from its path (benchmarks/ is not installed; dataclasses need sys.modules)."""
-    spec = importlib.util.spec_from_file_location(f"{name}_under_test", BENCHMARKS / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    """The module `benchmarks.<name>` (run from the repository root, as `python -m benchmarks.<name>` is)."""
+    return importlib.import_module(f"benchmarks.{name}")

@@ -31,12 +31,14 @@ def smoke_run(benchmark, tmp_path_factory):
     return data, out, printed.getvalue()
 
 
+@pytest.mark.slow
 def test_smoke_prints_tables_with_every_method(smoke_run):
     _, _, printed = smoke_run
     for text in ("Target: first-round reward 0.5", "Target: first-round reward 0.7", "steps vs GRPO n=4", *LABELS):
         assert text in printed
 
 
+@pytest.mark.slow
 def test_smoke_writes_figure_json_and_csv(smoke_run):
     data, out, _ = smoke_run
     assert (out / "learning.png").read_bytes()[:8] == PNG_MAGIC

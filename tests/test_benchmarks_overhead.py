@@ -15,8 +15,8 @@ import pytest
 from conftest import load_benchmark_script
 
 ROOT = Path(__file__).resolve().parents[1]
-STEP_OVERHEAD = ROOT / "benchmarks" / "step_overhead.py"
-GPU_SMOKE = ROOT / "benchmarks" / "gpu_smoke.py"
+STEP_OVERHEAD = "benchmarks.step_overhead"
+GPU_SMOKE = "benchmarks.gpu_smoke"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 SMOKE_REPEATS = 3
 SMOKE_INSTANCES = 2
@@ -43,11 +43,12 @@ def overhead_run(tmp_path_factory):
     pytest.importorskip("matplotlib")
     out = tmp_path_factory.mktemp("step_overhead")
     options = ("--repeats", str(SMOKE_REPEATS), "--instances", str(SMOKE_INSTANCES), "--out", str(out))
-    result = _run(str(STEP_OVERHEAD), "--smoke", "--quiet", *options)
+    result = _run("-m", STEP_OVERHEAD, "--smoke", "--quiet", *options)
     assert result.returncode == 0, result.stderr[-3000:]
     return result.stdout, out
 
 
+@pytest.mark.slow
 def test_step_overhead_prints_the_table_and_both_ratios(overhead_run):
     printed, _ = overhead_run
     for text in ("GRPOTrainer", "Ada exit_rule=none", "Ada balance M=8 N=4", "wall ms", "CPU ms", "TRL glue", "ours"):
@@ -59,6 +60,7 @@ def test_step_overhead_prints_the_table_and_both_ratios(overhead_run):
     assert "per generated sample" in printed
 
 
+@pytest.mark.slow
 def test_step_overhead_writes_json_csv_table_and_png(overhead_run):
     printed, out = overhead_run
     assert (out / "step_overhead.png").read_bytes()[:8] == PNG_MAGIC
@@ -70,6 +72,7 @@ def test_step_overhead_writes_json_csv_table_and_png(overhead_run):
     assert {row["instance"] for row in rows} == {str(k) for k in range(SMOKE_INSTANCES)}
 
 
+@pytest.mark.slow
 def test_step_overhead_ratios_are_present_and_finite(overhead_run):
     _, out = overhead_run
     data = json.loads((out / "results.json").read_text())
@@ -85,6 +88,7 @@ def test_step_overhead_ratios_are_present_and_finite(overhead_run):
         assert math.isfinite(summary["median_ours"]) and summary["median_ours"] >= 0.0
 
 
+@pytest.mark.slow
 def test_step_overhead_methods_generate_equal_lengths_and_expected_samples(overhead_run):
     _, out = overhead_run
     data = json.loads((out / "results.json").read_text())
@@ -132,16 +136,18 @@ def test_baton_runs_one_thread_at_a_time_in_rotating_order():
 # --------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_gpu_smoke_without_cuda_exits_cleanly_with_a_message():
-    result = _run(str(GPU_SMOKE), timeout=60)
+    result = _run("-m", GPU_SMOKE, timeout=60)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "no CUDA GPU found" in result.stdout
     assert "--tiny" in result.stdout
 
 
+@pytest.mark.slow
 def test_gpu_smoke_tiny_runs_on_cpu_and_prints_the_table(tmp_path):
     pytest.importorskip("peft")
-    result = _run(str(GPU_SMOKE), "--tiny", "--json", str(tmp_path / "smoke.json"))
+    result = _run("-m", GPU_SMOKE, "--tiny", "--json", str(tmp_path / "smoke.json"))
     assert result.returncode == 0, result.stderr[-3000:]
     for text in ("gpu_smoke on CPU (tiny)", "GRPOTrainer", "ReinforceAdaTrainer balance", "peak GiB", "n/a (CPU)"):
         assert text in result.stdout

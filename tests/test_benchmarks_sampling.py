@@ -32,6 +32,7 @@ def smoke_runs(benchmark, tmp_path_factory):
     return runs
 
 
+@pytest.mark.slow
 def test_smoke_prints_tables_and_writes_files(benchmark, smoke_runs):
     data, tmp_path, printed = smoke_runs[0]
     for prompt_set in ("base", "hard", "easy"):
@@ -47,6 +48,7 @@ def test_smoke_prints_tables_and_writes_files(benchmark, smoke_runs):
     assert json.loads((tmp_path / "results.json").read_text())["results"].keys() == data["results"].keys()
 
 
+@pytest.mark.slow
 def test_json_has_every_sampler_with_sane_values(benchmark, smoke_runs):
     data, out, _ = smoke_runs[0]
     on_disk = json.loads((out / "results.json").read_text())
@@ -79,6 +81,7 @@ def test_json_has_every_sampler_with_sane_values(benchmark, smoke_runs):
     assert data["prompt_sets"]["base"]["expected_mean"] == pytest.approx(0.265, abs=0.005)
 
 
+@pytest.mark.slow
 def test_deterministic_for_a_seed(smoke_runs):
     (_, first_out, _), (_, second_out, _) = smoke_runs  # compare the files: NaN (no exit rule) is null there
     first, second = (json.loads((out / "results.json").read_text()) for out in (first_out, second_out))
@@ -88,6 +91,7 @@ def test_deterministic_for_a_seed(smoke_runs):
     assert (first_out / "tables.txt").read_text() == (second_out / "tables.txt").read_text()
 
 
+@pytest.mark.slow
 def test_different_seed_changes_the_numbers(benchmark, smoke_runs, tmp_path):
     benchmark.main(["--smoke", "--quiet", "--seed", "1", "--out", str(tmp_path)])
     other = json.loads((tmp_path / "results.json").read_text())

@@ -53,6 +53,20 @@ def test_bad_command_options_name_the_option(command, flags, option, tmp_path, c
     assert f"argument {option}" in capsys.readouterr().err
 
 
+def test_max_new_tokens_is_a_deprecated_alias_of_max_completion_length(capsys) -> None:
+    parser = evaluate.make_parser()
+    args = parser.parse_args(["--model", "m", "--datasets", "d", "--max_new_tokens", "12"])
+    assert args.max_completion_length == 12
+    assert "--max_new_tokens is deprecated; use --max_completion_length" in capsys.readouterr().err
+    assert parser.parse_args(["--model", "m", "--datasets", "d"]).max_completion_length == 4096
+    assert (
+        select_prompts.make_parser()
+        .parse_args(["--model", "m", "--dataset", "d", "--output", "o"])
+        .max_completion_length
+        == 2048
+    )
+
+
 def test_evaluate_main_reports_missing_columns(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     data = write_jsonl(tmp_path / "bad.jsonl", [{"text": "Compute 1 + 1.", "answer": "2"}])
     assert evaluate.main(["--model", "m", "--datasets", data]) == 1
@@ -79,6 +93,7 @@ def test_dataset_labels(tmp_path: Path) -> None:
 # ----------------------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_evaluate_main_end_to_end(tiny_model_dir: str, two_datasets, tmp_path: Path, capsys) -> None:
     alpha, beta = two_datasets
     output = tmp_path / "out" / "results.json"
@@ -100,6 +115,7 @@ def test_evaluate_main_end_to_end(tiny_model_dir: str, two_datasets, tmp_path: P
     assert "alpha" in stdout and "second" in stdout and "avg@2" in stdout
 
 
+@pytest.mark.slow
 def test_select_prompts_main_end_to_end(tiny_model_dir: str, two_datasets, tmp_path: Path, monkeypatch) -> None:
     import huggingface_hub
     from datasets import Dataset, load_from_disk
@@ -137,6 +153,7 @@ def test_select_prompts_push_without_token_fails_before_sampling(two_datasets, t
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.slow
 def test_select_prompts_hub_token_flag_is_verified_and_used(tiny_model_dir, two_datasets, tmp_path, monkeypatch):
     import huggingface_hub
     from datasets import Dataset

@@ -25,6 +25,7 @@ def smoke_run(tmp_path_factory):
     return code, stdout.getvalue(), stderr.getvalue(), parent, out
 
 
+@pytest.mark.slow
 def test_smoke_prints_tables_and_summary(smoke_run):
     code, stdout, stderr, _, _ = smoke_run
     assert code == 0, stderr
@@ -34,6 +35,7 @@ def test_smoke_prints_tables_and_summary(smoke_run):
     assert "{'loss'" not in stdout + stderr  # no raw log dicts from the Trainer
 
 
+@pytest.mark.slow
 def test_smoke_writes_png_and_json_with_both_methods(smoke_run):
     _, _, _, parent, out = smoke_run
     assert sorted(p.name for p in out.iterdir()) == sorted(demo.RESULT_FILES)
@@ -68,6 +70,7 @@ def test_unwritable_output_dir_fails_before_training(tmp_path, monkeypatch, caps
 
 
 @pytest.mark.parametrize("existing", [False, True])
+@pytest.mark.slow
 def test_ctrl_c_leaves_no_partial_results(tmp_path, monkeypatch, capsys, existing):
     out = tmp_path / "out"
     if existing:  # results of an earlier run stay as they were

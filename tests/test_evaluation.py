@@ -177,6 +177,32 @@ def test_avg_at_k_exact_values(monkeypatch: pytest.MonkeyPatch) -> None:
     assert payload["average"]["avg_at_k"] == pytest.approx(report.average.avg_at_k)
 
 
+def test_estimate_pass_rates_passes_per_prompt_columns_to_the_reward(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[dict] = []
+    samples = {"Say a": ["a", "aa", "b"], "Say b": ["b", "bb", "bbb"]}
+    monkeypatch.setattr(ev, "generate_completions", stub_generator(samples, calls))
+    prompts = [[{"role": "user", "content": text}] for text in samples]
+
+    def at_least(completions, answer, min_count, **kwargs):
+        return [float(c.count(a) >= k) for c, a, k in zip(completions, answer, min_count, strict=True)]
+
+    sampling = ev.SamplingSettings(temperature=0.5, max_new_tokens=7, seed=4, backend="transformers")
+    rates = ev.estimate_pass_rates(
+        "m", prompts, ["a", "b"], 3, sampling=sampling, reward_func=at_least, columns={"min_count": [2, 1]}
+    )
+    assert rates == [1 / 3, 1.0]
+    assert calls[0]["num_samples"] == 3 and calls[0]["max_new_tokens"] == 7 and calls[0]["seed"] == 4
+
+
+def test_sampling_settings_reject_bad_values() -> None:
+    with pytest.raises(ValueError, match=r"^max_new_tokens must be an integer >= 1, got 0"):
+        ev.SamplingSettings(max_new_tokens=0)
+    with pytest.raises(ValueError, match=r"^backend must be one of \['auto', 'vllm', 'transformers'\], got 'tgi'"):
+        ev.SamplingSettings(backend="tgi")
+    with pytest.raises(ValueError, match="top_p"):
+        ev.SamplingSettings(top_p=1.5)
+
+
 def _selection_dataset():
     from datasets import Dataset
 

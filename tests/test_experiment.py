@@ -41,3 +41,25 @@ def test_summarize_counts_gain_per_1k_samples():
     assert summary["total_samples"] == 1000.0
     assert summary["reward_gain_per_1k_samples"] == pytest.approx(0.5)
     assert summary["steps_to"]["0.45"] == 8  # 5-step average: .4 at step 7, .5 at step 8
+
+
+def test_method_spec_names_its_trainer_and_rejects_mixed_settings():
+    assert not experiment.MethodSpec("grpo", "GRPO n=4").is_adaptive
+    ada_none = experiment.MethodSpec("none", "Ada none", trainer="reinforce_ada", exit_rule="none")
+    assert ada_none.is_adaptive and ada_none.exit_rule == "none"
+    with pytest.raises(ValueError, match=r"trainer='grpo' with exit_rule='none'; drop exit_rule"):
+        experiment.MethodSpec("x", "x", exit_rule="none")
+    with pytest.raises(ValueError, match=r"trainer='reinforce_ada' with exit_rule=None; set exit_rule"):
+        experiment.MethodSpec("x", "x", trainer="reinforce_ada")
+    with pytest.raises(ValueError, match=r"trainer must be one of \['grpo', 'reinforce_ada'\], got 'ppo'"):
+        experiment.MethodSpec("x", "x", trainer="ppo")
+
+
+def test_summaries_skip_steps_without_a_metric():
+    records = [
+        {"step": 1, "first_round_reward": 0.2, "cumulative_samples": 8.0, "frac_reward_zero_std": math.nan},
+        {"step": 2, "first_round_reward": 0.4, "cumulative_samples": 16.0, "frac_reward_zero_std": 0.5},
+    ]
+    summary = experiment.summarize([{**r, "wall_time": 1.0} for r in records], targets=(0.3,), window=2)
+    assert summary["mean_frac_reward_zero_std"] == 0.5
+    assert summary["final_first_round_reward"] == pytest.approx(0.3)

@@ -1,0 +1,48 @@
+"""The import graph runs library -> application: no module outside `trl_ada/cli/` imports the command line, and
+the benchmarks import no command-line module (they share `trl_ada.toy.experiment` with `trl-ada demo`)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "trl_ada"
+
+
+def imported_modules(path: Path) -> set[str]:
+    """Absolute names of every module `path` imports (relative imports resolved against its package)."""
+    package = ".".join(path.relative_to(ROOT).with_suffix("").parts[:-1])
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package if node.level else ""
+            module = ".".join(part for part in (base, node.module or "") if part)
+            names.add(module)
+            names.update(f"{module}.{alias.name}" for alias in node.names)
+    return names
+
+
+LIBRARY = sorted(
+    p
+    for p in PACKAGE.rglob("*.py")
+    if p.relative_to(PACKAGE).parts[0] != "cli" and p.name != "__main__.py"  # `python -m trl_ada` runs the CLI
+)
+BENCHMARKS = sorted((ROOT / "benchmarks").glob("*.py"))
+
+
+@pytest.mark.parametrize("path", LIBRARY + BENCHMARKS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_nothing_outside_the_cli_imports_it(path):
+    cli_imports = sorted(
+        name for name in imported_modules(path) if name == "trl_ada.cli" or name.startswith("trl_ada.cli.")
+    )
+    assert cli_imports == []
+
+
+def test_the_benchmarks_do_not_edit_sys_path():
+    for path in BENCHMARKS:
+        assert "sys.path" not in path.read_text(), path
