@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["ADVANTAGE_BASELINES", "REWARD_SCALINGS", "compute_advantages", "pool_moments"]
+__all__ = ["ADVANTAGE_BASELINES", "REWARD_SCALINGS", "compute_advantages"]
 
 ADVANTAGE_BASELINES = ("pool", "group")
 REWARD_SCALINGS = ("none", "group", "batch")

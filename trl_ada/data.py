@@ -36,7 +36,6 @@ __all__ = [
     "filter_by_prompt_length",
     "format_dataset",
     "load_prompt_dataset",
-    "prompt_token_count",
     "resolve_columns",
 ]
 

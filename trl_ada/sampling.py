@@ -35,8 +35,6 @@ __all__ = [
     "aggregate_rewards",
     "get_exit_rule",
     "register_exit_rule",
-    "select_group",
-    "validate_sampling",
 ]
 
 

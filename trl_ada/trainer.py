@@ -31,7 +31,7 @@ from .advantages import compute_advantages
 from .config import ReinforceAdaConfig
 from .sampling import AdaptiveSampler, aggregate_rewards
 
-__all__ = ["ReinforceAdaTrainer", "shard_evenly"]
+__all__ = ["ReinforceAdaTrainer"]
 
 METRIC_PREFIX = "reinforce_ada/"
 

@@ -11,6 +11,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..evaluation import BACKENDS
+
 if TYPE_CHECKING:
     from datasets import Dataset
 
@@ -140,7 +142,7 @@ def add_sampling_arguments(parser: argparse.ArgumentParser, max_completion_lengt
     )
     group.add_argument(
         "--backend",
-        choices=("auto", "vllm", "transformers"),
+        choices=BACKENDS,
         default="auto",
         help="auto: vLLM with CUDA, else transformers.",
     )
@@ -154,9 +156,11 @@ def add_sampling_arguments(parser: argparse.ArgumentParser, max_completion_lengt
 
 
 def sampling_settings(args: argparse.Namespace) -> SamplingSettings:
-    """The parsed sampling options as [`~trl_ada.evaluation.SamplingSettings`]."""
-    from ..evaluation import SamplingSettings
+    """The parsed sampling options as [`~trl_ada.evaluation.SamplingSettings`]; a ValueError now (before any data
+    is sampled) when `--backend vllm` cannot run here."""
+    from ..evaluation import SamplingSettings, resolve_backend
 
+    resolve_backend(args.backend)
     return SamplingSettings(
         temperature=args.temperature,
         top_p=args.top_p,

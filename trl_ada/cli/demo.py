@@ -71,7 +71,7 @@ DEMO_METHODS: dict[str, MethodSpec] = {
 
 
 def demo_curves(specs: Sequence[MethodSpec], results: dict[str, list[dict]]) -> dict[str, dict[str, list[float]]]:
-    """Per-method curves of the smoothed first-round reward for :func:`plot_curves`."""
+    """Per-method curves of the smoothed first-round reward for [`plot_curves`]."""
     return {
         spec.label: {
             "step": [r["step"] for r in results[spec.name]],

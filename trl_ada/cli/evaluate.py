@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..evaluation import avg_at_k, resolve_backend
+from ..evaluation import avg_at_k
 from .common import (
     PROG,
     add_data_arguments,
@@ -88,7 +88,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         datasets = load_datasets(args)
         sampling = sampling_settings(args)
-        resolve_backend(sampling.backend)
     except (ValueError, OSError) as err:
         return print_error(COMMAND, err)
     report = avg_at_k(

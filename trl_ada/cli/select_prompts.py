@@ -11,7 +11,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from ..evaluation import DEFAULT_MAX_PASS_RATE, resolve_backend, save_selection, select_prompts
+from ..evaluation import DEFAULT_MAX_PASS_RATE, save_selection, select_prompts
 from .common import (
     PROG,
     add_data_arguments,
@@ -75,7 +75,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         dataset = load_split(args.dataset, args.split, args.limit)
         check_columns(dataset, args.problem_column, args.answer_column)
         sampling = sampling_settings(args)
-        resolve_backend(sampling.backend)
         if args.push_to_hub:
             require_hub_token(args.hub_token, option=f"--push_to_hub {args.push_to_hub}", before="sampling")
     except (ValueError, OSError) as err:
