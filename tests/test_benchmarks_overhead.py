@@ -20,6 +20,8 @@ GPU_SMOKE = "benchmarks.gpu_smoke"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 SMOKE_REPEATS = 3
 SMOKE_INSTANCES = 2
+STEP_OVERHEAD_TIMEOUT_S = 600
+"""A hang guard, not a speed check: the smoke takes ~20 s on idle cores and minutes on heavily shared ones."""
 
 
 def _cpu_env() -> dict[str, str]:
@@ -43,12 +45,13 @@ def overhead_run(tmp_path_factory):
     pytest.importorskip("matplotlib")
     out = tmp_path_factory.mktemp("step_overhead")
     options = ("--repeats", str(SMOKE_REPEATS), "--instances", str(SMOKE_INSTANCES), "--out", str(out))
-    result = _run("-m", STEP_OVERHEAD, "--smoke", "--quiet", *options)
+    result = _run("-m", STEP_OVERHEAD, "--smoke", "--quiet", *options, timeout=STEP_OVERHEAD_TIMEOUT_S)
     assert result.returncode == 0, result.stderr[-3000:]
     return result.stdout, out
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("step_overhead")  # one smoke run per session, not one per worker
 def test_step_overhead_prints_the_table_and_both_ratios(overhead_run):
     printed, _ = overhead_run
     for text in ("GRPOTrainer", "Ada exit_rule=none", "Ada balance M=8 N=4", "wall ms", "CPU ms", "TRL glue", "ours"):
@@ -61,6 +64,7 @@ def test_step_overhead_prints_the_table_and_both_ratios(overhead_run):
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("step_overhead")
 def test_step_overhead_writes_json_csv_table_and_png(overhead_run):
     printed, out = overhead_run
     assert (out / "step_overhead.png").read_bytes()[:8] == PNG_MAGIC
@@ -73,6 +77,7 @@ def test_step_overhead_writes_json_csv_table_and_png(overhead_run):
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("step_overhead")
 def test_step_overhead_ratios_are_present_and_finite(overhead_run):
     _, out = overhead_run
     data = json.loads((out / "results.json").read_text())
@@ -89,6 +94,7 @@ def test_step_overhead_ratios_are_present_and_finite(overhead_run):
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("step_overhead")
 def test_step_overhead_methods_generate_equal_lengths_and_expected_samples(overhead_run):
     _, out = overhead_run
     data = json.loads((out / "results.json").read_text())
