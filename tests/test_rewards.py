@@ -273,7 +273,7 @@ def test_alarm_swallowed_in_a_weakref_callback_still_cuts_off_quietly(monkeypatc
 
     landed_in_callback: list[bool] = []
 
-    def verify_with_a_slow_weakref_callback(prediction, gold):
+    def verify_with_a_slow_weakref_callback(prediction, gold, settings):
         class Cached:
             pass
 
