@@ -174,6 +174,13 @@ def report(results: list[dict], cases_path: Path) -> str:
         f"wall time per case (ms): {time_summary(seconds)}",
         f"CPU time per case (ms):  {time_summary(cpu)}",
     ]
+    right = [r for r in results if r["math_verify"] == r["label"]]
+    agree = sum(r["reward"] == r["math_verify"] for r in right)
+    lines.insert(
+        4,
+        f"on the {len(right)} cases math-verify gets right: {agree} agree ({100 * agree / max(1, len(right)):.1f}%); "
+        f"math_reward right on {sum(r['reward'] == r['label'] for r in results)} of {len(results)}",
+    )
     disagreements = [r for r in results if r["reward"] != r["math_verify"]]
     if disagreements:
         lines += ["", "disagreements (id: reward / math-verify / label | gold | prediction):"]
