@@ -22,6 +22,7 @@ from typing import Any
 from math_verify import parse, verify
 
 __all__ = [
+    "MAX_ANSWER_BOXES",
     "MAX_BOX_CHARS",
     "MathVerifySettings",
     "comparable_pair",
@@ -129,8 +130,9 @@ def extract_answer(text: str, max_chars: int = MAX_BOX_CHARS) -> str | None:
     Boxes are one answer when nothing but spacing, math delimiters, `,` `;`, the words "and"/"or" or a variable label
     (`y =`) stands between them: `\boxed{-2} \text{ and } \boxed{1}` gives `"-2, 1"`. Any other text ends the
     answer, so a box followed by prose is an intermediate result: `\boxed{12}, so the perimeter is \boxed{14}` gives
-    `"14"`. Repeated boxes count once. Returns None when there is no box or the last one is unclosed; stops at
-    `max_chars` characters of box content and `MAX_ANSWER_BOXES` boxes.
+    `"14"`. Repeated boxes count once. Returns None when there is no box, or when the last one is unclosed or longer
+    than `max_chars`; earlier boxes are read while their contents fit in `max_chars` in all, up to
+    `MAX_ANSWER_BOXES` boxes.
     """
     opens = list(_BOX_OPEN.finditer(text))
     contents: list[str] = []
@@ -318,7 +320,9 @@ def _parse_gold(gold: str) -> tuple:
 
 
 def _verify_pair(prediction: str, gold: str, settings: MathVerifySettings = DEFAULT_SETTINGS) -> float:
-    """1.0 when math_verify finds `prediction` equivalent to `gold`, else 0.0. No timeout of its own."""
+    """1.0 when math_verify finds `prediction` equivalent to `gold` (see `comparable_pair`), else 0.0.
+
+    No timeout of its own."""
     prediction, gold = comparable_pair(prediction, gold)
     gold_parsed = list(_parse_gold(gold))
     if not gold_parsed:
