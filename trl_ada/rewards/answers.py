@@ -37,7 +37,7 @@ MAX_BOX_CHARS = 1000
 
 MAX_ANSWER_BOXES = 16
 """Most boxes read as one answer; earlier ones are ignored."""
-_MAX_GAP_CHARS = 80
+_MAX_GAP_CHARS = 70
 """Longest text between two boxes of one answer."""
 
 _BOX_OPEN = re.compile(r"\\(?:boxed|fbox)\s*\{")
@@ -48,6 +48,9 @@ _ANSWER_GAP = re.compile(
     r"(?:\s|[,;&~]|\$|\\[()\[\]\\,;:! ]|\\q?quad\b|\b(?:and|or)\b"
     r"|\\(?:text|mathrm|textrm|mbox)\s*\{\s*(?:and|or|,)?\s*\}|[A-Za-z](?:_\{?\w{1,3}\}?)?\s*=)*"
 )
+_CONJUNCTION = re.compile(r"\b(?:and|or)\b")
+_LETTERS = re.compile(r"[^\W\d_]")
+_SENTENCE_END = re.compile(r"[.!?:](?:\s|\$|$)|\n\s*\n")
 _UNESCAPED_DOLLAR = re.compile(r"(?<!\\)\$")
 _DELIMITERS = (("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]"))
 
@@ -125,14 +128,16 @@ def _braced_content(text: str, start: int, max_chars: int) -> str | None:
 
 
 def extract_answer(text: str, max_chars: int = MAX_BOX_CHARS) -> str | None:
-    r"""The final answer of `text`: its last box, with the boxes before it that only separators join to it.
+    r"""The final answer of `text`: its last box, with the boxes before it that are joined to it.
 
-    Boxes are one answer when nothing but spacing, math delimiters, `,` `;`, the words "and"/"or" or a variable label
-    (`y =`) stands between them: `\boxed{-2} \text{ and } \boxed{1}` gives `"-2, 1"`. Any other text ends the
-    answer, so a box followed by prose is an intermediate result: `\boxed{12}, so the perimeter is \boxed{14}` gives
-    `"14"`. Repeated boxes count once. Returns None when there is no box, or when the last one is unclosed or longer
-    than `max_chars`; earlier boxes are read while their contents fit in `max_chars` in all, up to
-    `MAX_ANSWER_BOXES` boxes.
+    Two boxes are joined when nothing but spacing, math delimiters, `,` `;`, the words "and"/"or" or a variable label
+    (`y =`) stands between them (`\boxed{-2} \text{ and } \boxed{1}` gives `"-2, 1"`), or when the text between
+    them is shorter than 70 characters, holds no word or the word "and" or "or", and ends no sentence
+    (`\boxed{1} for (a) and \boxed{2}`, `\boxed{2} + \boxed{3}`). Any other text ends the answer, so a box followed
+    by prose is an intermediate result: `\boxed{12}. So the perimeter is \boxed{14}` and `\boxed{12}, so it is
+    \boxed{14}` give `"14"`. Repeated boxes count once. Returns None when there is no box, or when the last one is
+    unclosed or longer than `max_chars`; earlier boxes are read while their contents fit in `max_chars` in all, up
+    to `MAX_ANSWER_BOXES`.
     """
     opens = list(_BOX_OPEN.finditer(text))
     contents: list[str] = []
@@ -153,7 +158,12 @@ def extract_answer(text: str, max_chars: int = MAX_BOX_CHARS) -> str | None:
 
 def _joins(gap: str) -> bool:
     """Whether two boxes with `gap` between them belong to one answer."""
-    return len(gap) <= _MAX_GAP_CHARS and _ANSWER_GAP.fullmatch(gap) is not None
+    if len(gap) >= _MAX_GAP_CHARS:
+        return False
+    if _ANSWER_GAP.fullmatch(gap) is not None:
+        return True
+    words = _LETTERS.search(gap) is not None
+    return (not words or _CONJUNCTION.search(gap) is not None) and _SENTENCE_END.search(gap) is None
 
 
 def _closing_brace(text: str, start: int, max_chars: int) -> int | None:
@@ -252,6 +262,11 @@ def _tidy(text: str) -> str:
     return _read_grouped_number(_UPRIGHT.sub(_unwrap, text.translate(_UNICODE)).strip())
 
 
+def _one_value(text: str) -> bool:
+    """Whether `text` reads as one value: no `,` `;` `\\pm`, nor the words "and"/"or"."""
+    return not any(mark in text for mark in (",", ";", "\\pm", "\\mp")) and _CONJUNCTION.search(text) is None
+
+
 def comparable_pair(prediction: str, gold: str) -> tuple[str, str]:
     r"""`(prediction, gold)` rewritten so that `math_verify` reads them as a reader would.
 
@@ -260,14 +275,14 @@ def comparable_pair(prediction: str, gold: str) -> tuple[str, str]:
     - A number written with digit groups of three separated by spaces, thin spaces (`\,`, `\ `, `~`) or `{,}` is one
       number: `1 000` is 1000, not `1*000`.
     - An answer made of two runs of digits joined by one comma (`1,22`, `3,5`, `12,345`) is ambiguous. When the
-      other side holds no comma (one value), it is one number: a thousands separator before exactly three digits
-      (`12,345` is 12345, as `1,000` always is), else a decimal comma (`1,22` is 1.22). When the other side holds a
-      comma too, the comma separates values (`3,5` against `3, 5` is the list 3, 5).
+      other side is one value (no `,` `;` `\\pm`, nor "and"/"or"), it is one number: a thousands separator before
+      exactly three digits (`12,345` is 12345, as `1,000` always is), else a decimal comma (`1,22` is 1.22).
+      Otherwise the comma separates values (`3,5` against `3, 5` or `3 \text{ and } 5` is the list 3, 5).
     """
     prediction, gold = _tidy(prediction), _tidy(gold)
-    if "," not in gold:
+    if _one_value(gold):
         prediction = _read_comma_number(prediction)
-    if "," not in prediction:
+    if _one_value(prediction):
         gold = _read_comma_number(gold)
     return prediction, gold
 
