@@ -46,6 +46,14 @@ def score(gold: object, completion: str) -> float:
         ("\\[\n\\boxed{1}, \\\\\n\\boxed{2}\n\\]", "1, 2"),
         (r"$a = \boxed{3}$, $b = \boxed{4}$", "3, 4"),  # a variable label joins
         (r"\boxed{9} \qquad \boxed{9}", "9"),  # a repeated box counts once
+        (r"\boxed{(2, 5)} \text{ for part (i) and } \boxed{(4, 1)}", "(2, 5), (4, 1)"),  # short, with "and"
+        (r"\boxed{4} apples and \boxed{9} pears", "4, 9"),
+        (r"\boxed{2} + \boxed{3} = \boxed{5}", "2, 3, 5"),  # short, without words
+        (r"We get $\boxed{2}$. And then $2 + 3 = \boxed{5}$.", "5"),  # a sentence ends in between
+        (
+            r"\boxed{12} and then, once the rest of the algebra is worked through in full detail, \boxed{14}",
+            "14",
+        ),  # long
         (r"The base is $\boxed{6}$. Hence the area is $\boxed{18}$.", "18"),  # prose: the earlier box is intermediate
         (r"\boxed{6}, so the area is \boxed{18}", "18"),
         (r"\boxed{3}, no wait: \boxed{1/2}", "1/2"),
