@@ -396,6 +396,7 @@ def test_scoring_inside_a_worker_process():
 def registry(monkeypatch):
     """A private copy of the registry, so that registrations in a test do not leak."""
     monkeypatch.setattr(reward_registry, "REWARD_FUNCS", dict(REWARD_FUNCS))
+    monkeypatch.setattr(reward_registry, "REWARD_FACTORIES", dict(reward_registry.REWARD_FACTORIES))
     return reward_registry.REWARD_FUNCS
 
 
@@ -433,6 +434,8 @@ def test_duplicate_registration_is_an_error_unless_overwritten(registry):
 
     register_reward("math", replacement, overwrite=True)
     assert get_reward_funcs(["math"]) == [replacement]
+    with pytest.raises(ValueError, match=r"Reward 'math' takes no options"):  # the old factory went with it
+        get_reward_funcs(["math"], {"math": {"strict": False}})
 
 
 @pytest.mark.parametrize("name", ["", "pkg:func", 3])
