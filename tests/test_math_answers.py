@@ -271,6 +271,23 @@ def test_recipe_reward_kwargs_from_yaml_mapping_or_json_flag():
         ReinforceAdaScriptArguments(reward_kwargs="{math: 1}")
 
 
+def test_recipe_reward_kwargs_reach_the_math_reward(tmp_path):
+    from trl_ada.cli.train import parse_train_args
+
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(
+        "model_name_or_path: m\ndataset_name: d\noutput_dir: out\nuse_cpu: true\nbf16: false\n"
+        "reward_funcs: [math]\nreward_kwargs:\n  math: {float_rounding: 2}\n"
+    )
+    script_args, _, _ = parse_train_args(["--config", str(recipe)])
+    (reward,) = get_reward_funcs(script_args.reward_funcs, script_args.reward_kwargs)
+    clear_caches()
+    assert reward([r"\boxed{0.33}"], ["1/3"]) == [1.0]
+    script_args, _, _ = parse_train_args(["--config", str(recipe), "--reward_kwargs", '{"math": {}}'])
+    (reward,) = get_reward_funcs(script_args.reward_funcs, script_args.reward_kwargs)
+    assert reward([r"\boxed{0.33}"], ["1/3"]) == [0.0]
+
+
 # --------------------------------------------------------------------------- the benchmark's case set
 
 
