@@ -273,7 +273,7 @@ def test_alarm_swallowed_in_a_weakref_callback_still_cuts_off_quietly(monkeypatc
 
     landed_in_callback: list[bool] = []
 
-    def verify_with_a_slow_weakref_callback(prediction, gold):
+    def verify_with_a_slow_weakref_callback(prediction, gold, settings):
         class Cached:
             pass
 
@@ -382,6 +382,9 @@ def test_dead_worker_is_replaced():
 def test_scoring_inside_a_worker_process():
     context = multiprocessing.get_context("spawn")
     with concurrent.futures.ProcessPoolExecutor(1, mp_context=context) as pool:
+        # the first scoring in a fresh interpreter imports sympy's lazy parts, which can take longer than
+        # FAST_TIMEOUT_S on a loaded machine: warm up with the default budget first
+        assert pool.submit(score_math, [boxed("2")], ["2"]).result(timeout=60) == [1.0]
         future = pool.submit(score_math, [boxed("0.5"), ADVERSARIAL[0]], [r"\frac12", "5"], timeout_s=FAST_TIMEOUT_S)
         assert future.result(timeout=60) == [1.0, 0.0]
 
@@ -393,6 +396,7 @@ def test_scoring_inside_a_worker_process():
 def registry(monkeypatch):
     """A private copy of the registry, so that registrations in a test do not leak."""
     monkeypatch.setattr(reward_registry, "REWARD_FUNCS", dict(REWARD_FUNCS))
+    monkeypatch.setattr(reward_registry, "REWARD_FACTORIES", dict(reward_registry.REWARD_FACTORIES))
     return reward_registry.REWARD_FUNCS
 
 
@@ -430,6 +434,8 @@ def test_duplicate_registration_is_an_error_unless_overwritten(registry):
 
     register_reward("math", replacement, overwrite=True)
     assert get_reward_funcs(["math"]) == [replacement]
+    with pytest.raises(ValueError, match=r"Reward 'math' takes no options"):  # the old factory went with it
+        get_reward_funcs(["math"], {"math": {"strict": False}})
 
 
 @pytest.mark.parametrize("name", ["", "pkg:func", 3])

@@ -14,6 +14,7 @@ dataset = format_dataset(dataset)  # -> columns "prompt" (conversational) and "a
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -74,6 +75,9 @@ class ReinforceAdaScriptArguments(ScriptArguments):
             present.
         reward_funcs (`list[str]`, *optional*, defaults to `["math"]`):
             Names of the reward functions (see `trl_ada.rewards.get_reward_funcs`), summed with `reward_weights`.
+        reward_kwargs (`dict[str, dict]` or `str`, *optional*):
+            Options of the reward functions, by name (a JSON string on the command line), e.g.
+            `{"math": {"float_rounding": 4, "strict": false}}`: see `trl_ada.rewards.make_math_reward`.
         max_prompt_tokens (`int`, *optional*):
             Drop prompts longer than this many tokens (chat template included) before training.
         system_prompt (`str`, *optional*):
@@ -101,6 +105,13 @@ class ReinforceAdaScriptArguments(ScriptArguments):
         default_factory=lambda: ["math"],
         metadata={"help": "Reward function names (see trl_ada.rewards), summed with `reward_weights`."},
     )
+    reward_kwargs: dict[str, Any] | str | None = field(
+        default=None,
+        metadata={
+            "help": 'Options of the reward functions by name, as JSON, e.g. \'{"math": {"strict": false}}\' '
+            "(see trl_ada.rewards.make_math_reward)."
+        },
+    )
     max_prompt_tokens: int | None = field(
         default=None,
         metadata={"help": "Drop prompts longer than this many tokens (chat template included) before training."},
@@ -119,6 +130,14 @@ class ReinforceAdaScriptArguments(ScriptArguments):
             self.reward_funcs = [self.reward_funcs]
         if not self.reward_funcs:
             raise ValueError("reward_funcs is empty: name at least one reward function, e.g. `reward_funcs: [math]`.")
+        if isinstance(self.reward_kwargs, str):
+            try:
+                self.reward_kwargs = json.loads(self.reward_kwargs)
+            except json.JSONDecodeError as exc:
+                raise ValueError(
+                    f"reward_kwargs={self.reward_kwargs!r} is not valid JSON ({exc}); write e.g. "
+                    '\'{"math": {"strict": false}}\'.'
+                ) from exc
 
 
 def build_prompt(problem: str, system_prompt: str | None = None) -> list[dict[str, str]]:

@@ -229,7 +229,7 @@ def build_trainer(
     from ..trainer import ReinforceAdaTrainer
 
     _require(model_args.model_name_or_path, "model_name_or_path")
-    reward_funcs = get_reward_funcs(list(script_args.reward_funcs))
+    reward_funcs = get_reward_funcs(list(script_args.reward_funcs), script_args.reward_kwargs)
     train_dataset, eval_dataset = build_datasets(script_args, training_args, model_args)
     training_args.model_init_kwargs = build_model_init_kwargs(model_args, training_args)
     extra: dict[str, Any] = {}

@@ -1,9 +1,11 @@
 r"""Answer extraction, normalisation and verification for math rewards.
 
-`extract_boxed` finds the last `\boxed{...}` of a completion (linear scan, content capped at `MAX_BOX_CHARS`),
-`normalize_answer` turns a gold answer into bare LaTeX, and `_verify_pair` asks `math_verify` whether a prediction
-and a gold answer are equivalent. `_verify_pair` has no time bound of its own: [`~trl_ada.rewards.score_math`]
-runs it under a timer (see `trl_ada.rewards.scoring`).
+`extract_answer` reads the final answer of a completion: its last `\boxed{...}` together with the boxes joined to
+it by separators only (several boxes are one answer, an earlier box followed by prose is an intermediate result).
+`normalize_answer` turns a gold answer into bare LaTeX the same way. Before `math_verify` compares them, both sides
+are made comparable (`comparable_pair`): `\mathrm{e}`-style wrappers are unwrapped and numbers written with digit
+grouping or a decimal comma are read as one number. `_verify_pair` has no time bound of its own:
+[`~trl_ada.rewards.score_math`] runs it under a timer (see `trl_ada.rewards.scoring`).
 """
 
 from __future__ import annotations
@@ -13,17 +15,42 @@ import logging
 import math
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
 from math_verify import parse, verify
 
-__all__ = ["MAX_BOX_CHARS", "completion_text", "extract_boxed", "normalize_answer"]
+__all__ = [
+    "MAX_ANSWER_BOXES",
+    "MAX_BOX_CHARS",
+    "MathVerifySettings",
+    "comparable_pair",
+    "completion_text",
+    "extract_answer",
+    "extract_boxed",
+    "normalize_answer",
+]
 
 MAX_BOX_CHARS = 1000
 """Longest boxed answer that is scored; longer ones get 0.0."""
 
+MAX_ANSWER_BOXES = 16
+"""Most boxes read as one answer; earlier ones are ignored."""
+_MAX_GAP_CHARS = 70
+"""Longest text between two boxes of one answer."""
+
 _BOX_OPEN = re.compile(r"\\(?:boxed|fbox)\s*\{")
+# What may stand between two boxes of one answer: spacing, math delimiters, `,` `;` `&`, line breaks `\\`, the words
+# "and"/"or" (plain or in `\text{}`), and a variable label such as `y =` or `x_2=`. One character or token at a time,
+# so that a failed match cannot backtrack badly.
+_ANSWER_GAP = re.compile(
+    r"(?:\s|[,;&~]|\$|\\[()\[\]\\,;:! ]|\\q?quad\b|\b(?:and|or)\b"
+    r"|\\(?:text|mathrm|textrm|mbox)\s*\{\s*(?:and|or|,)?\s*\}|[A-Za-z](?:_\{?\w{1,3}\}?)?\s*=)*"
+)
+_CONJUNCTION = re.compile(r"\b(?:and|or)\b")
+_LETTERS = re.compile(r"[^\W\d_]")
+_SENTENCE_END = re.compile(r"[.!?:](?:\s|\$|$)|\n\s*\n")
 _UNESCAPED_DOLLAR = re.compile(r"(?<!\\)\$")
 _DELIMITERS = (("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]"))
 
@@ -100,6 +127,51 @@ def _braced_content(text: str, start: int, max_chars: int) -> str | None:
     return None
 
 
+def extract_answer(text: str, max_chars: int = MAX_BOX_CHARS) -> str | None:
+    r"""The final answer of `text`: its last box, with the boxes before it that are joined to it.
+
+    Two boxes are joined when nothing but spacing, math delimiters, `,` `;`, the words "and"/"or" or a variable label
+    (`y =`) stands between them (`\boxed{-2} \text{ and } \boxed{1}` gives `"-2, 1"`), or when the text between
+    them is shorter than 70 characters, holds no word or the word "and" or "or", and ends no sentence
+    (`\boxed{1} for (a) and \boxed{2}`, `\boxed{2} + \boxed{3}`). Any other text ends the answer, so a box followed
+    by prose is an intermediate result: `\boxed{12}. So the perimeter is \boxed{14}` and `\boxed{12}, so it is
+    \boxed{14}` give `"14"`. Repeated boxes count once. Returns None when there is no box, or when the last one is
+    unclosed or longer than `max_chars`; earlier boxes are read while their contents fit in `max_chars` in all, up
+    to `MAX_ANSWER_BOXES`.
+    """
+    opens = list(_BOX_OPEN.finditer(text))
+    contents: list[str] = []
+    budget, later_start = max_chars, None
+    for match in reversed(opens[-MAX_ANSWER_BOXES:]):
+        end = _closing_brace(text, match.end(), budget)
+        if later_start is not None and (end is None or end >= later_start or not _joins(text[end + 1 : later_start])):
+            break  # unclosed, enclosing the later box (`\boxed{\boxed{5}}`), or prose in between
+        if end is None:
+            return None
+        content = _clean_latex(text[match.end() : end])
+        if content and (not contents or contents[-1] != content):
+            contents.append(content)
+        budget -= end - match.end()
+        later_start = match.start()
+    return ", ".join(reversed(contents)) if opens else None
+
+
+def _joins(gap: str) -> bool:
+    """Whether two boxes with `gap` between them belong to one answer."""
+    if len(gap) >= _MAX_GAP_CHARS:
+        return False
+    if _ANSWER_GAP.fullmatch(gap) is not None:
+        return True
+    words = _LETTERS.search(gap) is not None
+    return (not words or _CONJUNCTION.search(gap) is not None) and _SENTENCE_END.search(gap) is None
+
+
+def _closing_brace(text: str, start: int, max_chars: int) -> int | None:
+    """Index of the brace closing an already-open `{` at `start`, within `max_chars`, skipping escapes like `\\{`."""
+    content = _braced_content(text, start, max_chars)
+    return None if content is None else start + len(content)
+
+
 def _clean_latex(text: str) -> str:
     """Strip whitespace and unescaped `$` signs (models sometimes write `\\boxed{$x$}`)."""
     return _UNESCAPED_DOLLAR.sub("", text).strip()
@@ -123,7 +195,7 @@ def _number_text(value: float) -> str:
 
 
 def normalize_answer(answer: object) -> str:
-    r"""Gold answer as bare LaTeX: numbers formatted, math delimiters and an enclosing `\boxed{}` removed.
+    r"""Gold answer as bare LaTeX: numbers formatted, math delimiters removed, boxes read as `extract_answer` does.
 
     A missing answer (None) gives "", which scores 0.0.
     """
@@ -132,20 +204,128 @@ def normalize_answer(answer: object) -> str:
     if isinstance(answer, float):
         return _number_text(answer)
     text = str(answer).strip()
-    boxed = extract_boxed(text, max_chars=max(len(text), 1))
+    boxed = extract_answer(text, max_chars=max(len(text), 1))
     if boxed is not None:
-        text = boxed
-    return _clean_latex(_strip_delimiters(text.strip()))
+        return boxed
+    return _clean_latex(_strip_delimiters(text))
 
 
 def _prediction(completion: Any) -> str | None:
-    """Cleaned content of the completion's last box, or None when there is nothing to score."""
-    boxed = extract_boxed(completion_text(completion))
-    cleaned = _clean_latex(boxed) if boxed is not None else ""
-    return cleaned or None
+    """The completion's final boxed answer (see `extract_answer`), or None when there is nothing to score."""
+    return extract_answer(completion_text(completion)) or None
+
+
+# --------------------------------------------------------------------------- making both sides comparable
+
+_CONSTANT_OR_FUNCTION = "|".join(
+    ("e", "i", "sin", "cos", "tan", "cot", "sec", "csc", "arcsin", "arccos", "arctan", "arccot", "arcsec", "arccsc")
+    + ("sinh", "cosh", "tanh", "coth", "ln", "log", "exp", "gcd", "lcm", "max", "min")
+)
+# `\mathrm{e}`, `\operatorname{arccot}`, `{\rm e}`, `\rm e`: upright wrappers math_verify cannot read.
+_UPRIGHT = re.compile(
+    rf"\\(?:mathrm|mathit|textrm|operatorname)\s*\{{\s*({_CONSTANT_OR_FUNCTION})\s*\}}"
+    rf"|\{{\s*\\rm\s+({_CONSTANT_OR_FUNCTION})\s*\}}|\\rm\s+({_CONSTANT_OR_FUNCTION})\b"
+)
+_UNICODE = str.maketrans({"\u2212": "-", "\u2009": " ", "\u202f": " ", "\u00a0": " "})
+_GROUP_SEPARATOR = r"(?:\s|\\[,;: ]|~|\{,\})"
+# A whole answer that is one number written with digit grouping: `1 000`, `1\,000\,000.5`, `-12~345`.
+_GROUPED_NUMBER = re.compile(rf"([+-]?\d{{1,3}}(?:{_GROUP_SEPARATOR}\d{{3}})+(?:\.\d+)?)(\s*\\?%)?")
+# A whole answer that is two runs of digits joined by one comma: `1,22` or `3,5` (a number or a list?).
+_COMMA_NUMBER = re.compile(r"([+-]?\d+),(\d+)(\s*\\?%)?")
+
+
+def _unwrap(match: re.Match) -> str:
+    name = next(group for group in match.groups() if group)
+    return name if len(name) == 1 else f"\\{name} "
+
+
+def _read_grouped_number(text: str) -> str:
+    """`1 000` -> `1000`: digit groups of three separated by spaces or thin spaces are one number."""
+    match = _GROUPED_NUMBER.fullmatch(text)
+    if match is None:
+        return text
+    return re.sub(_GROUP_SEPARATOR, "", match[1]) + (match[2] or "")
+
+
+def _read_comma_number(text: str) -> str:
+    """`1,22` -> `1.22` and `12,345` -> `12345`: a comma inside one number (decimal comma or thousands separator)."""
+    match = _COMMA_NUMBER.fullmatch(text)
+    if match is None:
+        return text
+    whole, part, percent = match[1], match[2], match[3] or ""
+    thousands = len(part) == 3 and 1 <= len(whole.lstrip("+-")) <= 3 and not whole.lstrip("+-").startswith("0")
+    return f"{whole}{'' if thousands else '.'}{part}{percent}"
+
+
+def _tidy(text: str) -> str:
+    """Unicode minus and spaces to ASCII, upright wrappers unwrapped, grouped digits read as one number."""
+    return _read_grouped_number(_UPRIGHT.sub(_unwrap, text.translate(_UNICODE)).strip())
+
+
+def _one_value(text: str) -> bool:
+    """Whether `text` reads as one value: no `,` `;` `\\pm`, nor the words "and"/"or"."""
+    return not any(mark in text for mark in (",", ";", "\\pm", "\\mp")) and _CONJUNCTION.search(text) is None
+
+
+def comparable_pair(prediction: str, gold: str) -> tuple[str, str]:
+    r"""`(prediction, gold)` rewritten so that `math_verify` reads them as a reader would.
+
+    - `\mathrm{e}`, `\mathrm{i}`, `{\rm e}`, and `\operatorname{...}` / `\mathrm{...}` around a function name
+      (`\operatorname{arccot}`, `\mathrm{ln}`) become `e`, `i`, `\arccot`, `\ln`.
+    - A number written with digit groups of three separated by spaces, thin spaces (`\,`, `\ `, `~`) or `{,}` is one
+      number: `1 000` is 1000, not `1*000`.
+    - An answer made of two runs of digits joined by one comma (`1,22`, `3,5`, `12,345`) is ambiguous. When the
+      other side is one value (no `,` `;` `\\pm`, nor "and"/"or"), it is one number: a thousands separator before
+      exactly three digits (`12,345` is 12345, as `1,000` always is), else a decimal comma (`1,22` is 1.22).
+      Otherwise the comma separates values (`3,5` against `3, 5` or `3 \text{ and } 5` is the list 3, 5).
+    """
+    prediction, gold = _tidy(prediction), _tidy(gold)
+    if _one_value(gold):
+        prediction = _read_comma_number(prediction)
+    if _one_value(prediction):
+        gold = _read_comma_number(gold)
+    return prediction, gold
 
 
 # --------------------------------------------------------------------------- verification
+
+
+@dataclass(frozen=True)
+class MathVerifySettings:
+    """How `math_verify.verify` compares a prediction with the gold answer; the defaults are math_verify's.
+
+    Parameters:
+        float_rounding (`int`, *optional*, defaults to `6`):
+            Decimal places floats are rounded to before they are compared (`0.333333` equals `1/3`).
+        numeric_precision (`int`, *optional*, defaults to `15`):
+            Significant digits used when expressions are evaluated numerically.
+        strict (`bool`, *optional*, defaults to `True`):
+            Variables must match and a set never equals a tuple. With `False`, variables are matched by position
+            and `{1, 2}` equals `(1, 2)`.
+        allow_set_relation_comp (`bool`, *optional*, defaults to `False`):
+            Also compare a gold set with a predicted relation (gold `(1, 2)` and `1 < x < 2`); the other way round
+            is always allowed.
+    """
+
+    float_rounding: int = 6
+    numeric_precision: int = 15
+    strict: bool = True
+    allow_set_relation_comp: bool = False
+
+    def __post_init__(self) -> None:
+        for name, low in (("float_rounding", 0), ("numeric_precision", 1)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ValueError(
+                    f"{name}={value!r} must be an integer >= {low}, e.g. {name}={getattr(type(self), name)}."
+                )
+        for name in ("strict", "allow_set_relation_comp"):
+            value = getattr(self, name)
+            if not isinstance(value, bool):
+                raise ValueError(f"{name}={value!r} must be true or false.")
+
+
+DEFAULT_SETTINGS = MathVerifySettings()
 
 
 @functools.lru_cache(maxsize=4096)
@@ -154,10 +334,22 @@ def _parse_gold(gold: str) -> tuple:
     return tuple(parse(f"${gold}$", parsing_timeout=None))
 
 
-def _verify_pair(prediction: str, gold: str) -> float:
-    """1.0 when math_verify finds `prediction` equivalent to `gold`, else 0.0. No timeout of its own."""
+def _verify_pair(prediction: str, gold: str, settings: MathVerifySettings = DEFAULT_SETTINGS) -> float:
+    """1.0 when math_verify finds `prediction` equivalent to `gold` (see `comparable_pair`), else 0.0.
+
+    No timeout of its own."""
+    prediction, gold = comparable_pair(prediction, gold)
     gold_parsed = list(_parse_gold(gold))
     if not gold_parsed:
         return 0.0
     pred_parsed = parse(f"${prediction}$", parsing_timeout=None)
-    return 1.0 if pred_parsed and verify(gold_parsed, pred_parsed, timeout_seconds=None) else 0.0
+    equal = pred_parsed and verify(
+        gold_parsed,
+        pred_parsed,
+        float_rounding=settings.float_rounding,
+        numeric_precision=settings.numeric_precision,
+        strict=settings.strict,
+        allow_set_relation_comp=settings.allow_set_relation_comp,
+        timeout_seconds=None,
+    )
+    return 1.0 if equal else 0.0

@@ -1,8 +1,8 @@
 r"""Time-bounded math scoring, and the TRL reward functions built on it.
 
-`math_reward` gives 1.0 when the last `\boxed{...}` of a completion is mathematically equivalent to the gold
-`answer` (checked with `math_verify`), else 0.0. It never raises and every (prediction, gold) pair gets a bounded
-time budget:
+`math_reward` gives 1.0 when the final `\boxed{...}` answer of a completion (see `extract_answer`) is mathematically
+equivalent to the gold `answer` (checked with `math_verify`), else 0.0. It never raises and every (prediction, gold)
+pair gets a bounded time budget:
 
 * Main thread, in-process: a one-shot `SIGALRM` wall-clock timer (`signal.setitimer`) of `timeout_s` interrupts
   `math_verify` (whose own `signal.alarm` timeouts we disable). Python runs the handler between bytecodes, so a
@@ -12,8 +12,9 @@ time budget:
   non-main thread, where signals are unavailable): each worker applies the same timer in its own main
   thread, and the parent kills and replaces any worker whose pair is still running `timeout_s + HARD_GRACE_S`
   after it was sent. That is a hard bound, whatever the worker is doing.
-* Inputs are capped: the last box is found with a linear scan and its content is limited to `MAX_BOX_CHARS`,
-  so a 1 MB completion costs a few milliseconds before `math_verify` sees at most 1000 characters.
+* Inputs are capped: the boxes are found with a linear scan, at most `MAX_ANSWER_BOXES` of them are read and their
+  content is limited to `MAX_BOX_CHARS` in all, so a 1 MB completion costs a few milliseconds before `math_verify`
+  sees at most 1000 characters.
 
 Workers are plain subprocesses, so they also start from daemonic `multiprocessing` workers. Only where no
 subprocess can be started (or without `signal.setitimer`, i.e. on Windows) does a call from a non-main thread
@@ -38,7 +39,7 @@ from contextlib import contextmanager
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
-from .answers import _parse_gold, _prediction, _verify_pair, normalize_answer
+from .answers import DEFAULT_SETTINGS, MathVerifySettings, _parse_gold, _prediction, _verify_pair, normalize_answer
 
 __all__ = [
     "DEFAULT_TIMEOUT_S",
@@ -54,6 +55,8 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 RewardFunc = Callable[..., list[float]]
+Pair = tuple[str, str, MathVerifySettings]
+"""(prediction, gold, comparison settings): one verification."""
 DEFAULT_TIMEOUT_S = 3.0
 """Wall-clock budget for parsing and verifying one (prediction, gold) pair."""
 _ALARM_REPEAT_S = 0.05
@@ -98,7 +101,9 @@ def _in_main_thread() -> bool:
     return threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer")
 
 
-def _score_pair_with_alarm(prediction: str, gold: str, timeout_s: float) -> tuple[float, bool]:
+def _score_pair_with_alarm(
+    prediction: str, gold: str, timeout_s: float, settings: MathVerifySettings = DEFAULT_SETTINGS
+) -> tuple[float, bool]:
     """(score, finished) for one pair under a SIGALRM timer. Main thread only.
 
     After `timeout_s` the timer fires every `_ALARM_REPEAT_S` until cancelled: an exception raised inside a weakref
@@ -115,7 +120,7 @@ def _score_pair_with_alarm(prediction: str, gold: str, timeout_s: float) -> tupl
         try:
             with _quiet_swallowed_timeouts():
                 signal.setitimer(signal.ITIMER_REAL, timeout_s, _ALARM_REPEAT_S)
-                return _verify_pair(prediction, gold), True
+                return _verify_pair(prediction, gold, settings), True
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
     except _PairTimeout:
@@ -130,20 +135,20 @@ def _score_pair_with_alarm(prediction: str, gold: str, timeout_s: float) -> tupl
             signal.setitimer(signal.ITIMER_REAL, remaining, outer_interval)
 
 
-def _score_pair_unbounded(prediction: str, gold: str) -> tuple[float, bool]:
+def _score_pair_unbounded(prediction: str, gold: str, settings: MathVerifySettings) -> tuple[float, bool]:
     """(score, finished) without any timeout: the last resort when neither signals nor workers are available."""
     try:
-        return _verify_pair(prediction, gold), True
+        return _verify_pair(prediction, gold, settings), True
     except Exception:
         return 0.0, True
 
 
-def _score_serial(pairs: Sequence[tuple[str, str]], timeout_s: float) -> list[tuple[float, bool]]:
+def _score_serial(pairs: Sequence[Pair], timeout_s: float) -> list[tuple[float, bool]]:
     """Score pairs one after the other in this thread."""
     if _in_main_thread():
-        return [_score_pair_with_alarm(p, g, timeout_s) for p, g in pairs]
+        return [_score_pair_with_alarm(p, g, timeout_s, s) for p, g, s in pairs]
     _warn_unbounded()
-    return [_score_pair_unbounded(p, g) for p, g in pairs]
+    return [_score_pair_unbounded(p, g, s) for p, g, s in pairs]
 
 
 @functools.cache
@@ -155,7 +160,8 @@ def _warn_unbounded() -> None:
 
 
 def _worker_main(fd: int) -> None:
-    """Worker process loop on socket `fd`: answer each `(prediction, gold, timeout_s)` with `(score, finished)`."""
+    """Worker process loop on socket `fd`: answer each `(prediction, gold, settings, timeout_s)` with
+    `(score, finished)`."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's business
     conn = Connection(fd)
     _score_pair_with_alarm("1", "1", DEFAULT_TIMEOUT_S)  # warm up sympy / latex2sympy before reporting ready
@@ -167,7 +173,8 @@ def _worker_main(fd: int) -> None:
             return
         if job is None:
             return
-        conn.send(_score_pair_with_alarm(*job))
+        prediction, gold, settings, timeout_s = job
+        conn.send(_score_pair_with_alarm(prediction, gold, timeout_s, settings))
 
 
 class _Worker:
@@ -216,7 +223,7 @@ class _WorkerPool:
             worker.kill()
         self._workers = []
 
-    def score(self, pairs: Sequence[tuple[str, str]], timeout_s: float) -> list[tuple[float, bool]]:
+    def score(self, pairs: Sequence[Pair], timeout_s: float) -> list[tuple[float, bool]]:
         """(score, finished) per pair; a pair that overruns `timeout_s + HARD_GRACE_S` gets (0.0, False)."""
         results: list[tuple[float, bool]] = [(0.0, False)] * len(pairs)
         todo = collections.deque(range(len(pairs)))
@@ -341,7 +348,7 @@ def shutdown_workers() -> None:
 atexit.register(shutdown_workers)
 
 
-def _score_in_workers(pairs: Sequence[tuple[str, str]], size: int, timeout_s: float) -> list[tuple[float, bool]]:
+def _score_in_workers(pairs: Sequence[Pair], size: int, timeout_s: float) -> list[tuple[float, bool]]:
     """Score in the worker pool, or serially when no pool can be had."""
     pool = _get_pool(size)
     if pool is None:
@@ -358,7 +365,7 @@ def _score_in_workers(pairs: Sequence[tuple[str, str]], size: int, timeout_s: fl
 # --------------------------------------------------------------------------- batch scoring
 
 
-_SCORE_CACHE: dict[tuple[str, str], float] = {}
+_SCORE_CACHE: dict[Pair, float] = {}
 
 
 def clear_caches() -> None:
@@ -375,9 +382,7 @@ def _default_workers() -> int:
         return 0
 
 
-def _score_unique(
-    pairs: Sequence[tuple[str, str]], num_workers: int, timeout_s: float, min_parallel_batch: int
-) -> list[float]:
+def _score_unique(pairs: Sequence[Pair], num_workers: int, timeout_s: float, min_parallel_batch: int) -> list[float]:
     """Scores of distinct pairs: in-process in the main thread for small batches, otherwise in workers."""
     if not pairs:
         return []
@@ -401,56 +406,78 @@ def score_math(
     num_workers: int | None = None,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     min_parallel_batch: int = MIN_PARALLEL_BATCH,
+    settings: MathVerifySettings = DEFAULT_SETTINGS,
 ) -> list[float]:
-    """1.0/0.0 per completion: is its last boxed answer equivalent to the gold answer?
+    """1.0/0.0 per completion: is its final boxed answer (see `extract_answer`) equivalent to the gold answer?
 
-    Identical (prediction, gold) pairs are verified once and remembered across calls. `num_workers` (default:
+    `settings` says how `math_verify` compares them. Identical (prediction, gold, settings) are verified once and
+    remembered across calls. `num_workers` (default:
     `$TRL_ADA_REWARD_WORKERS`, else 0) worker processes are used when at least `min_parallel_batch` distinct pairs
     need verifying, and always off the main thread. Never raises for any content of `completions`/`answers`.
     """
     workers = _default_workers() if num_workers is None else max(0, int(num_workers))
     timeout_s = max(float(timeout_s), 1e-3)  # a zero timer would mean no timer
-    keys = [_pair_key(c, a) for c, a in zip(completions, answers, strict=True)]
+    keys = [_pair_key(c, a, settings) for c, a in zip(completions, answers, strict=True)]
     todo = list(dict.fromkeys(k for k in keys if k is not None and k not in _SCORE_CACHE))
     fresh = dict(zip(todo, _score_unique(todo, workers, timeout_s, min_parallel_batch), strict=True))
     return [0.0 if k is None else fresh.get(k, _SCORE_CACHE.get(k, 0.0)) for k in keys]
 
 
-def _pair_key(completion: Any, answer: object) -> tuple[str, str] | None:
-    """(prediction, gold) to verify, or None when the completion has no usable boxed answer."""
+def _pair_key(completion: Any, answer: object, settings: MathVerifySettings) -> Pair | None:
+    """(prediction, gold, settings) to verify, or None when the completion has no usable boxed answer."""
     try:
         prediction = _prediction(completion)
         gold = normalize_answer(answer) if prediction is not None else ""
     except Exception:  # exotic objects whose str() fails
         return None
-    return (prediction, gold) if prediction and gold else None
+    return (prediction, gold, settings) if prediction and gold else None
 
 
 # --------------------------------------------------------------------------- TRL reward functions
 
 
 def math_reward(completions: Sequence[Any], answer: Sequence[object], **kwargs: Any) -> list[float]:
-    r"""TRL reward: 1.0 when the last `\boxed{}` of each completion equals its gold `answer` column, else 0.0.
+    r"""TRL reward: 1.0 when the final `\boxed{}` answer of each completion equals its gold `answer`, else 0.0.
 
-    Extra TRL keyword arguments (`prompts`, `completion_ids`, `trainer_state`, other dataset columns, ...) are
-    ignored. Worker processes are used per `$TRL_ADA_REWARD_WORKERS`; see `make_math_reward` to set them in code.
+    The final answer is the last box with the boxes that only separators join to it (see `extract_answer`). Extra
+    TRL keyword arguments (`prompts`, `completion_ids`, `trainer_state`, other dataset columns, ...) are ignored.
+    Worker processes are used per `$TRL_ADA_REWARD_WORKERS`; see `make_math_reward` to set them, or the comparison
+    settings, in code.
     """
     return score_math(completions, answer)
 
 
 def make_math_reward(
-    num_workers: int = 0, timeout_s: float = DEFAULT_TIMEOUT_S, min_parallel_batch: int = MIN_PARALLEL_BATCH
+    num_workers: int = 0,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    min_parallel_batch: int = MIN_PARALLEL_BATCH,
+    *,
+    float_rounding: int = DEFAULT_SETTINGS.float_rounding,
+    numeric_precision: int = DEFAULT_SETTINGS.numeric_precision,
+    strict: bool = DEFAULT_SETTINGS.strict,
+    allow_set_relation_comp: bool = DEFAULT_SETTINGS.allow_set_relation_comp,
 ) -> RewardFunc:
-    """A `math_reward` with explicit worker count and per-pair timeout."""
+    """A `math_reward` with explicit worker count, per-pair timeout and comparison settings.
+
+    The comparison settings are those of [`MathVerifySettings`] (math_verify's own defaults). Raises ValueError
+    for a bad value, naming the option.
+    """
+    for name, value, low in (("num_workers", num_workers, 0), ("min_parallel_batch", min_parallel_batch, 1)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise ValueError(f"{name}={value!r} must be an integer >= {low}.")
+    if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not timeout_s > 0:
+        raise ValueError(f"timeout_s={timeout_s!r} must be a positive number of seconds, e.g. {DEFAULT_TIMEOUT_S}.")
+    settings = MathVerifySettings(float_rounding, numeric_precision, strict, allow_set_relation_comp)
 
     def math_reward(completions: Sequence[Any], answer: Sequence[object], **kwargs: Any) -> list[float]:
-        """TRL reward: 1.0 when the last boxed answer of each completion equals its gold `answer`, else 0.0."""
+        """TRL reward: 1.0 when the final boxed answer of each completion equals its gold `answer`, else 0.0."""
         return score_math(
             completions,
             answer,
             num_workers=num_workers,
             timeout_s=timeout_s,
             min_parallel_batch=min_parallel_batch,
+            settings=settings,
         )
 
     return math_reward
