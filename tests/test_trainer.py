@@ -190,7 +190,7 @@ def test_reward_function_returning_none_has_no_opinion(tiny_model_dir, tmp_path)
     assert scripted.scored == {"always right": 12, "always wrong": 12, "alternating": 4, "one in four": 8}
 
 
-def test_unscorable_completions_get_zero_advantage(tiny_model_dir, tmp_path):
+def test_abstained_completions_are_neither_positive_nor_negative(tiny_model_dir, tmp_path):
     def right_or_abstain(prompts, completions, **kwargs):
         right_or_abstain.calls += 1
         return [1.0 if k % 2 == 0 else None for k in range(len(completions))]
@@ -201,9 +201,28 @@ def test_unscorable_completions_get_zero_advantage(tiny_model_dir, tmp_path):
     )
     spy = LossSpy(trainer)
     trainer.train()
-    # pool [1, None, 1, None] balances in round 1 (None counts as 0); the abstained samples get 0, not -0.5
-    assert right_or_abstain.calls == 1
-    assert all(sorted(values) == [0.0, 0.0, 0.5, 0.5] for values in spy.advantages.values())
+    # pools [1, None, 1, None, ...] never hold a negative, so balance never exits: 3 rounds; the groups are 4
+    # positives whose pool mean (None left out) is 1, so every advantage is 0, as GRPOTrainer gives for 1 / None
+    assert right_or_abstain.calls == 3
+    assert all(values == [0.0] * 4 for values in spy.advantages.values())
+    assert _metric(trainer, "reinforce_ada/pool_pass_rate") == [1.0]
+
+
+def test_prompt_no_function_can_score_stops_after_its_first_round(tiny_model_dir, tmp_path):
+    scripted = ScriptedReward()
+
+    def except_always_wrong(prompts, completions, **kwargs):
+        scores = scripted(prompts, completions)
+        return [None if _text(p) == "always wrong" else r for p, r in zip(prompts, scores, strict=True)]
+
+    trainer = ReinforceAdaTrainer(
+        model=tiny_model_dir, reward_funcs=[except_always_wrong], args=_config(tmp_path), train_dataset=_dataset()
+    )
+    spy = LossSpy(trainer)
+    trainer.train()
+    assert scripted.scored == {"always right": 12, "always wrong": 4, "alternating": 4, "one in four": 8}
+    assert spy.advantages["always wrong"] == [0.0] * 4
+    assert sorted(spy.advantages["alternating"]) == [-0.5, -0.5, 0.5, 0.5]
 
 
 def test_log_completions_table_holds_the_kept_samples(tiny_model_dir, tmp_path):
@@ -304,7 +323,6 @@ def test_checkpoint_resume_and_model_card(tiny_model_dir, tmp_path):
         ({"max_rounds": 0}, "max_rounds=0"),
         ({"positive_threshold": float("nan")}, "positive_threshold=nan"),
         ({"advantage_baseline": "batch"}, "advantage_baseline='batch'"),
-        ({"multi_objective_aggregation": "normalize_then_sum"}, "multi_objective_aggregation"),
     ],
 )
 def test_bad_config_names_the_field(tmp_path, overrides, match):
@@ -315,27 +333,6 @@ def test_bad_config_names_the_field(tmp_path, overrides, match):
 def test_exit_rule_none_ignores_the_round_plan(tmp_path):
     config = _config(tmp_path, exit_rule="none", num_generations=8, per_device_train_batch_size=8, max_rounds=1)
     assert not config.is_adaptive
-
-
-@pytest.mark.parametrize("option", ["tools", "rollout_func", "environment_factory"])
-def test_multi_turn_options_need_exit_rule_none(tiny_model_dir, tmp_path, option):
-    def tool(x: int) -> int:
-        """Identity.
-
-        Args:
-            x: a number
-        """
-        return x
-
-    value = {"tools": [tool], "rollout_func": lambda prompts, trainer: {}, "environment_factory": object}[option]
-    with pytest.raises(NotImplementedError, match=f"{option} is not supported with adaptive sampling"):
-        ReinforceAdaTrainer(
-            model=tiny_model_dir,
-            reward_funcs=[ScriptedReward()],
-            args=_config(tmp_path),
-            train_dataset=_dataset(),
-            **{option: value},
-        )
 
 
 def test_grpo_config_is_rejected_with_the_fix(tiny_model_dir, tmp_path):
