@@ -159,7 +159,8 @@ class ReinforceAdaTrainer(GRPOTrainer):
         self._step_inputs = inputs
         try:
             output = super()._generate_and_score_completions(inputs)
-            output["advantages"] = self._pool_advantages(len(inputs))
+            if self.args.is_adaptive:  # with exit_rule="none" the pool is the group: TRL's advantages, bit for bit
+                output["advantages"] = self._pool_advantages(len(inputs))
         finally:
             self._step_inputs, self._sampler = None, None
             self._kept_rewards_per_func, self._pool_rewards_per_func = None, None
