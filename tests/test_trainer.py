@@ -345,3 +345,132 @@ def test_grpo_config_is_rejected_with_the_fix(tiny_model_dir, tmp_path):
             args=GRPOConfig(output_dir=str(tmp_path), num_generations=4, report_to="none", use_cpu=True),
             train_dataset=_dataset(),
         )
+
+
+# --------------------------------------------------------------------------------------------
+# Scripted episodes (rollout_func): exact control over lengths, truncation and rewards
+# --------------------------------------------------------------------------------------------
+
+
+class ScriptedRollout:
+    """`rollout_func` whose k-th episode of a prompt has the length, ending and reward its script gives.
+
+    `script[prompt][k] = (reward, num_tokens, ends_with_eos)`; the reward reaches reward functions as the extra field
+    `scripted_reward`, so `scripted_reward_func` just reads it back.
+    """
+
+    def __init__(self, tokenizer, script: dict[str, list[tuple[float, int, bool]]]):
+        self.tokenizer, self.script, self.episodes = tokenizer, script, Counter()
+
+    def __call__(self, prompts, trainer):
+        output = {key: [] for key in ("prompt_ids", "completion_ids", "logprobs", "scripted_reward")}
+        for prompt in prompts:
+            key = _text(prompt)
+            reward, length, eos = self.script[key][self.episodes[key]]
+            self.episodes[key] += 1
+            text = self.tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=False)
+            ids = [20 + length] * (length - 1) + [self.tokenizer.eos_token_id if eos else 21]
+            output["prompt_ids"].append(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+            output["completion_ids"].append(ids)
+            output["logprobs"].append([-1.0] * length)
+            output["scripted_reward"].append(reward)
+        return output
+
+
+def scripted_reward_func(scripted_reward, **kwargs):
+    return list(scripted_reward)
+
+
+def _scripted_trainer(tiny_model_dir, tmp_path, script, reward_funcs=None, **overrides):
+    from transformers import AutoTokenizer
+
+    rollout = ScriptedRollout(AutoTokenizer.from_pretrained(tiny_model_dir), script)
+    dataset = Dataset.from_dict({"prompt": [[{"role": "user", "content": key}] for key in script]})
+    fields = dict(per_device_train_batch_size=4 * len(script), max_completion_length=8)
+    fields.update(overrides)
+    trainer = ReinforceAdaTrainer(
+        model=tiny_model_dir,
+        reward_funcs=reward_funcs or [scripted_reward_func],
+        args=_config(tmp_path, **fields),
+        train_dataset=dataset,
+        rollout_func=rollout,
+    )
+    return trainer, rollout
+
+
+def test_truncation_masking_keeps_a_balanced_group_that_carries_gradient(tiny_model_dir, tmp_path):
+    # 8 episodes in round 1: the first two negatives hit the length cap (no EOS); the pool balances
+    script = {
+        "q": [(0, 8, False), (0, 8, False), (1, 3, True), (1, 3, True), (0, 4, True), (0, 4, True)]
+        + [(1, 3, True)] * 2
+    }
+    trainer, _ = _scripted_trainer(
+        tiny_model_dir, tmp_path, script, samples_per_round=8, mask_truncated_completions=True
+    )
+    batches = []
+    compute_loss = trainer._compute_loss
+    trainer._compute_loss = lambda model, inputs: batches.append(inputs) or compute_loss(model, inputs)
+    trainer.train()
+    (batch,) = batches
+    assert batch["completion_mask"].sum(dim=1).tolist() == [3, 3, 4, 4]  # 2 positives + 2 negatives, none masked
+    assert batch["advantages"].tolist() == [0.5, 0.5, -0.5, -0.5]
+
+
+def test_trl_metrics_describe_the_kept_batch_and_sampling_metrics_everything_generated(tiny_model_dir, tmp_path):
+    # "q" (round 1): 1, 0, 0, 0 -> one positive, balance needs two; round 2: 1, 0, 0, 0 -> exits with 8 drawn.
+    # kept: the first two positives (lengths 2, 6) and the first two negatives (lengths 3, 4)
+    lengths = [2, 3, 4, 5, 6, 7, 8, 8]
+    script = {"q": [(float(k % 4 == 0), length, length < 8) for k, length in enumerate(lengths)]}
+    metric_calls = []
+
+    def logs_a_metric(scripted_reward, log_metric, **kwargs):
+        metric_calls.append(len(scripted_reward))
+        log_metric("rows_in_call", float(len(scripted_reward)))
+        return list(scripted_reward)
+
+    trainer, rollout = _scripted_trainer(tiny_model_dir, tmp_path, script, reward_funcs=[logs_a_metric])
+    trainer.train()
+    assert rollout.episodes == {"q": 8}
+    (entry,) = [h for h in trainer.state.log_history if "loss" in h]
+    assert entry["completions/mean_length"] == pytest.approx((2 + 3 + 4 + 6) / 4)
+    assert entry["completions/min_length"] == 2 and entry["completions/max_length"] == 6
+    assert entry["completions/clipped_ratio"] == 0.0
+    assert entry["reinforce_ada/samples"] == 8 and entry["reinforce_ada/tokens"] == sum(lengths)
+    prompt_tokens = entry["num_tokens"] - (2 + 3 + 4 + 6)
+    assert prompt_tokens > 0 and prompt_tokens % 4 == 0  # kept prompts and completions only
+    assert metric_calls == [4, 4]
+    assert entry["rows_in_call"] == 4.0
+
+
+def test_log_extra_column_seen_in_some_rounds_only_is_filled_with_none(tiny_model_dir, tmp_path):
+    script = {"q": [(float(k % 4 == 0), 3, True) for k in range(8)]}
+    calls = []
+
+    def logs_in_round_two(scripted_reward, log_extra, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            log_extra("round_two_note", [f"note {k}" for k in range(len(scripted_reward))])
+        return list(scripted_reward)
+
+    trainer, _ = _scripted_trainer(
+        tiny_model_dir, tmp_path, script, reward_funcs=[logs_in_round_two], log_completions=True
+    )
+    trainer.train()
+    assert len(calls) == 2
+    # kept: pool indices 0 and 4 (positives, rounds 1 and 2), 1 and 2 (negatives, round 1)
+    assert list(trainer._logs["extra"]["round_two_note"]) == [None, None, None, "note 0"]
+
+
+def test_a_trainer_built_without_init_falls_back_to_grpo_trainer(monkeypatch):
+    from trl import GRPOTrainer
+
+    monkeypatch.setattr(GRPOTrainer, "_generate", lambda self, prompts: ("generated", prompts))
+    monkeypatch.setattr(GRPOTrainer, "_calculate_rewards", lambda self, *args: "scored")
+    trainer = ReinforceAdaTrainer.__new__(ReinforceAdaTrainer)
+    assert trainer._generate(["p"]) == ("generated", ["p"])
+    assert trainer._calculate_rewards([], [], [], []) == "scored"
+
+
+def test_reward_funcs_is_optional_as_in_grpo_trainer(tiny_model_dir, tmp_path):
+    with pytest.raises(ValueError, match="No reward source provided"):  # TRL's own message: nothing to score with
+        ReinforceAdaTrainer(model=tiny_model_dir, args=_config(tmp_path), train_dataset=_dataset())
