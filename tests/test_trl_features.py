@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 import torch
+import trl
 from datasets import Dataset
 from transformers import AutoTokenizer, Qwen2Config, Qwen2ForSequenceClassification
 
-import trl
 from trl_ada import ReinforceAdaConfig, ReinforceAdaTrainer
 
 pytestmark = pytest.mark.xdist_group("trainer")
@@ -413,8 +413,8 @@ def test_rollout_func_fields_and_masks_stay_with_their_episode(tiny_model_dir, t
     trainer.train()
     assert episodes == EPISODES[exit_rule]
     for batch in spy.batches:
-        for ids, mask, tool_mask, advantage in zip(
-            batch["completion_ids"], batch["completion_mask"], batch["tool_mask"], batch["advantages"], strict=True
+        for ids, mask, tool_mask in zip(
+            batch["completion_ids"], batch["completion_mask"], batch["tool_mask"], strict=True
         ):
             e = int(ids[0]) - 10
             length = int(mask.sum())
