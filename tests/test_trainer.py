@@ -11,6 +11,7 @@ import torch
 from datasets import Dataset
 
 from trl_ada import ReinforceAdaConfig, ReinforceAdaTrainer
+from trl_ada.trainer import split_round
 
 pytestmark = pytest.mark.xdist_group("trainer")
 
@@ -474,3 +475,23 @@ def test_a_trainer_built_without_init_falls_back_to_grpo_trainer(monkeypatch):
 def test_reward_funcs_is_optional_as_in_grpo_trainer(tiny_model_dir, tmp_path):
     with pytest.raises(ValueError, match="No reward source provided"):  # TRL's own message: nothing to score with
         ReinforceAdaTrainer(model=tiny_model_dir, args=_config(tmp_path), train_dataset=_dataset())
+
+
+@pytest.mark.parametrize(
+    ("num_active", "samples_per_round", "num_processes", "rows", "padding", "copies"),
+    [
+        (1, 8, 2, 4, 0, 4),  # one active prompt on two processes: 4 samples each, nothing thrown away
+        (1, 8, 8, 1, 0, 1),  # one sample per process; a vLLM server gets n=1 requests of the same prompt
+        (3, 8, 2, 12, 0, 4),
+        (3, 3, 2, 5, 1, 1),  # 9 samples cannot be split evenly over 2: one padded row, never counted
+        (64, 8, 8, 64, 0, 8),
+    ],
+)
+def test_a_round_is_split_over_processes_at_sample_level(
+    num_active, samples_per_round, num_processes, rows, padding, copies
+):
+    split = split_round(num_active, samples_per_round, num_processes)
+    assert split.num_samples == num_active * samples_per_round
+    assert (split.rows_per_process, split.num_padding, split.copies_per_request) == (rows, padding, copies)
+    assert split.num_padding < num_processes
+    assert samples_per_round % split.copies_per_request == 0 and rows % split.copies_per_request == 0
