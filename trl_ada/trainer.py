@@ -171,7 +171,8 @@ class ReinforceAdaTrainer(GRPOTrainer):
             raise _RoundPromptsReady(prompts)
         if self._step_inputs is None:  # evaluation
             return super()._generate(prompts)
-        return self._generate_adaptively(prompts, self._step_inputs)
+        with self._kept_step_state():
+            return self._generate_adaptively(prompts, self._step_inputs)
 
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
         if self._kept_rewards_per_func is not None:  # the kept samples were scored during the rounds
@@ -316,6 +317,17 @@ class ReinforceAdaTrainer(GRPOTrainer):
         logs = {column: values for column, values in self._pending_extra_logs.items() if len(values) == num_rows}
         self._pending_extra_logs.clear()
         return logs
+
+    @contextmanager
+    def _kept_step_state(self):
+        """Restore the step's per-row environments and tool dicts, which the rounds' preambles replace."""
+        names = ("environments", "_batch_environments", "_sync_tool_dicts", "_async_tool_dicts")
+        saved = {name: getattr(self, name) for name in names if hasattr(self, name)}
+        try:
+            yield
+        finally:
+            for name, value in saved.items():
+                setattr(self, name, value)
 
     @contextmanager
     def _generations_per_prompt(self, count: int):
