@@ -160,3 +160,21 @@ def test_pool_advantage_is_reward_minus_pool_mean_and_group_advantages_sum_to_ze
     for row, pool, advantage in zip(kept, pools, advantages, strict=True):
         np.testing.assert_allclose(advantage, row - np.mean(pool), atol=1e-12)
     np.testing.assert_allclose(compute_advantages(kept, baseline="group").sum(axis=1), 0.0, atol=1e-9)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.sampled_from([0.0, 1.0, 0.5]), min_size=4, max_size=16),
+    st.lists(st.booleans(), min_size=4, max_size=16),
+    st.sampled_from(["none", "group"]),
+)
+def test_adding_unscored_samples_never_changes_the_scored_advantages(pool, unscored, scale):
+    """Property: an unscored completion has no opinion, wherever it sits in the pool or the group."""
+    with_nan = [NAN if flag else reward for reward, flag in zip(pool, unscored + [False] * len(pool), strict=False)]
+    kept = np.array([with_nan[:4]])
+    scored_pool = [r for r in with_nan if not math.isnan(r)]
+    advantages = compute_advantages(kept, [with_nan], scale=scale)
+    reference = compute_advantages(np.nan_to_num(kept, nan=0.0), [scored_pool or [0.0]], scale=scale)
+    for k in range(4):
+        expected = 0.0 if math.isnan(kept[0, k]) else reference[0, k]
+        assert advantages[0, k] == pytest.approx(expected, abs=1e-12)
