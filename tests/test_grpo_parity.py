@@ -15,7 +15,7 @@ from trl_ada import ReinforceAdaConfig, ReinforceAdaTrainer
 from trl_ada.advantages import compute_advantages, normalize_then_sum_advantages
 from trl_ada.sampling import aggregate_rewards
 
-pytestmark = pytest.mark.xdist_group("trainer")
+pytestmark = pytest.mark.xdist_group("grpo_parity")
 
 TIMING = ("step_time", "train_runtime", "train_samples_per_second", "train_steps_per_second", "total_flos")
 

@@ -19,7 +19,7 @@ from transformers import AutoTokenizer, Qwen2Config, Qwen2ForSequenceClassificat
 
 from trl_ada import ReinforceAdaConfig, ReinforceAdaTrainer
 
-pytestmark = pytest.mark.xdist_group("trainer")
+pytestmark = pytest.mark.xdist_group("trl_features")
 
 RULES = ["none", "balance"]
 N = 4
@@ -120,6 +120,7 @@ LOSSES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("exit_rule", RULES)
 @pytest.mark.parametrize("overrides", LOSSES, ids=lambda o: "-".join(map(str, o.values())))
 def test_every_loss_formulation_trains(tiny_model_dir, tmp_path, exit_rule, overrides):
@@ -140,6 +141,7 @@ OPTIONS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("exit_rule", RULES)
 @pytest.mark.parametrize("name", list(OPTIONS))
 def test_trl_training_options_train(tiny_model_dir, tmp_path, exit_rule, name):
