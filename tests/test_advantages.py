@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trl_ada.advantages import compute_advantages, pool_moments
+from trl_ada.advantages import compute_advantages, nanstd, normalize_then_sum_advantages, pool_moments
 from trl_ada.sampling import AdaptiveSampler
 
 POOL = [1.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0]  # 8 draws, 2 right: pool pass rate 0.25
@@ -69,7 +69,54 @@ def test_uniform_pool_gives_zero_advantages_without_dividing_by_zero():
 def test_pool_moments_handle_pools_of_different_sizes():
     means, stds = pool_moments([POOL, [1.0, 0.0], [0.5]])
     np.testing.assert_array_equal(means, [0.25, 0.5, 0.5])
-    np.testing.assert_allclose(stds, [POOL_STD, math.sqrt(0.5), 0.0], rtol=1e-15)
+    np.testing.assert_allclose(stds, [POOL_STD, math.sqrt(0.5), np.nan], rtol=1e-15)  # one value: no std, as TRL
+
+
+NAN = float("nan")
+
+
+def test_unscored_rewards_are_left_out_of_the_pool_mean_and_get_zero_advantage():
+    # pool: 1, None, 0, 0, None, 1 -> scored mean 0.5; kept 1, None, 0, None
+    advantages = compute_advantages([[1.0, NAN, 0.0, NAN]], [[1.0, NAN, 0.0, 0.0, NAN, 1.0]])
+    np.testing.assert_array_equal(advantages, [[0.5, 0.0, -0.5, 0.0]])
+
+
+def test_grpo_groups_with_abstentions_match_trl_numbers():
+    # GRPO (pool = group): 1 / None gives 0 everywhere; 1, 0, None, None gives +-0.5
+    np.testing.assert_array_equal(compute_advantages([[1.0, NAN]], [[1.0, NAN]]), [[0.0, 0.0]])
+    np.testing.assert_array_equal(
+        compute_advantages([[1.0, 0.0, NAN, NAN]], [[1.0, 0.0, NAN, NAN]]), [[0.5, -0.5, 0.0, 0.0]]
+    )
+    # scale="group" with one scored value: the std is undefined, so the advantage is 0 (TRL's NaN -> 0)
+    np.testing.assert_array_equal(compute_advantages([[1.0, NAN]], [[1.0, NAN]], scale="group"), [[0.0, 0.0]])
+    # scale="batch": the std of the kept scored rewards (1, 0 -> sqrt(0.5))
+    advantages = compute_advantages([[1.0, 0.0, NAN, NAN]], [[1.0, 0.0, NAN, NAN]], scale="batch")
+    np.testing.assert_allclose(advantages, [[0.5, -0.5, 0.0, 0.0]] / (np.array(math.sqrt(0.5)) + 1e-4))
+
+
+def test_nanstd_is_unbiased_and_undefined_below_two_values():
+    np.testing.assert_allclose(nanstd(np.array([[1.0, 2.0, NAN], [NAN, NAN, 3.0]]), axis=1), [math.sqrt(0.5), NAN])
+    assert nanstd(np.array([1.0, NAN, 3.0])) == pytest.approx(math.sqrt(2.0))
+
+
+def test_normalize_then_sum_normalises_each_function_by_its_pool_then_the_batch():
+    # two prompts, n = 2, two functions weighted 1 and 2; pools of 4 with per-function moments
+    pools = [
+        np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [0.0, 0.0]]),  # means 0.5 / 0.5, stds sqrt(1/3)
+        np.array([[1.0, 2.0], [1.0, 0.0], [1.0, NAN], [1.0, 1.0]]),  # f1 constant (std 0), f2 mean 1, std 1
+    ]
+    kept = np.stack([pools[0][[0, 1]], pools[1][[0, 1]]])
+    s = math.sqrt(1 / 3) + 1e-4
+    sums = np.array([0.5 / s - 2 * 0.5 / s, -0.5 / s + 2 * 0.5 / s, 0.0 + 2 * 1 / 1.0001, 0.0 - 2 * 1 / 1.0001])
+    expected = (sums - sums.mean()) / (np.std(sums, ddof=1) + 1e-4)
+    advantages = normalize_then_sum_advantages(kept, pools, [1.0, 2.0])
+    np.testing.assert_allclose(advantages.reshape(-1), expected, rtol=1e-12)
+
+
+def test_normalize_then_sum_gives_unscored_completions_zero():
+    kept = np.array([[[1.0], [NAN], [0.0], [1.0]]])
+    advantages = normalize_then_sum_advantages(kept, list(kept), [1.0])
+    assert advantages[0, 1] == 0.0 and advantages[0, 0] > 0 > advantages[0, 2]
 
 
 @pytest.mark.parametrize(
@@ -113,3 +160,21 @@ def test_pool_advantage_is_reward_minus_pool_mean_and_group_advantages_sum_to_ze
     for row, pool, advantage in zip(kept, pools, advantages, strict=True):
         np.testing.assert_allclose(advantage, row - np.mean(pool), atol=1e-12)
     np.testing.assert_allclose(compute_advantages(kept, baseline="group").sum(axis=1), 0.0, atol=1e-9)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.sampled_from([0.0, 1.0, 0.5]), min_size=4, max_size=16),
+    st.lists(st.booleans(), min_size=4, max_size=16),
+    st.sampled_from(["none", "group"]),
+)
+def test_adding_unscored_samples_never_changes_the_scored_advantages(pool, unscored, scale):
+    """Property: an unscored completion has no opinion, wherever it sits in the pool or the group."""
+    with_nan = [NAN if flag else reward for reward, flag in zip(pool, unscored + [False] * len(pool), strict=False)]
+    kept = np.array([with_nan[:4]])
+    scored_pool = [r for r in with_nan if not math.isnan(r)]
+    advantages = compute_advantages(kept, [with_nan], scale=scale)
+    reference = compute_advantages(np.nan_to_num(kept, nan=0.0), [scored_pool or [0.0]], scale=scale)
+    for k in range(4):
+        expected = 0.0 if math.isnan(kept[0, k]) else reference[0, k]
+        assert advantages[0, k] == pytest.approx(expected, abs=1e-12)

@@ -29,13 +29,26 @@ ROWS = [
 # ---------------------------------------------------------------------------------------------------- prompt template
 
 
+REFERENCE_SUFFIX = " Let's think step by step and output the final answer within \\boxed{}."
+
+
 def test_instruction_wording():
     assert INSTRUCTION == "Think through the problem step by step, then write your final answer inside \\boxed{}."
-    assert SYSTEM_PROMPT == INSTRUCTION
+    assert SYSTEM_PROMPT == "Please reason step by step, and put your final answer within \\boxed{}."
 
 
-def test_build_prompt_exact_text():
+def test_build_prompt_exact_text_defaults_to_the_reference_wording():
     assert build_prompt("What is 2 + 3?") == [
+        {"role": "system", "content": "Please reason step by step, and put your final answer within \\boxed{}."},
+        {
+            "role": "user",
+            "content": "What is 2 + 3? Let's think step by step and output the final answer within \\boxed{}.",
+        },
+    ]
+
+
+def test_build_prompt_trl_ada_style_exact_text():
+    assert build_prompt("What is 2 + 3?", prompt_style="trl_ada") == [
         {
             "role": "system",
             "content": "Think through the problem step by step, then write your final answer inside \\boxed{}.",
@@ -48,8 +61,13 @@ def test_build_prompt_exact_text():
     ]
 
 
+def test_unknown_prompt_style_lists_the_choices():
+    with pytest.raises(ValueError, match=r"prompt_style='paper'.*\['reference', 'trl_ada'\]"):
+        build_prompt("Find x.", prompt_style="paper")
+
+
 def test_build_prompt_strips_problem_whitespace():
-    assert build_prompt("  Find x.\n")[-1]["content"] == f"Find x.\n\n{INSTRUCTION}"
+    assert build_prompt("  Find x.\n")[-1]["content"] == f"Find x.{REFERENCE_SUFFIX}"
 
 
 def test_build_prompt_system_override_and_no_system():
@@ -57,7 +75,7 @@ def test_build_prompt_system_override_and_no_system():
         "role": "system",
         "content": "You are a careful mathematician.",
     }
-    assert build_prompt("Find x.", system_prompt="") == [{"role": "user", "content": f"Find x.\n\n{INSTRUCTION}"}]
+    assert build_prompt("Find x.", system_prompt="") == [{"role": "user", "content": f"Find x.{REFERENCE_SUFFIX}"}]
 
 
 # ---------------------------------------------------------------------------------------------------- column mapping
@@ -116,7 +134,9 @@ def test_format_dataset_keeps_columns_and_stringifies_answers():
 
 def test_format_dataset_system_prompt_option():
     formatted = format_dataset(Dataset.from_dict({"problem": ["Find x."], "answer": ["1"]}), system_prompt="")
-    assert formatted[0]["prompt"] == [{"role": "user", "content": f"Find x.\n\n{INSTRUCTION}"}]
+    assert formatted[0]["prompt"] == [{"role": "user", "content": f"Find x.{REFERENCE_SUFFIX}"}]
+    formatted = format_dataset(Dataset.from_dict({"problem": ["Find x."], "answer": ["1"]}), prompt_style="trl_ada")
+    assert formatted[0]["prompt"][-1] == {"role": "user", "content": f"Find x.\n\n{INSTRUCTION}"}
 
 
 def test_conversational_prompt_column_is_kept_as_is():

@@ -1,4 +1,5 @@
-"""Two CPU processes (torchrun, gloo): same exit decisions on every rank, prompts straddling ranks, two steps."""
+"""Two CPU processes (torchrun, gloo): same exit decisions on every rank, prompts straddling ranks, two steps, and
+not one completion generated that no pool receives."""
 
 from __future__ import annotations
 
@@ -30,3 +31,15 @@ def test_two_processes_agree_on_every_exit_decision(tiny_model_dir, tmp_path):
     for rank in ranks:
         # 3 prompts x n=4 over 2 ranks of 6: each rank holds one whole group and half of the straddling one
         assert rank["copies_per_prompt"] == [[4, 2], [4, 2]]
+    # No completion nobody asked for: each round's M=2 samples per active prompt are split at sample level, so the
+    # ranks generate exactly what the pools receive, half each, even when a single prompt is still active.
+    rounds_with_one_active = 0
+    for step, decision in enumerate(ranks[0]["decisions"]):
+        rounds = len(ranks[0]["generated_per_round"][step])
+        active = [sum(1 for r in decision["exit_round"] if r is None or r >= k) for k in range(1, rounds + 1)]
+        for k, num_active in enumerate(active):
+            per_rank = [rank["generated_per_round"][step][k] for rank in ranks]
+            assert per_rank == [num_active, num_active]  # 2 x num_active samples, one half on each rank
+            rounds_with_one_active += num_active == 1
+        assert sum(sum(rank["generated_per_round"][step]) for rank in ranks) == sum(map(len, decision["pools"]))
+    assert rounds_with_one_active >= 1  # the case the split is for: fewer active prompts than processes

@@ -27,7 +27,14 @@ METHODS = {"grpo": "none", "reinforce_ada_pos": "pos", "reinforce_ada_balance": 
 PAPER_RECIPES = [RECIPES_DIR / model / f"{method}.yaml" for model in MODELS for method in METHODS]
 LORA_RECIPE = RECIPES_DIR / "Qwen2.5-Math-1.5B" / "reinforce_ada_balance_lora_1gpu.yaml"
 TRAINING_GPUS = 8
-PROMPTS_PER_STEP = 512
+PROMPTS_PER_GENERATION = 512
+UPDATES_PER_GENERATION = 4  # the reference run: mini-batches of 128 prompts, one PPO epoch
+
+
+def updates_per_generation(args, num_processes: int) -> float:
+    """Optimizer updates TRL makes per generation batch on `num_processes` training processes."""
+    micro_batches = args.generation_batch_size / (args.per_device_train_batch_size * num_processes)
+    return micro_batches * args.num_iterations / args.gradient_accumulation_steps
 
 
 def _id(path: Path) -> str:
@@ -92,18 +99,22 @@ def test_paper_settings(path, tmp_path):
     assert args.use_vllm and args.vllm_mode == "server"
     assert args.bf16 and args.gradient_checkpointing
     assert model_args.dtype == "bfloat16"
-    assert args.max_steps == 600
+    assert args.max_steps == 600 * UPDATES_PER_GENERATION  # 600 generation batches
+    assert args.lr_scheduler_type == "constant_with_warmup"
+    assert args.warmup_steps == 10 * UPDATES_PER_GENERATION  # the reference's 10 warm-up steps (generation batches)
+    assert script_args.prompt_style == "reference"
     assert not model_args.use_peft
     assert not args.push_to_hub
 
 
 @pytest.mark.parametrize("path", PAPER_RECIPES, ids=_id)
-def test_batch_is_512_prompts_per_step_on_8_gpus(path, tmp_path):
+def test_512_prompts_per_generation_and_4_updates_of_128_on_8_gpus(path, tmp_path):
     _, args, _ = _parse(path, tmp_path)
-    completions = PROMPTS_PER_STEP * args.num_generations
+    completions = PROMPTS_PER_GENERATION * args.num_generations
     assert args.generation_batch_size == completions
-    # One generation batch per optimizer step on 8 training processes: steps_per_generation == accumulation steps.
-    assert args.per_device_train_batch_size * TRAINING_GPUS * args.gradient_accumulation_steps == completions
+    assert updates_per_generation(args, TRAINING_GPUS) == UPDATES_PER_GENERATION
+    update = args.per_device_train_batch_size * TRAINING_GPUS * args.gradient_accumulation_steps
+    assert update == completions // UPDATES_PER_GENERATION == 128 * args.num_generations
 
 
 def test_lora_single_gpu_recipe(tmp_path):
@@ -115,9 +126,11 @@ def test_lora_single_gpu_recipe(tmp_path):
     assert args.gradient_checkpointing
     assert args.learning_rate == 1e-5
     assert args.exit_rule == "balance"
-    # One process: generation batch = 32 prompts x n, one optimizer step per generation batch.
+    # One process: generation batch = 32 prompts x n, one optimizer update per generation batch (a small batch:
+    # splitting it further would leave mini-batches of 8 prompts).
     assert args.generation_batch_size == 32 * args.num_generations
     assert args.steps_per_generation == args.gradient_accumulation_steps
+    assert updates_per_generation(args, 1) == 1
 
 
 def test_flags_override_the_recipe(tmp_path):

@@ -223,12 +223,101 @@ def test_ingest_rejects_rewards_of_the_wrong_length():
     assert sampler.round == 0 and sampler.pools == [[], [], []]  # a rejected round leaves no trace
 
 
-def test_ingest_rejects_a_nan_reward_naming_its_index():
+def test_ingest_rejects_an_infinite_reward_naming_its_index():
     sampler = AdaptiveSampler(num_prompts=1, num_generations=2, samples_per_round=4, max_rounds=1)
     sampler.plan_round()
-    with pytest.raises(ValueError, match=r"rewards\[2\] = nan"):
-        sampler.ingest([1.0, 0.0, float("nan"), 1.0])
+    with pytest.raises(ValueError, match=r"rewards\[2\] = inf"):
+        sampler.ingest([1.0, 0.0, float("inf"), 1.0])
     assert sampler.pools == [[]]
+
+
+# --------------------------------------------------------------------------------------------
+# Unscored samples ("no opinion": every reward function returned None)
+# --------------------------------------------------------------------------------------------
+
+NAN = float("nan")
+
+
+def test_unscored_samples_are_neither_positive_nor_negative_for_the_exit_rule():
+    sampler = AdaptiveSampler(num_prompts=1, num_generations=4, samples_per_round=4, max_rounds=3)
+    assert run_rounds(sampler, [1, NAN, 1, NAN]) == [[]]  # 2 positives; the unscored are not the 2 negatives
+    assert sampler.counts(0) == (2, 0)
+    assert run_rounds(sampler, [NAN, 0, NAN, NAN]) == [[]]
+    assert sampler.counts(0) == (2, 1)
+    assert run_rounds(sampler, [NAN, NAN, NAN, 0]) == [[0]]
+    assert sampler.counts(0) == (2, 2)
+    assert sampler.select_groups() == [[0, 2, 5, 11]]  # the scored ones; no unscored sample is needed
+
+
+def test_a_prompt_no_function_can_score_stops_after_its_first_round():
+    sampler = AdaptiveSampler(num_prompts=2, num_generations=4, samples_per_round=4, max_rounds=3)
+    assert run_rounds(sampler, [NAN] * 4 + [0, 0, 0, 0]) == [[0]]
+    assert run_rounds(sampler, [0, 0, 0, 0], [0, 0, 0, 0]) == [[], []]
+    assert sampler.exit_round == [1, None]
+    assert [len(pool) for pool in sampler.pools] == [4, 12]
+    assert sampler.select_groups()[0] == [0, 1, 2, 3]
+    assert np.isnan(sampler.kept_rewards()[0]).all()
+
+
+def test_unscored_samples_fill_a_group_only_when_the_scored_cannot():
+    assert select_group([True, False, False, True], 4, is_scored=[True, False, True, False]) == [0, 1, 2, 3]
+    # 1 positive and 2 negatives scored: all three kept, the first unscored fills the group
+    positive = [False, True, False, False, False, False]
+    scored = [False, True, False, True, False, True]
+    assert select_group(positive, 4, is_scored=scored) == [0, 1, 3, 5]
+    # 3 negatives scored: all kept before any unscored
+    assert select_group([False] * 6, 4, is_scored=[False, True, False, True, True, False]) == [0, 1, 3, 4]
+
+
+@given(st.lists(st.sampled_from([0.0, 1.0, NAN]), min_size=4, max_size=32))
+@settings(max_examples=200, deadline=None)
+def test_unscored_samples_never_change_exits_or_classes(pool):
+    """Property: dropping every unscored sample leaves counts, and hence the exit decision, unchanged."""
+    scored = [r for r in pool if not math.isnan(r)]
+    with_nan = AdaptiveSampler(num_prompts=1, num_generations=4, samples_per_round=len(pool), max_rounds=1)
+    run_rounds(with_nan, pool)
+    assert with_nan.counts(0) == (sum(r > 0.7 for r in scored), sum(r <= 0.7 for r in scored))
+    group = with_nan.select_groups()[0]
+    kept_scored = sum(not math.isnan(pool[i]) for i in group)
+    assert kept_scored == min(4, len(scored))  # scored samples always come first
+    stats = with_nan.statistics()
+    assert stats.samples == len(pool)
+    if scored:
+        assert stats.pool_pass_rate == pytest.approx(sum(r > 0.7 for r in scored) / len(scored))
+        assert stats.first_round_reward == pytest.approx(sum(scored) / len(scored))
+    else:
+        assert math.isnan(stats.first_round_reward)
+
+
+# --------------------------------------------------------------------------------------------
+# Truncated completions under mask_truncated_completions
+# --------------------------------------------------------------------------------------------
+
+
+def test_selection_prefers_samples_that_carry_gradient_within_each_class():
+    # pool: positives at 0, 3, 5 (0 masked); negatives at 1, 2, 4, 6 (1 and 2 masked)
+    positive = [True, False, False, True, False, True, False]
+    masked = [True, True, True, False, False, False, False]
+    assert select_group(positive, 4) == [0, 1, 2, 3]  # without masks: the earliest draws
+    assert select_group(positive, 4, is_masked=masked) == [3, 4, 5, 6]  # 2 + 2, none masked
+    # a class with too few unmasked samples still fills its quota with masked ones
+    assert select_group([True, False, False, True], 4, is_masked=[False, True, True, False]) == [0, 1, 2, 3]
+
+
+def test_sampler_keeps_an_unmasked_balanced_group_when_the_pool_allows_it():
+    sampler = AdaptiveSampler(num_prompts=1, num_generations=4, samples_per_round=8, max_rounds=2)
+    sampler.plan_round()
+    masked = [True, True, False, False, False, False, False, False]  # the first two negatives were truncated
+    assert sampler.ingest([0, 0, 1, 1, 0, 0, 1, 1], masked=masked) == [0]  # exits on rewards alone
+    assert sampler.select_groups() == [[2, 3, 4, 5]]
+    assert sampler.candidates(0) == [0, 1, 2, 3, 4, 5, 6, 7]
+
+
+def test_ingest_rejects_masks_of_the_wrong_length():
+    sampler = AdaptiveSampler(num_prompts=1, num_generations=2, samples_per_round=2, max_rounds=1)
+    sampler.plan_round()
+    with pytest.raises(ValueError, match="masked has 1 flags; expected 2"):
+        sampler.ingest([0, 1], masked=[True])
 
 
 # --------------------------------------------------------------------------------------------
@@ -323,7 +412,7 @@ def test_sampler_needs_at_least_one_prompt():
 
 def test_aggregate_rewards_weights_functions_and_skips_nan():
     rewards = aggregate_rewards([[1.0, math.nan], [math.nan, math.nan], [0.5, 1.0]], weights=[1.0, 2.0])
-    np.testing.assert_array_equal(rewards, [1.0, 0.0, 2.5])
+    np.testing.assert_array_equal(rewards, [1.0, np.nan, 2.5])  # a row no function scored stays unscored
 
 
 @pytest.mark.parametrize("shape", [(3,), (3, 3), (3, 1)])

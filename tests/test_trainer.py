@@ -11,6 +11,7 @@ import torch
 from datasets import Dataset
 
 from trl_ada import ReinforceAdaConfig, ReinforceAdaTrainer
+from trl_ada.trainer import split_round
 
 pytestmark = pytest.mark.xdist_group("trainer")
 
@@ -190,7 +191,7 @@ def test_reward_function_returning_none_has_no_opinion(tiny_model_dir, tmp_path)
     assert scripted.scored == {"always right": 12, "always wrong": 12, "alternating": 4, "one in four": 8}
 
 
-def test_unscorable_completions_get_zero_advantage(tiny_model_dir, tmp_path):
+def test_abstained_completions_are_neither_positive_nor_negative(tiny_model_dir, tmp_path):
     def right_or_abstain(prompts, completions, **kwargs):
         right_or_abstain.calls += 1
         return [1.0 if k % 2 == 0 else None for k in range(len(completions))]
@@ -201,9 +202,28 @@ def test_unscorable_completions_get_zero_advantage(tiny_model_dir, tmp_path):
     )
     spy = LossSpy(trainer)
     trainer.train()
-    # pool [1, None, 1, None] balances in round 1 (None counts as 0); the abstained samples get 0, not -0.5
-    assert right_or_abstain.calls == 1
-    assert all(sorted(values) == [0.0, 0.0, 0.5, 0.5] for values in spy.advantages.values())
+    # pools [1, None, 1, None, ...] never hold a negative, so balance never exits: 3 rounds; the groups are 4
+    # positives whose pool mean (None left out) is 1, so every advantage is 0, as GRPOTrainer gives for 1 / None
+    assert right_or_abstain.calls == 3
+    assert all(values == [0.0] * 4 for values in spy.advantages.values())
+    assert _metric(trainer, "reinforce_ada/pool_pass_rate") == [1.0]
+
+
+def test_prompt_no_function_can_score_stops_after_its_first_round(tiny_model_dir, tmp_path):
+    scripted = ScriptedReward()
+
+    def except_always_wrong(prompts, completions, **kwargs):
+        scores = scripted(prompts, completions)
+        return [None if _text(p) == "always wrong" else r for p, r in zip(prompts, scores, strict=True)]
+
+    trainer = ReinforceAdaTrainer(
+        model=tiny_model_dir, reward_funcs=[except_always_wrong], args=_config(tmp_path), train_dataset=_dataset()
+    )
+    spy = LossSpy(trainer)
+    trainer.train()
+    assert scripted.scored == {"always right": 12, "always wrong": 4, "alternating": 4, "one in four": 8}
+    assert spy.advantages["always wrong"] == [0.0] * 4
+    assert sorted(spy.advantages["alternating"]) == [-0.5, -0.5, 0.5, 0.5]
 
 
 def test_log_completions_table_holds_the_kept_samples(tiny_model_dir, tmp_path):
@@ -304,7 +324,6 @@ def test_checkpoint_resume_and_model_card(tiny_model_dir, tmp_path):
         ({"max_rounds": 0}, "max_rounds=0"),
         ({"positive_threshold": float("nan")}, "positive_threshold=nan"),
         ({"advantage_baseline": "batch"}, "advantage_baseline='batch'"),
-        ({"multi_objective_aggregation": "normalize_then_sum"}, "multi_objective_aggregation"),
     ],
 )
 def test_bad_config_names_the_field(tmp_path, overrides, match):
@@ -317,27 +336,6 @@ def test_exit_rule_none_ignores_the_round_plan(tmp_path):
     assert not config.is_adaptive
 
 
-@pytest.mark.parametrize("option", ["tools", "rollout_func", "environment_factory"])
-def test_multi_turn_options_need_exit_rule_none(tiny_model_dir, tmp_path, option):
-    def tool(x: int) -> int:
-        """Identity.
-
-        Args:
-            x: a number
-        """
-        return x
-
-    value = {"tools": [tool], "rollout_func": lambda prompts, trainer: {}, "environment_factory": object}[option]
-    with pytest.raises(NotImplementedError, match=f"{option} is not supported with adaptive sampling"):
-        ReinforceAdaTrainer(
-            model=tiny_model_dir,
-            reward_funcs=[ScriptedReward()],
-            args=_config(tmp_path),
-            train_dataset=_dataset(),
-            **{option: value},
-        )
-
-
 def test_grpo_config_is_rejected_with_the_fix(tiny_model_dir, tmp_path):
     from trl import GRPOConfig
 
@@ -348,3 +346,152 @@ def test_grpo_config_is_rejected_with_the_fix(tiny_model_dir, tmp_path):
             args=GRPOConfig(output_dir=str(tmp_path), num_generations=4, report_to="none", use_cpu=True),
             train_dataset=_dataset(),
         )
+
+
+# --------------------------------------------------------------------------------------------
+# Scripted episodes (rollout_func): exact control over lengths, truncation and rewards
+# --------------------------------------------------------------------------------------------
+
+
+class ScriptedRollout:
+    """`rollout_func` whose k-th episode of a prompt has the length, ending and reward its script gives.
+
+    `script[prompt][k] = (reward, num_tokens, ends_with_eos)`; the reward reaches reward functions as the extra field
+    `scripted_reward`, so `scripted_reward_func` just reads it back.
+    """
+
+    def __init__(self, tokenizer, script: dict[str, list[tuple[float, int, bool]]]):
+        self.tokenizer, self.script, self.episodes = tokenizer, script, Counter()
+
+    def __call__(self, prompts, trainer):
+        output = {key: [] for key in ("prompt_ids", "completion_ids", "logprobs", "scripted_reward")}
+        for prompt in prompts:
+            key = _text(prompt)
+            reward, length, eos = self.script[key][self.episodes[key]]
+            self.episodes[key] += 1
+            text = self.tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=False)
+            ids = [20 + length] * (length - 1) + [self.tokenizer.eos_token_id if eos else 21]
+            output["prompt_ids"].append(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+            output["completion_ids"].append(ids)
+            output["logprobs"].append([-1.0] * length)
+            output["scripted_reward"].append(reward)
+        return output
+
+
+def scripted_reward_func(scripted_reward, **kwargs):
+    return list(scripted_reward)
+
+
+def _scripted_trainer(tiny_model_dir, tmp_path, script, reward_funcs=None, **overrides):
+    from transformers import AutoTokenizer
+
+    rollout = ScriptedRollout(AutoTokenizer.from_pretrained(tiny_model_dir), script)
+    dataset = Dataset.from_dict({"prompt": [[{"role": "user", "content": key}] for key in script]})
+    fields = dict(per_device_train_batch_size=4 * len(script), max_completion_length=8)
+    fields.update(overrides)
+    trainer = ReinforceAdaTrainer(
+        model=tiny_model_dir,
+        reward_funcs=reward_funcs or [scripted_reward_func],
+        args=_config(tmp_path, **fields),
+        train_dataset=dataset,
+        rollout_func=rollout,
+    )
+    return trainer, rollout
+
+
+def test_truncation_masking_keeps_a_balanced_group_that_carries_gradient(tiny_model_dir, tmp_path):
+    # 8 episodes in round 1: the first two negatives hit the length cap (no EOS); the pool balances
+    script = {
+        "q": [(0, 8, False), (0, 8, False), (1, 3, True), (1, 3, True), (0, 4, True), (0, 4, True)]
+        + [(1, 3, True)] * 2
+    }
+    trainer, _ = _scripted_trainer(
+        tiny_model_dir, tmp_path, script, samples_per_round=8, mask_truncated_completions=True
+    )
+    batches = []
+    compute_loss = trainer._compute_loss
+    trainer._compute_loss = lambda model, inputs: batches.append(inputs) or compute_loss(model, inputs)
+    trainer.train()
+    (batch,) = batches
+    assert batch["completion_mask"].sum(dim=1).tolist() == [3, 3, 4, 4]  # 2 positives + 2 negatives, none masked
+    assert batch["advantages"].tolist() == [0.5, 0.5, -0.5, -0.5]
+
+
+def test_trl_metrics_describe_the_kept_batch_and_sampling_metrics_everything_generated(tiny_model_dir, tmp_path):
+    # "q" (round 1): 1, 0, 0, 0 -> one positive, balance needs two; round 2: 1, 0, 0, 0 -> exits with 8 drawn.
+    # kept: the first two positives (lengths 2, 6) and the first two negatives (lengths 3, 4)
+    lengths = [2, 3, 4, 5, 6, 7, 8, 8]
+    script = {"q": [(float(k % 4 == 0), length, length < 8) for k, length in enumerate(lengths)]}
+    metric_calls = []
+
+    def logs_a_metric(scripted_reward, log_metric, **kwargs):
+        metric_calls.append(len(scripted_reward))
+        log_metric("rows_in_call", float(len(scripted_reward)))
+        return list(scripted_reward)
+
+    trainer, rollout = _scripted_trainer(tiny_model_dir, tmp_path, script, reward_funcs=[logs_a_metric])
+    trainer.train()
+    assert rollout.episodes == {"q": 8}
+    (entry,) = [h for h in trainer.state.log_history if "loss" in h]
+    assert entry["completions/mean_length"] == pytest.approx((2 + 3 + 4 + 6) / 4)
+    assert entry["completions/min_length"] == 2 and entry["completions/max_length"] == 6
+    assert entry["completions/clipped_ratio"] == 0.0
+    assert entry["reinforce_ada/samples"] == 8 and entry["reinforce_ada/tokens"] == sum(lengths)
+    prompt_tokens = entry["num_tokens"] - (2 + 3 + 4 + 6)
+    assert prompt_tokens > 0 and prompt_tokens % 4 == 0  # kept prompts and completions only
+    assert metric_calls == [4, 4]
+    assert entry["rows_in_call"] == 4.0
+
+
+def test_log_extra_column_seen_in_some_rounds_only_is_filled_with_none(tiny_model_dir, tmp_path):
+    script = {"q": [(float(k % 4 == 0), 3, True) for k in range(8)]}
+    calls = []
+
+    def logs_in_round_two(scripted_reward, log_extra, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            log_extra("round_two_note", [f"note {k}" for k in range(len(scripted_reward))])
+        return list(scripted_reward)
+
+    trainer, _ = _scripted_trainer(
+        tiny_model_dir, tmp_path, script, reward_funcs=[logs_in_round_two], log_completions=True
+    )
+    trainer.train()
+    assert len(calls) == 2
+    # kept: pool indices 0 and 4 (positives, rounds 1 and 2), 1 and 2 (negatives, round 1)
+    assert list(trainer._logs["extra"]["round_two_note"]) == [None, None, None, "note 0"]
+
+
+def test_a_trainer_built_without_init_falls_back_to_grpo_trainer(monkeypatch):
+    from trl import GRPOTrainer
+
+    monkeypatch.setattr(GRPOTrainer, "_generate", lambda self, prompts: ("generated", prompts))
+    monkeypatch.setattr(GRPOTrainer, "_calculate_rewards", lambda self, *args: "scored")
+    trainer = ReinforceAdaTrainer.__new__(ReinforceAdaTrainer)
+    assert trainer._generate(["p"]) == ("generated", ["p"])
+    assert trainer._calculate_rewards([], [], [], []) == "scored"
+
+
+def test_reward_funcs_is_optional_as_in_grpo_trainer(tiny_model_dir, tmp_path):
+    with pytest.raises(ValueError, match="No reward source provided"):  # TRL's own message: nothing to score with
+        ReinforceAdaTrainer(model=tiny_model_dir, args=_config(tmp_path), train_dataset=_dataset())
+
+
+@pytest.mark.parametrize(
+    ("num_active", "samples_per_round", "num_processes", "rows", "padding", "copies"),
+    [
+        (1, 8, 2, 4, 0, 4),  # one active prompt on two processes: 4 samples each, nothing thrown away
+        (1, 8, 8, 1, 0, 1),  # one sample per process; a vLLM server gets n=1 requests of the same prompt
+        (3, 8, 2, 12, 0, 4),
+        (3, 3, 2, 5, 1, 1),  # 9 samples cannot be split evenly over 2: one padded row, never counted
+        (64, 8, 8, 64, 0, 8),
+    ],
+)
+def test_a_round_is_split_over_processes_at_sample_level(
+    num_active, samples_per_round, num_processes, rows, padding, copies
+):
+    split = split_round(num_active, samples_per_round, num_processes)
+    assert split.num_samples == num_active * samples_per_round
+    assert (split.rows_per_process, split.num_padding, split.copies_per_request) == (rows, padding, copies)
+    assert split.num_padding < num_processes
+    assert samples_per_round % split.copies_per_request == 0 and rows % split.copies_per_request == 0

@@ -37,7 +37,13 @@ class ReinforceAdaConfig(GRPOConfig):
         advantage_baseline (`str`, *optional*, defaults to `"pool"`):
             `"pool"`: A = r − mean of every reward drawn for the prompt in this step (the paper's estimator).
             `"group"`: A = r − mean of the kept `num_generations` rewards (GRPO's baseline). With
-            `scale_rewards="group"` the matching std (pool or group) divides the advantage.
+            `scale_rewards="group"` the matching std (pool or group) divides the advantage. With
+            `multi_objective_aggregation="normalize_then_sum"` each reward function is normalised by the mean and std
+            of the same set before the weighted sum, which is then normalised over the batch (as TRL does).
+
+    Rewards that no reward function scores (every function returns `None`) have no opinion: such a completion is
+    neither positive nor negative for the exit rule, is left out of the pool mean and std, and gets advantage 0.
+    With `exit_rule="none"` the trainer computes exactly what [`~trl.GRPOTrainer`] computes.
     """
 
     exit_rule: str = field(
@@ -103,11 +109,5 @@ class ReinforceAdaConfig(GRPOConfig):
             )
         plan = (self.samples_per_round, self.max_rounds) if self.is_adaptive else (self.num_generations, 1)
         validate_sampling(self.num_generations, *plan, self.positive_threshold)
-        if self.multi_objective_aggregation != "sum_then_normalize":
-            raise ValueError(
-                f"multi_objective_aggregation={self.multi_objective_aggregation!r} is not supported by "
-                "ReinforceAdaTrainer: exits and pool baselines need one scalar reward per completion. Use "
-                "multi_objective_aggregation='sum_then_normalize' (weighted sum of the reward functions)."
-            )
         if self.scale_rewards not in ("none", "group", "batch", True, False):
             raise ValueError(f"scale_rewards={self.scale_rewards!r}: choose one of ['none', 'group', 'batch'].")

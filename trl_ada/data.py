@@ -29,9 +29,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ANSWER_ALIASES",
+    "DEFAULT_PROMPT_STYLE",
     "INSTRUCTION",
     "PROBLEM_ALIASES",
+    "PROMPT_STYLES",
     "SYSTEM_PROMPT",
+    "PromptStyle",
     "ReinforceAdaScriptArguments",
     "build_prompt",
     "filter_by_prompt_length",
@@ -43,9 +46,30 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 INSTRUCTION = "Think through the problem step by step, then write your final answer inside \\boxed{}."
-"""The reasoning instruction: the system message, and appended to every problem in the user message."""
+"""trl_ada's own reasoning instruction (the `"trl_ada"` prompt style): system message and problem suffix."""
 
-SYSTEM_PROMPT = INSTRUCTION
+
+@dataclass(frozen=True)
+class PromptStyle:
+    """How a problem becomes a conversation: a system message, and a suffix appended to the problem."""
+
+    system: str
+    suffix: str
+
+
+PROMPT_STYLES: dict[str, PromptStyle] = {
+    # The wording of the paper's reference runs; Qwen2.5-Math was tuned on it and is sensitive to it.
+    "reference": PromptStyle(
+        system="Please reason step by step, and put your final answer within \\boxed{}.",
+        suffix=" Let's think step by step and output the final answer within \\boxed{}.",
+    ),
+    "trl_ada": PromptStyle(system=INSTRUCTION, suffix=f"\n\n{INSTRUCTION}"),
+}
+"""Prompt wordings selectable with `prompt_style`."""
+
+DEFAULT_PROMPT_STYLE = "reference"
+
+SYSTEM_PROMPT = PROMPT_STYLES[DEFAULT_PROMPT_STYLE].system
 """Default system message (override it with `system_prompt`; an empty string means no system message)."""
 
 PROBLEM_ALIASES: tuple[str, ...] = ("problem", "question", "prompt")
@@ -81,7 +105,11 @@ class ReinforceAdaScriptArguments(ScriptArguments):
         max_prompt_tokens (`int`, *optional*):
             Drop prompts longer than this many tokens (chat template included) before training.
         system_prompt (`str`, *optional*):
-            Replace the default system message. An empty string sends no system message.
+            Replace the prompt style's system message. An empty string sends no system message.
+        prompt_style (`str`, *optional*, defaults to `"reference"`):
+            Wording of the math prompt: `"reference"` (the paper's runs: system "Please reason step by step, and put
+            your final answer within \\boxed{}.", problem followed by " Let's think step by step and output the final
+            answer within \\boxed{}.") or `"trl_ada"` (`INSTRUCTION` as system message and after the problem).
     """
 
     dataset_name: str | None = field(
@@ -118,7 +146,14 @@ class ReinforceAdaScriptArguments(ScriptArguments):
     )
     system_prompt: str | None = field(
         default=None,
-        metadata={"help": "Replace the default system message; an empty string sends no system message."},
+        metadata={"help": "Replace the prompt style's system message; an empty string sends no system message."},
+    )
+    prompt_style: str = field(
+        default=DEFAULT_PROMPT_STYLE,
+        metadata={
+            "help": "Wording of the math prompt: 'reference' (the paper's runs) or 'trl_ada' (this package's own).",
+            "choices": list(PROMPT_STYLES),
+        },
     )
 
     def __post_init__(self) -> None:
@@ -138,13 +173,24 @@ class ReinforceAdaScriptArguments(ScriptArguments):
                     f"reward_kwargs={self.reward_kwargs!r} is not valid JSON ({exc}); write e.g. "
                     '\'{"math": {"strict": false}}\'.'
                 ) from exc
+        get_prompt_style(self.prompt_style)
 
 
-def build_prompt(problem: str, system_prompt: str | None = None) -> list[dict[str, str]]:
-    """The conversational prompt for one problem: system message, then the problem followed by the instruction."""
-    system = SYSTEM_PROMPT if system_prompt is None else system_prompt
+def get_prompt_style(name: str) -> PromptStyle:
+    """The prompt style called `name`; a ValueError lists the valid names otherwise."""
+    if name not in PROMPT_STYLES:
+        raise ValueError(f"prompt_style={name!r} is not a prompt style; choose one of {list(PROMPT_STYLES)}.")
+    return PROMPT_STYLES[name]
+
+
+def build_prompt(
+    problem: str, system_prompt: str | None = None, prompt_style: str = DEFAULT_PROMPT_STYLE
+) -> list[dict[str, str]]:
+    """The conversational prompt for one problem: system message, then the problem followed by the style's suffix."""
+    style = get_prompt_style(prompt_style)
+    system = style.system if system_prompt is None else system_prompt
     messages = [{"role": "system", "content": system}] if system else []
-    messages.append({"role": "user", "content": f"{problem.strip()}\n\n{INSTRUCTION}"})
+    messages.append({"role": "user", "content": f"{problem.strip()}{style.suffix}"})
     return messages
 
 
@@ -196,6 +242,7 @@ def format_dataset(
     problem_column: str | None = None,
     answer_column: str | None = None,
     system_prompt: str | None = None,
+    prompt_style: str = DEFAULT_PROMPT_STYLE,
 ) -> Dataset:
     """Add the conversational `prompt` and the string `answer` columns; every other column is kept.
 
@@ -205,7 +252,7 @@ def format_dataset(
 
     def to_row(example: dict[str, Any]) -> dict[str, Any]:
         problem = example[problem_key]
-        prompt = problem if _is_conversation(problem) else build_prompt(str(problem), system_prompt)
+        prompt = problem if _is_conversation(problem) else build_prompt(str(problem), system_prompt, prompt_style)
         return {"prompt": prompt, "answer": _answer_text(example[answer_key])}
 
     return dataset.map(to_row, desc="Formatting prompts")

@@ -11,8 +11,10 @@ Pure Python and numpy, no torch and no TRL, so every line can be checked against
     stats = sampler.statistics()
 
 Rewards handed to the sampler are the weighted sums of the reward functions (TRL's `nansum`: a
-function returning None has no opinion and adds nothing). A NaN reaching the sampler is rejected,
-because every drawn completion must be classed positive or negative to decide exits.
+function returning None has no opinion and adds nothing). A completion that no function scored has
+reward NaN: it has no opinion either, so it is neither positive nor negative for the exit rule, it is
+left out of the pool mean, and a group takes it only when the scored samples cannot fill it. A prompt
+whose pool holds n samples and not one scored stops sampling (no function can score it).
 """
 
 from __future__ import annotations
@@ -144,7 +146,10 @@ def validate_sampling(
 
 
 def aggregate_rewards(rewards_per_func: np.ndarray, weights: Sequence[float]) -> np.ndarray:
-    """Weighted sum over reward functions, as TRL does: a NaN (function returned None) adds nothing."""
+    """Weighted sum over reward functions, as TRL does: a NaN (function returned None) adds nothing.
+
+    A completion that every function declined stays NaN (unscored), as in TRL's advantage computation.
+    """
     rewards_per_func = np.asarray(rewards_per_func, dtype=np.float64)
     weights = np.asarray(weights, dtype=np.float64)
     if rewards_per_func.ndim != 2 or rewards_per_func.shape[1] != weights.shape[0]:
@@ -152,7 +157,9 @@ def aggregate_rewards(rewards_per_func: np.ndarray, weights: Sequence[float]) ->
             f"rewards_per_func has shape {rewards_per_func.shape}; expected (num_completions, {weights.shape[0]}), "
             "one column per reward function."
         )
-    return np.nansum(rewards_per_func * weights[None, :], axis=1)
+    rewards = np.nansum(rewards_per_func * weights[None, :], axis=1)
+    rewards[np.isnan(rewards_per_func).all(axis=1)] = np.nan
+    return rewards
 
 
 def _as_rewards(rewards: Sequence[float], expected: int) -> np.ndarray:
@@ -162,12 +169,11 @@ def _as_rewards(rewards: Sequence[float], expected: int) -> np.ndarray:
             f"rewards has {values.shape[0]} values; expected {expected} (samples_per_round for each prompt of the "
             "round's plan, prompt-major)."
         )
-    bad = np.flatnonzero(~np.isfinite(values))
+    bad = np.flatnonzero(np.isinf(values))
     if bad.size:
         raise ValueError(
-            f"rewards[{int(bad[0])}] = {values[bad[0]]}: every drawn completion needs a finite reward. A reward "
-            "function returning None has no opinion; combine functions with `aggregate_rewards` (NaN adds nothing, as "
-            "TRL's nansum) before ingesting."
+            f"rewards[{int(bad[0])}] = {values[bad[0]]}: a reward must be finite, or NaN for a completion that no "
+            "reward function scored."
         )
     return values
 
@@ -177,27 +183,40 @@ def _as_rewards(rewards: Sequence[float], expected: int) -> np.ndarray:
 # --------------------------------------------------------------------------------------------
 
 
-def _split_by_class(is_positive: Sequence[bool]) -> tuple[list[int], list[int]]:
-    """(positive indices, negative indices) of a pool, each in draw order."""
-    positives = [i for i, positive in enumerate(is_positive) if positive]
-    negatives = [i for i, positive in enumerate(is_positive) if not positive]
-    return positives, negatives
+def _split_by_class(
+    is_positive: Sequence[bool], is_scored: Sequence[bool] | None = None, is_masked: Sequence[bool] | None = None
+) -> tuple[list[int], list[int], list[int]]:
+    """(positive, negative, unscored) indices of a pool; within each, unmasked samples first, then draw order."""
+    scored = is_scored if is_scored is not None else [True] * len(is_positive)
+    masked = is_masked if is_masked is not None else [False] * len(is_positive)
+    order = sorted(range(len(is_positive)), key=lambda i: (masked[i], i))
+    positives = [i for i in order if scored[i] and is_positive[i]]
+    negatives = [i for i in order if scored[i] and not is_positive[i]]
+    unscored = [i for i in order if not scored[i]]
+    return positives, negatives, unscored
 
 
-def select_group(is_positive: Sequence[bool], num_generations: int) -> list[int]:
+def select_group(
+    is_positive: Sequence[bool],
+    num_generations: int,
+    is_scored: Sequence[bool] | None = None,
+    is_masked: Sequence[bool] | None = None,
+) -> list[int]:
     """Indices (ascending, i.e. draw order) of the n pool samples that form the prompt's group.
 
-    k_pos = min(⌊n/2⌋, P), k_neg = min(n − k_pos, Q); a shortfall is filled from the other class.
-    Within a class the earliest draws are kept, so the choice is deterministic given the pool.
+    k_pos = min(⌊n/2⌋, P), k_neg = min(n − k_pos, Q); a shortfall is filled from the other class, then from the
+    unscored samples (`is_scored` False: no reward function had an opinion). Within a class, samples that still
+    carry gradient (`is_masked` False, e.g. not truncated under `mask_truncated_completions`) come first, then the
+    earliest draws, so the choice is deterministic given the pool.
     """
     n = num_generations
-    positives, negatives = _split_by_class(is_positive)
-    if len(positives) + len(negatives) < n:
+    positives, negatives, unscored = _split_by_class(is_positive, is_scored, is_masked)
+    if len(is_positive) < n:
         raise ValueError(f"A pool of {len(is_positive)} samples cannot fill a group of num_generations={n}.")
     k_pos = min(n // 2, len(positives))
     k_neg = min(n - k_pos, len(negatives))
-    k_pos = n - k_neg
-    return sorted(positives[:k_pos] + negatives[:k_neg])
+    k_pos = min(n - k_neg, len(positives))
+    return sorted(positives[:k_pos] + negatives[:k_neg] + unscored[: n - k_pos - k_neg])
 
 
 # --------------------------------------------------------------------------------------------
@@ -262,6 +281,7 @@ class AdaptiveSampler:
     positive_threshold: float = 0.7
     exit_rule: str = "balance"
     pools: list[list[float]] = field(init=False)
+    masked: list[list[bool]] = field(init=False)
     exit_round: list[int | None] = field(init=False)
     round: int = field(init=False, default=0)
     _plan: list[int] | None = field(init=False, default=None)
@@ -274,6 +294,7 @@ class AdaptiveSampler:
             self.samples_per_round, self.max_rounds = self.num_generations, 1
         validate_sampling(self.num_generations, self.samples_per_round, self.max_rounds, self.positive_threshold)
         self.pools = [[] for _ in range(self.num_prompts)]
+        self.masked = [[] for _ in range(self.num_prompts)]
         self.exit_round = [None] * self.num_prompts
 
     # -- state ---------------------------------------------------------------------------------
@@ -292,14 +313,20 @@ class AdaptiveSampler:
         """Class of each pool sample of `prompt`, in draw order (strict `reward > positive_threshold`)."""
         return [reward > self.positive_threshold for reward in self.pools[prompt]]
 
+    def is_scored(self, prompt: int) -> list[bool]:
+        """Whether some reward function scored each pool sample of `prompt` (NaN: no opinion)."""
+        return [not math.isnan(reward) for reward in self.pools[prompt]]
+
     def counts(self, prompt: int) -> tuple[int, int]:
-        """(positives, negatives) in the pool of `prompt`."""
+        """(positives, negatives) in the pool of `prompt`; unscored samples are neither."""
         positives = sum(self.is_positive(prompt))
-        return positives, len(self.pools[prompt]) - positives
+        return positives, sum(self.is_scored(prompt)) - positives
 
     def _meets_exit(self, prompt: int) -> bool:
         if len(self.pools[prompt]) < self.num_generations:  # a group must be fillable before leaving
             return False
+        if not any(self.is_scored(prompt)):  # no reward function can score this prompt: more samples cannot help
+            return True
         return self.rule.is_met(*self.counts(prompt), self.num_generations)
 
     # -- rounds --------------------------------------------------------------------------------
@@ -311,16 +338,24 @@ class AdaptiveSampler:
         self._plan = self.active
         return list(self._plan)
 
-    def ingest(self, rewards: Sequence[float]) -> list[int]:
-        """Add the round's rewards (prompt-major, M per planned prompt) and return the prompts that exit."""
+    def ingest(self, rewards: Sequence[float], masked: Sequence[bool] | None = None) -> list[int]:
+        """Add the round's rewards (prompt-major, M per planned prompt) and return the prompts that exit.
+
+        `masked` flags samples that reach the loss without gradient (truncated under `mask_truncated_completions`);
+        group selection prefers the others within each class.
+        """
         if self._plan is None:
             raise RuntimeError("Call plan_round() before ingest().")
         m = self.samples_per_round
         values = _as_rewards(rewards, len(self._plan) * m)
+        flags = [False] * len(values) if masked is None else [bool(flag) for flag in masked]
+        if len(flags) != len(values):
+            raise ValueError(f"masked has {len(flags)} flags; expected {len(values)}, one per reward.")
         self.round += 1
         exited = []
         for k, prompt in enumerate(self._plan):
             self.pools[prompt].extend(values[k * m : (k + 1) * m].tolist())
+            self.masked[prompt].extend(flags[k * m : (k + 1) * m])
             if self._meets_exit(prompt):
                 self.exit_round[prompt] = self.round
                 exited.append(prompt)
@@ -329,8 +364,9 @@ class AdaptiveSampler:
 
     def candidates(self, prompt: int) -> list[int]:
         """Pool indices that group selection can still keep: the first n of each class (later draws never are)."""
-        positives, negatives = _split_by_class(self.is_positive(prompt))
-        return sorted(positives[: self.num_generations] + negatives[: self.num_generations])
+        n = self.num_generations
+        classes = _split_by_class(self.is_positive(prompt), self.is_scored(prompt), self.masked[prompt])
+        return sorted(i for indices in classes for i in indices[:n])
 
     # -- results -------------------------------------------------------------------------------
 
@@ -338,7 +374,10 @@ class AdaptiveSampler:
         """For every prompt, the pool indices of its n kept samples."""
         if not self.done:
             raise RuntimeError("Groups are formed once sampling is done.")
-        return [select_group(self.is_positive(p), self.num_generations) for p in range(self.num_prompts)]
+        return [
+            select_group(self.is_positive(p), self.num_generations, self.is_scored(p), self.masked[p])
+            for p in range(self.num_prompts)
+        ]
 
     def kept_rewards(self) -> np.ndarray:
         """(num_prompts, n) rewards of the kept samples, in group order."""
@@ -351,12 +390,16 @@ class AdaptiveSampler:
         sizes = np.array([len(pool) for pool in self.pools])
         exits = [sum(r == k for r in self.exit_round) / b for k in range(1, self.max_rounds + 1)]
         unresolved = [p for p in range(b) if self.exit_round[p] is None]
-        positives = np.array([self.counts(p)[0] for p in range(b)])
-        all_pos = sum(int(positives[p] == sizes[p] > 0) for p in unresolved)
-        all_neg = sum(int(positives[p] == 0 < sizes[p]) for p in unresolved)
-        first_round = [reward for pool in self.pools for reward in pool[:m]]
-        kept = self.kept_rewards() if self.done else None
-        mixed_groups = float(np.mean(kept.max(axis=1) > kept.min(axis=1))) if kept is not None else float("nan")
+        positives, negatives = np.array([self.counts(p) for p in range(b)]).T
+        scored = positives + negatives
+        all_pos = sum(int(positives[p] == scored[p] > 0) for p in unresolved)
+        all_neg = sum(int(positives[p] == 0 < scored[p]) for p in unresolved)
+        first_round = np.array([reward for pool in self.pools for reward in pool[:m]])
+        first_round = first_round[~np.isnan(first_round)]
+        mixed_groups = float("nan")
+        if self.done:
+            kept = [row[~np.isnan(row)] for row in self.kept_rewards()]
+            mixed_groups = float(np.mean([row.size > 0 and row.max() > row.min() for row in kept]))
         return SamplingStatistics(
             num_prompts=b,
             samples=int(sizes.sum()),
@@ -368,7 +411,7 @@ class AdaptiveSampler:
             unresolved_all_positive_fraction=all_pos / b,
             unresolved_all_negative_fraction=all_neg / b,
             unresolved_mixed_fraction=(len(unresolved) - all_pos - all_neg) / b,
-            pool_pass_rate=float(positives.sum() / max(sizes.sum(), 1)),
-            first_round_reward=float(np.mean(first_round)) if first_round else float("nan"),
+            pool_pass_rate=float(positives.sum() / max(scored.sum(), 1)),
+            first_round_reward=float(np.mean(first_round)) if first_round.size else float("nan"),
             mixed_group_fraction=mixed_groups,
         )

@@ -4,9 +4,11 @@ Glue only; the algorithm lives in `sampling.py` and `advantages.py`. Per trainin
 
 1. `_generate_and_score_completions` keeps the step's inputs, lets TRL run, then swaps in pool-baseline advantages.
 2. `_generate` (training only) runs the rounds: every process holds the same `AdaptiveSampler` (driven by gathered
-   rewards), each round's active prompts are sharded evenly over processes, each process calls TRL's own
-   `_generate` with `samples_per_round` copies of its prompts and TRL's `_calculate_rewards` on them. At the end
-   the kept n per prompt are exchanged once and each process returns its own slice, in TRL's order.
+   rewards). A round is M samples of each active prompt, split evenly over the processes at sample level; each
+   process prepares its rows with TRL's own preamble (environments reset, tool dicts, images), generates them with
+   TRL's own `_generate` (single turn, tools, environments or `rollout_func`) and scores them with TRL's
+   `_calculate_rewards`. At the end the kept n per prompt are exchanged once and each process returns its own slice,
+   in TRL's order, with TRL's generation metrics computed on that kept batch.
 3. `_calculate_rewards` hands TRL the cached rewards of the kept samples instead of scoring them twice.
 
 Old/ref log-probs, importance sampling and the loss stay TRL's.
@@ -18,8 +20,9 @@ import math
 import os
 import textwrap
 import time
+from collections import defaultdict
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -27,53 +30,86 @@ import torch
 from accelerate.utils import gather_object
 from trl import GRPOTrainer
 
-from .advantages import compute_advantages
+from .advantages import compute_advantages, normalize_then_sum_advantages
 from .config import ReinforceAdaConfig
 from .sampling import AdaptiveSampler, aggregate_rewards
 
 __all__ = ["ReinforceAdaTrainer"]
 
 METRIC_PREFIX = "reinforce_ada/"
+_GENERATION_METRICS = ("num_tokens", "completions/", "tools/")  # what TRL's `_generate` logs
 
 
-def shard_evenly(items: list[int], num_shards: int) -> list[list[int]]:
-    """Split `items` into `num_shards` contiguous shards of equal length ⌈len/num_shards⌉.
+@dataclass(frozen=True)
+class RoundSplit:
+    """How one round's `num_active * samples_per_round` samples are split over the processes.
 
-    Short shards are padded by repeating `items[0]`; padded slots are generated and scored (so every process
-    enters every collective with the same sizes) but discarded. The real items are the first `len(items)` slots.
+    Process p generates the global rows `[p * rows_per_process, (p + 1) * rows_per_process)`, row r being sample
+    `r % samples_per_round` of active prompt `r // samples_per_round`. Rows past `num_samples` pad the last shard to
+    an equal size (every collective needs one); there are fewer than `num_processes` of them, and none when
+    `num_processes` divides `num_samples`. `copies_per_request` is what TRL's `_generate` is told as
+    `num_generations`: it divides both the round's samples per prompt and a shard, so a vLLM server can still ask for
+    several completions of one prompt per request.
     """
-    size = math.ceil(len(items) / num_shards)
-    padded = items + [items[0]] * (size * num_shards - len(items))
-    return [padded[k * size : (k + 1) * size] for k in range(num_shards)]
+
+    num_samples: int
+    num_processes: int
+    rows_per_process: int
+    copies_per_request: int
+
+    @property
+    def num_padding(self) -> int:
+        """Rows generated only to keep the shards equal (discarded, never counted)."""
+        return self.rows_per_process * self.num_processes - self.num_samples
 
 
-def _forget_unselectable(sampler: AdaptiveSampler, prompts: list[int], *stores: dict) -> None:
-    """Drop samples of `prompts` that group selection can no longer keep, so a step holds O(n) per prompt."""
-    for j in prompts:
-        keep = set(sampler.candidates(j))
-        for store in stores:
-            for i in range(len(sampler.pools[j])):
-                if i not in keep:
-                    store.pop((j, i), None)
+def split_round(num_active: int, samples_per_round: int, num_processes: int) -> RoundSplit:
+    """Split a round at sample level so that no process generates a completion nobody asked for."""
+    num_samples = num_active * samples_per_round
+    rows = math.ceil(num_samples / num_processes)
+    return RoundSplit(num_samples, num_processes, rows, math.gcd(samples_per_round, rows))
+
+
+class _RoundPromptsReady(Exception):
+    """Raised by `_generate` while TRL prepares a round's rows, to hand back the prompts it built."""
+
+    def __init__(self, prompts: list):
+        super().__init__("round prompts prepared")
+        self.prompts = prompts
 
 
 @dataclass
 class _Sample:
-    """One generated completion, kept by the process that generated it until groups are formed."""
+    """One generated completion (or episode), kept by the process that generated it until groups are formed."""
 
     prompt_ids: list[int]
     completion_ids: list[int]
     completion: Any
     logprobs: list[float] | None
     images: Any
+    tool_mask: list[int] | None
+    tool_images: list
+    extra_fields: dict[str, Any]
     extra_logs: dict[str, Any]
+
+
+@dataclass
+class _RoundLogs:
+    """Per-step accumulators for what reward functions and TRL's `_generate` log during the rounds."""
+
+    metric_sums: dict[str, float] = field(default_factory=lambda: defaultdict(float))  # log_metric value x rows
+    metric_rows: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    tool_calls: float = 0.0
+    tool_failures: float = 0.0
+    tool_rows: int = 0
 
 
 class ReinforceAdaTrainer(GRPOTrainer):
     """GRPOTrainer whose training generation is Reinforce-Ada's adaptive multi-round sampling (arXiv 2510.04996).
 
     Takes the same arguments as [`~trl.GRPOTrainer`], with `args` a [`ReinforceAdaConfig`]. Evaluation keeps plain
-    GRPO sampling. `tools`, `environment_factory` and `rollout_func` need `exit_rule="none"`.
+    GRPO sampling. `tools`, `environment_factory` and `rollout_func` resample like single completions: each round asks
+    TRL's own `_generate` for `samples_per_round` episodes of every active prompt.
     """
 
     _tag_names = ["trl", "grpo", "reinforce-ada"]
@@ -91,7 +127,15 @@ class ReinforceAdaTrainer(GRPOTrainer):
             }"""),
     }
 
-    def __init__(self, model, reward_funcs, args: ReinforceAdaConfig | None = None, *pargs, **kwargs):
+    # Per-step state. Class-level defaults, so that a trainer built without `__init__` (as TRL's unit tests build
+    # theirs) falls back to GRPOTrainer's behaviour instead of failing on a missing attribute.
+    _step_inputs: list[dict] | None = None
+    _sampler: AdaptiveSampler | None = None
+    _kept_rewards_per_func: torch.Tensor | None = None
+    _pool_rewards_per_func: list[np.ndarray] | None = None
+    _preparing_round: bool = False
+
+    def __init__(self, model, reward_funcs=None, args: ReinforceAdaConfig | None = None, *pargs, **kwargs):
         if isinstance(model, os.PathLike):
             model = str(model)
         if args is None:
@@ -103,39 +147,32 @@ class ReinforceAdaTrainer(GRPOTrainer):
                 "the keyword arguments you gave GRPOConfig: ReinforceAdaConfig(output_dir=..., ...). Its defaults "
                 "are the paper's (num_generations=4, scale_rewards='none', epsilon_high=0.28), not GRPOConfig's."
             )
-        if args.is_adaptive:
-            for option in ("tools", "rollout_func", "environment_factory"):
-                if kwargs.get(option):
-                    raise NotImplementedError(
-                        f"{option} is not supported with adaptive sampling (exit_rule={args.exit_rule!r}): multi-turn "
-                        f"rollouts cannot be resampled round by round. Use exit_rule='none' to train with {option} "
-                        "through plain GRPOTrainer sampling."
-                    )
         super().__init__(model, reward_funcs, args, *pargs, **kwargs)
-        self._use_rounds = not (self.tools or self.rollout_func or self.environment_factories)
-        self._step_inputs: list[dict] | None = None
-        self._sampler: AdaptiveSampler | None = None
-        self._kept_rewards_per_func: torch.Tensor | None = None
 
     # ----------------------------------------------------------------------------------------------------------
     # TRL joints
     # ----------------------------------------------------------------------------------------------------------
 
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
-        if not (self.model.training and self._use_rounds):
+        if not self.model.training:
             return super()._generate_and_score_completions(inputs)
         self._step_inputs = inputs
         try:
             output = super()._generate_and_score_completions(inputs)
-            output["advantages"] = self._pool_advantages(len(inputs))
+            if self.args.is_adaptive:  # with exit_rule="none" the pool is the group: TRL's advantages, bit for bit
+                output["advantages"] = self._pool_advantages(len(inputs))
         finally:
-            self._step_inputs, self._sampler, self._kept_rewards_per_func = None, None, None
+            self._step_inputs, self._sampler = None, None
+            self._kept_rewards_per_func, self._pool_rewards_per_func = None, None
         return output
 
     def _generate(self, prompts: list):
-        if self._step_inputs is None:  # evaluation, or a path without rounds
+        if self._preparing_round:
+            raise _RoundPromptsReady(prompts)
+        if self._step_inputs is None:  # evaluation
             return super()._generate(prompts)
-        return self._generate_adaptively(prompts, self._step_inputs)
+        with self._kept_step_state():
+            return self._generate_adaptively(prompts, self._step_inputs)
 
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
         if self._kept_rewards_per_func is not None:  # the kept samples were scored during the rounds
@@ -147,72 +184,112 @@ class ReinforceAdaTrainer(GRPOTrainer):
     # ----------------------------------------------------------------------------------------------------------
 
     def _generate_adaptively(self, prompts: list, inputs: list[dict]):
-        args = self.args
         n = self.num_generations
         rank, world = self.accelerator.process_index, self.accelerator.num_processes
-        all_prompts, all_inputs = gather_object(prompts), gather_object(inputs)
-        sampler = AdaptiveSampler(
-            num_prompts=len(all_prompts) // n,  # TRL's sampler repeats each prompt n times in a row
-            num_generations=n,
+        all_inputs = gather_object(inputs)
+        step_inputs = all_inputs[::n]  # TRL's sampler repeats each prompt n times in a row
+        sampler = self._new_sampler(len(step_inputs))
+        weights = self.reward_weights.cpu().numpy()
+        owned: dict[tuple[int, int], _Sample] = {}  # (prompt, pool index) -> sample generated by this process
+        row_stats: dict[tuple[int, int], np.ndarray] = {}  # (prompt, pool index) -> prompt length, length, truncated
+        pool_rewards_per_func: list[list[np.ndarray]] = [[] for _ in step_inputs]
+        logs, columns, tokens = _RoundLogs(), set(), 0
+
+        while not sampler.done:
+            active = sampler.plan_round()
+            m = sampler.samples_per_round
+            split = split_round(len(active), m, world)
+            rows = range(rank * split.rows_per_process, (rank + 1) * split.rows_per_process)
+            row_prompts = [active[min(r, split.num_samples - 1) // m] for r in rows]  # padding repeats the last
+            num_real = sum(r < split.num_samples for r in rows)
+            round_inputs = [dict(step_inputs[j]) for j in row_prompts]  # copies: rollout fields are merged in
+
+            start = time.perf_counter()
+            round_prompts = self._prepare_round(round_inputs)
+            with (
+                self._generations_per_prompt(split.copies_per_request),
+                self._held_generation_metrics(logs, split.rows_per_process * world),
+            ):
+                prompt_ids, completion_ids, tool_mask, completions, logprobs, extra_fields, images, tool_images = (
+                    super()._generate(round_prompts)
+                )
+            generation_time = time.perf_counter() - start
+            _merge_extra_fields(round_inputs, extra_fields)
+            with self._held_reward_metrics(logs, num_real):
+                rewards = super()._calculate_rewards(round_inputs, round_prompts, completions, completion_ids)
+            rewards = rewards.float().cpu().numpy()[: split.num_samples]
+            stats = self._gather_row_stats(prompt_ids, completion_ids, tool_mask)[: split.num_samples]
+            extra_logs = self._take_extra_logs(len(rows))
+            columns.update(extra_logs)
+
+            pool_sizes = {j: len(sampler.pools[j]) for j in active}
+            keys = [(active[r // m], pool_sizes[active[r // m]] + r % m) for r in range(split.num_samples)]
+            for (j, i), reward, stat in zip(keys, rewards, stats, strict=True):
+                pool_rewards_per_func[j].append(reward)
+                row_stats[(j, i)] = stat
+            for local, r in enumerate(rows[:num_real]):
+                owned[keys[r]] = _Sample(
+                    prompt_ids=prompt_ids[local],
+                    completion_ids=completion_ids[local],
+                    completion=completions[local],
+                    logprobs=None if logprobs is None else logprobs[local],
+                    images=None if images is None else images[local],
+                    tool_mask=None if tool_mask is None else tool_mask[local],
+                    tool_images=tool_images[local] if tool_images else [],
+                    extra_fields={k: v[local] if isinstance(v, list) else v for k, v in extra_fields.items()},
+                    extra_logs={column: values[local] for column, values in extra_logs.items()},
+                )
+            tokens += int(stats[:, 1].sum())
+            masked = stats[:, 2].astype(bool) if self.mask_truncated_completions else None
+            sampler.ingest(aggregate_rewards(rewards, weights), masked=masked)
+            _forget_unselectable(sampler, active, owned)
+            self._metrics["train"][f"{METRIC_PREFIX}generation_time/round_{sampler.round}"].append(generation_time)
+
+        self._sampler = sampler
+        self._pool_rewards_per_func = [np.stack(pool) for pool in pool_rewards_per_func]
+        kept = [(j, i) for j, group in enumerate(sampler.select_groups()) for i in group]
+        kept_rewards = np.stack([self._pool_rewards_per_func[j][i] for j, i in kept])
+        self._kept_rewards_per_func = torch.tensor(kept_rewards, dtype=torch.float32, device=self.accelerator.device)
+        self._log_sampling_metrics(sampler, tokens)
+        self._log_kept_generation_metrics(np.stack([row_stats[key] for key in kept]), logs)
+        self._flush_reward_metrics(logs)
+        local = slice(rank * len(prompts), (rank + 1) * len(prompts))
+        return self._local_outputs(kept, owned, local, sorted(columns))
+
+    def _new_sampler(self, num_prompts: int) -> AdaptiveSampler:
+        args = self.args
+        return AdaptiveSampler(
+            num_prompts=num_prompts,
+            num_generations=self.num_generations,
             samples_per_round=args.samples_per_round,
             max_rounds=args.max_rounds,
             positive_threshold=args.positive_threshold,
             exit_rule=args.exit_rule,
         )
-        m = sampler.samples_per_round
-        weights = self.reward_weights.cpu().numpy()
-        owned: dict[tuple[int, int], _Sample] = {}
-        rewards_per_func: dict[tuple[int, int], np.ndarray] = {}
-        local_tokens = 0
 
-        while not sampler.done:
-            active = sampler.plan_round()
-            shard = shard_evenly(active, world)[rank]
-            round_prompts = [all_prompts[j * n] for j in shard for _ in range(m)]
-            round_inputs = [all_inputs[j * n] for j in shard for _ in range(m)]
-            start = time.perf_counter()
-            with self._generations_per_prompt(m):
-                prompt_ids, completion_ids, _, completions, logprobs, _, images, _ = super()._generate(round_prompts)
-            generation_time = time.perf_counter() - start
-            round_rewards = super()._calculate_rewards(round_inputs, round_prompts, completions, completion_ids)
-            round_rewards = round_rewards.float().cpu().numpy()[: len(active) * m]
-            extra_logs = self._take_extra_logs(len(round_prompts))
+    def _prepare_round(self, round_inputs: list[dict]) -> list:
+        """The prompts TRL's own preamble builds for these rows: environments drawn and reset, tool dicts, images."""
+        self._preparing_round = True
+        try:
+            GRPOTrainer._generate_and_score_completions(self, round_inputs)
+        except _RoundPromptsReady as ready:
+            return ready.prompts
+        finally:
+            self._preparing_round = False
+        raise RuntimeError("GRPOTrainer._generate_and_score_completions returned without calling _generate.")
 
-            pool_sizes = [len(sampler.pools[j]) for j in active]
-            for a, (j, base) in enumerate(zip(active, pool_sizes, strict=True)):
-                for s in range(m):
-                    rewards_per_func[(j, base + s)] = round_rewards[a * m + s]
-            first_slot = rank * len(shard)
-            for slot, j in enumerate(shard):
-                if first_slot + slot >= len(active):  # padding
-                    continue
-                base = pool_sizes[first_slot + slot]
-                for s in range(m):
-                    row = slot * m + s
-                    local_tokens += len(completion_ids[row])
-                    owned[(j, base + s)] = _Sample(
-                        prompt_ids=prompt_ids[row],
-                        completion_ids=completion_ids[row],
-                        completion=completions[row],
-                        logprobs=None if logprobs is None else logprobs[row],
-                        images=None if images is None else images[row],
-                        extra_logs={column: values[row] for column, values in extra_logs.items()},
-                    )
-            sampler.ingest(aggregate_rewards(round_rewards, weights))
-            _forget_unselectable(sampler, active, owned, rewards_per_func)
-            self._metrics["train"][f"{METRIC_PREFIX}generation_time/round_{sampler.round}"].append(generation_time)
+    def _gather_row_stats(self, prompt_ids, completion_ids, tool_mask) -> np.ndarray:
+        """(rows of every process, 3): prompt length, completion length and truncation, as TRL's `_generate` counts."""
+        eos_and_pad = [*self.eos_token_ids, self._tokenizer.pad_token_id]
+        lengths = [sum(mask) for mask in tool_mask] if tool_mask is not None else [len(ids) for ids in completion_ids]
+        local = [
+            [len(p), length, bool(ids) and ids[-1] not in eos_and_pad]
+            for p, length, ids in zip(prompt_ids, lengths, completion_ids, strict=True)
+        ]
+        local = torch.tensor(local, dtype=torch.long, device=self.accelerator.device).reshape(-1, 3)
+        return self.accelerator.gather(local).cpu().numpy()
 
-        self._sampler = sampler
-        kept = [(j, i) for j, group in enumerate(sampler.select_groups()) for i in group]
-        self._kept_rewards_per_func = torch.tensor(
-            np.stack([rewards_per_func[key] for key in kept]), dtype=torch.float32, device=self.accelerator.device
-        )
-        tokens = self.accelerator.gather(torch.tensor([local_tokens], device=self.accelerator.device)).sum().item()
-        self._log_sampling_metrics(sampler, tokens)
-        local = slice(rank * len(prompts), (rank + 1) * len(prompts))
-        return self._local_outputs(kept, owned, local)
-
-    def _local_outputs(self, kept: list[tuple[int, int]], owned: dict[tuple[int, int], _Sample], local: slice):
+    def _local_outputs(self, kept: list[tuple[int, int]], owned: dict, local: slice, columns: list[str]):
         """Exchange the kept samples once and return this process's slice in the shape of TRL's `_generate`."""
         mine = {g: owned[key] for g, key in enumerate(kept) if key in owned}
         if self.accelerator.num_processes > 1:
@@ -221,20 +298,18 @@ class ReinforceAdaTrainer(GRPOTrainer):
                 merged.update(part)
             mine = merged
         samples = [mine[g] for g in range(len(kept))[local]]
-        for sample in samples:
-            for column, value in sample.extra_logs.items():
-                self._pending_extra_logs[column].append(value)
-        logprobs = None if any(s.logprobs is None for s in samples) else [s.logprobs for s in samples]
-        images = None if all(s.images is None for s in samples) else [s.images for s in samples]
+        for column in columns:  # a column some round did not log is None there, as in GRPOTrainer
+            self._pending_extra_logs[column].extend(sample.extra_logs.get(column) for sample in samples)
+        fields = sorted({key for sample in samples for key in sample.extra_fields})
         return (
             [s.prompt_ids for s in samples],
             [s.completion_ids for s in samples],
-            None,  # tool_mask: no tools with adaptive rounds
+            None if any(s.tool_mask is None for s in samples) else [s.tool_mask for s in samples],
             [s.completion for s in samples],
-            logprobs,
-            {},  # extra_fields: no rollout_func with adaptive rounds
-            images,
-            [],  # tool_images
+            None if any(s.logprobs is None for s in samples) else [s.logprobs for s in samples],
+            {key: [s.extra_fields.get(key) for s in samples] for key in fields},
+            None if all(s.images is None for s in samples) else [s.images for s in samples],
+            [s.tool_images for s in samples] if self.tools else [],
         )
 
     def _take_extra_logs(self, num_rows: int) -> dict[str, list]:
@@ -244,13 +319,66 @@ class ReinforceAdaTrainer(GRPOTrainer):
         return logs
 
     @contextmanager
+    def _kept_step_state(self):
+        """Restore the step's per-row environments and tool dicts, which the rounds' preambles replace."""
+        names = ("environments", "_batch_environments", "_sync_tool_dicts", "_async_tool_dicts")
+        saved = {name: getattr(self, name) for name in names if hasattr(self, name)}
+        try:
+            yield
+        finally:
+            for name, value in saved.items():
+                setattr(self, name, value)
+
+    @contextmanager
     def _generations_per_prompt(self, count: int):
-        """TRL's `_generate` asks the backend for `self.num_generations` per prompt; a round asks for M."""
+        """TRL's `_generate` asks the backend for `self.num_generations` copies per request; a round sets it."""
         saved, self.num_generations = self.num_generations, count
         try:
             yield
         finally:
             self.num_generations = saved
+
+    @contextmanager
+    def _held_generation_metrics(self, logs: _RoundLogs, num_rows: int):
+        """Keep what TRL's `_generate` logs per call out of the log; the kept batch is logged once per step."""
+        metrics = self._metrics["train"]
+        saved = {key: list(values) for key, values in metrics.items() if key.startswith(_GENERATION_METRICS)}
+        tokens_seen = self.state.num_input_tokens_seen
+        try:
+            yield
+        finally:
+            new = {
+                key: values[len(saved.get(key, [])) :]
+                for key, values in metrics.items()
+                if key.startswith(_GENERATION_METRICS)
+            }
+            if new.get("tools/call_frequency"):  # TRL counts tool calls per call, not per completion
+                calls = new["tools/call_frequency"][-1] * num_rows
+                logs.tool_calls += calls
+                logs.tool_failures += new.get("tools/failure_frequency", [0.0])[-1] * calls
+                logs.tool_rows += num_rows
+            for key in new:
+                if key in saved:
+                    metrics[key] = saved[key]
+                else:
+                    del metrics[key]
+            self.state.num_input_tokens_seen = tokens_seen
+
+    @contextmanager
+    def _held_reward_metrics(self, logs: _RoundLogs, num_rows: int):
+        """Hold the `log_metric` values of a round's reward call, weighted by the real rows it scored here."""
+        pending = self._pending_metrics
+        saved = {name: list(values) for name, values in pending.items()}
+        try:
+            yield
+        finally:
+            for name, values in pending.items():
+                for value in values[len(saved.get(name, [])) :]:
+                    if num_rows:
+                        logs.metric_sums[name] += value * num_rows
+                        logs.metric_rows[name] += num_rows
+            pending.clear()
+            pending.update(saved)
 
     # ----------------------------------------------------------------------------------------------------------
     # Advantages and metrics
@@ -259,18 +387,20 @@ class ReinforceAdaTrainer(GRPOTrainer):
     def _pool_advantages(self, num_local: int) -> torch.Tensor:
         """Advantages of this process's kept samples; also fixes the advantages TRL logged for the table.
 
-        A completion that every reward function declined (None) counts as reward 0 in its pool, so that exits can be
-        decided, and gets advantage 0, as in TRL.
+        A completion that every reward function declined (None) has no opinion: it is left out of the pool's mean
+        and std and gets advantage 0, as in TRL.
         """
-        sampler = self._sampler
-        advantages = compute_advantages(
-            sampler.kept_rewards(),
-            sampler.pools,
-            baseline=self.args.advantage_baseline,
-            scale=self.scale_rewards,
-        ).reshape(-1)
-        unscorable = torch.isnan(self._kept_rewards_per_func).all(dim=1).cpu().numpy()
-        advantages[unscorable] = 0.0  # as TRL: no reward function had an opinion, so no learning signal
+        sampler, baseline = self._sampler, self.args.advantage_baseline
+        if self.multi_objective_aggregation == "normalize_then_sum":
+            pools = self._pool_rewards_per_func
+            kept = np.stack([pools[j][group] for j, group in enumerate(sampler.select_groups())])
+            weights = self.reward_weights.cpu().numpy()
+            advantages = normalize_then_sum_advantages(kept, pools, weights, baseline=baseline)
+        else:
+            advantages = compute_advantages(
+                sampler.kept_rewards(), sampler.pools, baseline=baseline, scale=self.scale_rewards
+            )
+        advantages = advantages.reshape(-1)
         logged = self._logs["advantages"]
         for _ in range(min(len(advantages), len(logged))):
             logged.pop()
@@ -284,3 +414,46 @@ class ReinforceAdaTrainer(GRPOTrainer):
         metrics[f"{METRIC_PREFIX}tokens"] = float(tokens)
         for name, value in metrics.items():
             self._metrics["train"][name].append(value)
+
+    def _log_kept_generation_metrics(self, kept_stats: np.ndarray, logs: _RoundLogs) -> None:
+        """TRL's generation metrics (`num_tokens`, `completions/*`, `tools/*`) of the batch that reaches the loss."""
+        metrics = self._metrics["train"]
+        prompt_lengths, lengths, truncated = (torch.as_tensor(column) for column in kept_stats.T)
+        truncated = truncated.bool()
+        self.state.num_input_tokens_seen += int(prompt_lengths.sum() + lengths.sum())
+        metrics["num_tokens"] = [self.state.num_input_tokens_seen]
+        metrics["completions/mean_length"].append(lengths.float().mean().item())
+        metrics["completions/min_length"].append(lengths.float().min().item())
+        metrics["completions/max_length"].append(lengths.float().max().item())
+        metrics["completions/clipped_ratio"].append(truncated.float().mean().item())
+        terminated = lengths[~truncated] if (~truncated).any() else torch.zeros(1)
+        metrics["completions/mean_terminated_length"].append(terminated.float().mean().item())
+        metrics["completions/min_terminated_length"].append(terminated.float().min().item())
+        metrics["completions/max_terminated_length"].append(terminated.float().max().item())
+        if logs.tool_rows:  # every generated episode: TRL does not count tool calls per completion
+            metrics["tools/call_frequency"].append(logs.tool_calls / logs.tool_rows)
+            metrics["tools/failure_frequency"].append(logs.tool_failures / logs.tool_calls if logs.tool_calls else 0.0)
+
+    def _flush_reward_metrics(self, logs: _RoundLogs) -> None:
+        """Hand TRL each `log_metric` value so that its cross-process average weighs every real row once."""
+        for name, rows in logs.metric_rows.items():
+            self._pending_metrics[name].extend([logs.metric_sums[name] / rows] * rows)
+
+
+def _merge_extra_fields(inputs: list[dict], extra_fields: dict[str, Any]) -> None:
+    """Give reward functions the fields `rollout_func` returned, row by row, as GRPOTrainer does."""
+    for i, row in enumerate(inputs):
+        for key, values in extra_fields.items():
+            if not isinstance(values, list):
+                row[key] = values
+            elif i < len(values):
+                row[key] = values[i]
+
+
+def _forget_unselectable(sampler: AdaptiveSampler, prompts: list[int], owned: dict) -> None:
+    """Drop samples of `prompts` that group selection can no longer keep, so a step holds O(n) per prompt."""
+    for j in prompts:
+        keep = set(sampler.candidates(j))
+        for i in range(len(sampler.pools[j])):
+            if i not in keep:
+                owned.pop((j, i), None)

@@ -1,6 +1,7 @@
 """Two-process training run used by tests/test_distributed.py (launched with torchrun, gloo on CPU).
 
-Each rank writes what it decided each step (exit rounds, pools, kept groups) to OUT/rank{r}.json.
+Each rank writes what it decided each step (exit rounds, pools, kept groups) and how many completions it generated
+in each round to OUT/rank{r}.json.
 """
 
 from __future__ import annotations
@@ -18,8 +19,12 @@ from trl_ada import ReinforceAdaConfig, ReinforceAdaTrainer
 
 
 def reward(prompts, completion_ids, **kwargs):
-    """Prompt-dependent 0/1 rewards that differ between completions, so exits are data-driven."""
-    return [float((sum(ids) + len(p[-1]["content"])) % 3 == 0) for p, ids in zip(prompts, completion_ids, strict=True)]
+    """Data-driven 0/1 rewards: a prompt of a multiple of 3 characters is never solved (it stays active under `pos`),
+    the others are solved by about half of their completions, so exits differ between prompts and steps."""
+    return [
+        0.0 if len(p[-1]["content"]) % 3 == 0 else float((sum(ids) + len(p[-1]["content"])) % 2 == 0)
+        for p, ids in zip(prompts, completion_ids, strict=True)
+    ]
 
 
 def main(model_dir: str, out: str) -> None:
@@ -29,6 +34,7 @@ def main(model_dir: str, out: str) -> None:
         num_generations=4,
         samples_per_round=2,
         max_rounds=3,
+        exit_rule="pos",
         per_device_train_batch_size=6,  # 3 prompts per step over 2 ranks: the middle prompt straddles them
         max_completion_length=4,
         max_steps=2,
@@ -40,13 +46,20 @@ def main(model_dir: str, out: str) -> None:
     )
     trainer = ReinforceAdaTrainer(model=model_dir, reward_funcs=[reward], args=args, train_dataset=dataset)
     rank, world = trainer.accelerator.process_index, trainer.accelerator.num_processes
-    decisions, batch_prompts = [], []
+    decisions, batch_prompts, generated = [], [], [[]]
     log_metrics = trainer._log_sampling_metrics
+    generate = trainer._generate_single_turn
+
+    def count_generated(prompt_ids, *args, **kwargs):
+        generated[-1].append(len(prompt_ids))  # completions this rank generates in this round
+        return generate(prompt_ids, *args, **kwargs)
 
     def record(sampler, tokens):
         decisions.append({"exit_round": sampler.exit_round, "pools": sampler.pools, "groups": sampler.select_groups()})
+        generated.append([])
         log_metrics(sampler, tokens)
 
+    trainer._generate_single_turn = count_generated
     trainer._log_sampling_metrics = record
     compute_loss = trainer._compute_loss
 
@@ -63,6 +76,7 @@ def main(model_dir: str, out: str) -> None:
                 "global_step": trainer.state.global_step,
                 "decisions": decisions,
                 "copies_per_prompt": batch_prompts,
+                "generated_per_round": generated[:-1],
             }
         )
     )

@@ -189,6 +189,7 @@ def prepare_split(
         problem_column=script_args.problem_column,
         answer_column=script_args.answer_column,
         system_prompt=script_args.system_prompt,
+        prompt_style=script_args.prompt_style,
     )
     if script_args.max_prompt_tokens is not None:
         dataset = filter_by_prompt_length(dataset, tokenizer, script_args.max_prompt_tokens, chat_template_kwargs)
