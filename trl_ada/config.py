@@ -38,6 +38,12 @@ class ReinforceAdaConfig(GRPOConfig):
             `"pool"`: A = r − mean of every reward drawn for the prompt in this step (the paper's estimator).
             `"group"`: A = r − mean of the kept `num_generations` rewards (GRPO's baseline). With
             `scale_rewards="group"` the matching std (pool or group) divides the advantage.
+
+        > Parameters that control the run directory
+
+        overwrite_output_dir (`bool`, *optional*, defaults to `False`):
+            Training refuses an `output_dir` that holds `checkpoint-*` folders of another run unless it resumes from
+            them (`resume_from_checkpoint`). With `True`, those folders are deleted before training starts.
     """
 
     exit_rule: str = field(
@@ -64,6 +70,13 @@ class ReinforceAdaConfig(GRPOConfig):
         metadata={
             "help": "'pool': advantage = reward - mean of every reward drawn for the prompt this step (the paper's). "
             "'group': reward - mean of the kept num_generations (GRPO's)."
+        },
+    )
+    overwrite_output_dir: bool = field(
+        default=False,
+        metadata={
+            "help": "Delete the checkpoint-* folders of an earlier run in output_dir before training (without it, "
+            "training refuses such a directory unless resuming)."
         },
     )
 
@@ -94,6 +107,9 @@ class ReinforceAdaConfig(GRPOConfig):
         return self.exit_rule != "none"
 
     def _validate_adaptive_sampling(self) -> None:
+        for name in ("num_generations", "samples_per_round", "max_rounds"):
+            if isinstance(getattr(self, name), bool):  # bool is an int subclass: True would pass as 1
+                raise ValueError(f"{name}={getattr(self, name)!r}: must be an integer, not a boolean.")
         if self.exit_rule not in exit_rule_names():
             get_exit_rule(self.exit_rule)  # raises a ValueError listing the valid names
         if self.advantage_baseline not in ADVANTAGE_BASELINES:

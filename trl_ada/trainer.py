@@ -29,6 +29,7 @@ from trl import GRPOTrainer
 
 from .advantages import compute_advantages
 from .config import ReinforceAdaConfig
+from .run_dir import claim_run_dir, complete_checkpoint
 from .sampling import AdaptiveSampler, aggregate_rewards
 
 __all__ = ["ReinforceAdaTrainer"]
@@ -141,6 +142,18 @@ class ReinforceAdaTrainer(GRPOTrainer):
         if self._kept_rewards_per_func is not None:  # the kept samples were scored during the rounds
             return self._kept_rewards_per_func
         return super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+
+    # ----------------------------------------------------------------------------------------------------------
+    # Run directory: one run per output_dir, no half-written checkpoint resumed (see run_dir.py)
+    # ----------------------------------------------------------------------------------------------------------
+
+    def train(self, resume_from_checkpoint: str | bool | None = None, *args, **kwargs):
+        with claim_run_dir(self, resume_from_checkpoint) as checkpoint:
+            return super().train(checkpoint, *args, **kwargs)
+
+    def _save_checkpoint(self, model, trial):
+        with complete_checkpoint(self, trial):
+            super()._save_checkpoint(model, trial)
 
     # ----------------------------------------------------------------------------------------------------------
     # Adaptive rounds
