@@ -29,8 +29,9 @@ from trl import GRPOTrainer
 
 from .advantages import compute_advantages
 from .config import ReinforceAdaConfig
+from .reward_checks import RewardGuard, resolve_reward_funcs
 from .run_dir import claim_run_dir, complete_checkpoint
-from .sampling import AdaptiveSampler, aggregate_rewards
+from .sampling import AdaptiveSampler
 
 __all__ = ["ReinforceAdaTrainer"]
 
@@ -112,7 +113,13 @@ class ReinforceAdaTrainer(GRPOTrainer):
                         f"rollouts cannot be resampled round by round. Use exit_rule='none' to train with {option} "
                         "through plain GRPOTrainer sampling."
                     )
-        super().__init__(model, reward_funcs, args, *pargs, **kwargs)
+        super().__init__(model, resolve_reward_funcs(reward_funcs), args, *pargs, **kwargs)
+        self._reward_guard = RewardGuard(
+            self.reward_func_names,
+            self.reward_weights.tolist(),
+            args.positive_threshold,
+            check_threshold=args.is_adaptive and self.accelerator.is_main_process,
+        )
         self._use_rounds = not (self.tools or self.rollout_func or self.environment_factories)
         self._step_inputs: list[dict] | None = None
         self._sampler: AdaptiveSampler | None = None
@@ -173,7 +180,6 @@ class ReinforceAdaTrainer(GRPOTrainer):
             exit_rule=args.exit_rule,
         )
         m = sampler.samples_per_round
-        weights = self.reward_weights.cpu().numpy()
         owned: dict[tuple[int, int], _Sample] = {}
         rewards_per_func: dict[tuple[int, int], np.ndarray] = {}
         local_tokens = 0
@@ -211,11 +217,12 @@ class ReinforceAdaTrainer(GRPOTrainer):
                         images=None if images is None else images[row],
                         extra_logs={column: values[row] for column, values in extra_logs.items()},
                     )
-            sampler.ingest(aggregate_rewards(round_rewards, weights))
+            sampler.ingest(self._reward_guard.aggregate(round_rewards, completions, offset=rank * len(shard) * m))
             _forget_unselectable(sampler, active, owned, rewards_per_func)
             self._metrics["train"][f"{METRIC_PREFIX}generation_time/round_{sampler.round}"].append(generation_time)
 
         self._sampler = sampler
+        self._reward_guard.end_step()
         kept = [(j, i) for j, group in enumerate(sampler.select_groups()) for i in group]
         self._kept_rewards_per_func = torch.tensor(
             np.stack([rewards_per_func[key] for key in kept]), dtype=torch.float32, device=self.accelerator.device
