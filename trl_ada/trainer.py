@@ -28,8 +28,8 @@ from accelerate.utils import gather_object
 from trl import GRPOTrainer
 
 from .advantages import compute_advantages
+from .checks import RewardGuard, check_train_dataset_size, resolve_reward_funcs
 from .config import ReinforceAdaConfig
-from .reward_checks import RewardGuard, resolve_reward_funcs
 from .run_dir import claim_run_dir, complete_checkpoint
 from .sampling import AdaptiveSampler
 
@@ -113,6 +113,7 @@ class ReinforceAdaTrainer(GRPOTrainer):
                         f"rollouts cannot be resampled round by round. Use exit_rule='none' to train with {option} "
                         "through plain GRPOTrainer sampling."
                     )
+        check_train_dataset_size(kwargs.get("train_dataset", pargs[0] if pargs else None), args)
         super().__init__(model, resolve_reward_funcs(reward_funcs), args, *pargs, **kwargs)
         self._reward_guard = RewardGuard(
             self.reward_func_names,

@@ -9,7 +9,7 @@ import pytest
 from datasets import Dataset
 
 from trl_ada import ReinforceAdaConfig, ReinforceAdaTrainer
-from trl_ada.reward_checks import THRESHOLD_CHECK_STEPS, RewardGuard, resolve_reward_funcs
+from trl_ada.checks import THRESHOLD_CHECK_STEPS, RewardGuard, resolve_reward_funcs
 from trl_ada.rewards import format_reward, math_reward
 
 pytestmark = pytest.mark.xdist_group("trainer")
@@ -54,7 +54,7 @@ def test_a_weighted_sum_that_overflows_names_the_terms():
 
 def test_threshold_warning_after_the_first_steps_only_when_nothing_beat_it(caplog):
     guard = _guard(positive_threshold=2.0)
-    with caplog.at_level(logging.WARNING, logger="trl_ada.reward_checks"):
+    with caplog.at_level(logging.WARNING, logger="trl_ada.checks"):
         for _ in range(THRESHOLD_CHECK_STEPS - 1):
             guard.aggregate(np.array([[1.0, 1.0]]), ["x"])
             guard.end_step()
@@ -67,7 +67,7 @@ def test_threshold_warning_after_the_first_steps_only_when_nothing_beat_it(caplo
 
     caplog.clear()
     quiet = _guard(positive_threshold=0.7)
-    with caplog.at_level(logging.WARNING, logger="trl_ada.reward_checks"):
+    with caplog.at_level(logging.WARNING, logger="trl_ada.checks"):
         quiet.aggregate(np.array([[1.0, 0.0]]), ["x"])
         for _ in range(THRESHOLD_CHECK_STEPS):
             quiet.end_step()
@@ -115,6 +115,14 @@ def test_trainer_reports_an_overflowing_reward_by_function_and_completion(tiny_m
         ValueError, match=r"Reward function 'huge' returned inf for the completion '.*'\. Rewards must"
     ):
         trainer.train()
+
+
+@pytest.mark.parametrize(("prompts", "have"), [(0, "is empty"), (3, "has 3 prompts")])
+def test_a_dataset_smaller_than_one_batch_is_refused_before_the_model_loads(tmp_path, prompts, have):
+    dataset = Dataset.from_dict({"prompt": ["one plus one"] * prompts, "answer": ["2"] * prompts})
+    args = _config(tmp_path, per_device_train_batch_size=8)  # 8 / num_generations=2 = 4 prompts per batch
+    with pytest.raises(ValueError, match=f"train_dataset {have}, fewer than the 4 distinct prompts.*0 steps"):
+        ReinforceAdaTrainer(model="no/such-model", reward_funcs="math", args=args, train_dataset=dataset)
 
 
 def test_samples_per_round_true_is_rejected(tmp_path):

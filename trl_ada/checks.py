@@ -1,5 +1,6 @@
-"""Checks on reward functions and their values that the trainer runs, with messages a user can act on.
+"""Checks the trainer runs on its inputs (reward functions, their values, the dataset), with actionable messages.
 
+* [`check_train_dataset_size`]: a dataset smaller than one generation batch would train 0 steps; refused.
 * [`resolve_reward_funcs`]: registry names (`"math"`) and `module:function` paths become callables, as on the
   command line; any other string stays a reward-model id or path for TRL.
 * [`RewardGuard`]: the weighted reward of each round's completions (TRL's weighted sum), refusing a reward that is
@@ -19,7 +20,7 @@ import numpy as np
 
 from .sampling import aggregate_rewards
 
-__all__ = ["THRESHOLD_CHECK_STEPS", "RewardGuard", "resolve_reward_funcs"]
+__all__ = ["THRESHOLD_CHECK_STEPS", "RewardGuard", "check_train_dataset_size", "resolve_reward_funcs"]
 
 logger = logging.getLogger(__name__)
 
@@ -27,6 +28,27 @@ THRESHOLD_CHECK_STEPS = 3
 """After this many training steps with no reward above `positive_threshold`, [`RewardGuard`] warns (once)."""
 _SHOWN_CHARS = 200
 _FLOAT32_MAX = float(np.finfo(np.float32).max)  # TRL sums the weighted rewards in float32
+
+
+def check_train_dataset_size(dataset: Any, args: Any) -> None:
+    """Raise a ValueError when `dataset` (with a length) holds fewer prompts than one generation batch draws.
+
+    TRL's sampler takes `generation_batch_size / num_generations` distinct prompts per generation batch and drops an
+    incomplete last batch, so a smaller dataset trains 0 steps and would save the untrained model as the result.
+    """
+    if dataset is None or not hasattr(dataset, "__len__"):
+        return
+    per_batch = args.generation_batch_size // args.num_generations
+    if len(dataset) >= per_batch:
+        return
+    have = "is empty" if len(dataset) == 0 else f"has {len(dataset)} prompts"
+    raise ValueError(
+        f"train_dataset {have}, fewer than the {per_batch} distinct prompts of one generation batch "
+        f"(generation_batch_size={args.generation_batch_size} / num_generations={args.num_generations}): training "
+        "would run 0 steps. Add prompts, or lower per_device_train_batch_size (or gradient_accumulation_steps / "
+        "steps_per_generation) so that a batch needs at most "
+        f"{max(len(dataset), 1)} prompts."
+    )
 
 
 def resolve_reward_funcs(reward_funcs: Any) -> Any:
