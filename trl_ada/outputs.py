@@ -48,7 +48,9 @@ def check_output(
     for source in inputs:
         source_path = Path(source).expanduser().absolute()
         if source_path.exists() and (
-            source_path == target or target in source_path.parents or source_path in target.parents
+            source_path == target
+            or target in source_path.parents
+            or (source_path.is_dir() and source_path in target.parents)
         ):
             raise OutputError(
                 f"{option} {path}: this is also the input {source}; writing it would destroy the data being read. "
