@@ -219,7 +219,7 @@ _HELD: dict[Path, int] = {}
 def run_lock(output_dir: str | os.PathLike) -> Iterator[LockHolder]:
     """Hold `output_dir`'s run lock for the body; fail at once, naming the holder, if another live run has it.
 
-    Re-entrant within a process. Creates `output_dir` if needed.
+    Re-entrant within a process. Creates `output_dir` if needed, and removes it again if it is still empty.
     """
     root = Path(output_dir).resolve()
     if root in _HELD:
@@ -229,9 +229,14 @@ def run_lock(output_dir: str | os.PathLike) -> Iterator[LockHolder]:
         finally:
             _HELD[root] -= 1
         return
+    created = not root.exists()
     root.mkdir(parents=True, exist_ok=True)
     lock = root / LOCK_NAME
-    me = _acquire(lock)
+    try:
+        me = _acquire(lock)
+    except BaseException:
+        _remove_if_empty(root, created)
+        raise
     _HELD[root] = 1
     try:
         yield me
@@ -239,6 +244,12 @@ def run_lock(output_dir: str | os.PathLike) -> Iterator[LockHolder]:
         del _HELD[root]
         if _read_holder(lock) == me:
             lock.unlink(missing_ok=True)
+        _remove_if_empty(root, created)
+
+
+def _remove_if_empty(root: Path, created: bool) -> None:
+    if created and root.is_dir() and not any(root.iterdir()):
+        root.rmdir()
 
 
 def _acquire(lock: Path) -> LockHolder:

@@ -56,7 +56,7 @@ class UsageError(ValueError):
     """The command line, the config file, or a file, directory or model it names is wrong; exit code 2."""
 
 
-class HubAccessError(OSError):
+class HubAccessError(ValueError):
     """The Hugging Face Hub could not be reached or refused the token; exit code 1 (the environment, not usage)."""
 
 
