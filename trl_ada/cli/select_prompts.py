@@ -136,7 +136,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return 1
     with staged_output(output, directory=True) as staging:
-        save_selection(kept, staging, args.push_to_hub, args.hub_token)
+        save_selection(kept, staging)
+    if args.push_to_hub:  # after the selection is in place: a failed upload loses nothing
+        kept.push_to_hub(args.push_to_hub, token=args.hub_token)
+        print(f"Pushed the kept prompts to https://huggingface.co/datasets/{args.push_to_hub}.")
     jsonl = Path(args.output) / "prompts.jsonl"
     print(f"Kept {len(kept)} of {len(dataset)} prompts -> {args.output} (train on {jsonl}).")
     return 0
