@@ -88,14 +88,14 @@ def test_missing_subcommand_module_is_reported(monkeypatch, capsys):
 
 
 def test_missing_config_file(tmp_path, capsys):
-    assert cli.main(["train", "--config", str(tmp_path / "nope.yaml")]) == 1
+    assert cli.main(["train", "--config", str(tmp_path / "nope.yaml")]) == 2
     assert "nope.yaml" in capsys.readouterr().err
 
 
 def test_unknown_config_key_is_reported_without_traceback(tmp_path, capsys):
     config = tmp_path / "typo.yaml"
     config.write_text("exit_rul: pos\n")
-    assert cli.main(["train", "--config", str(config)]) == 1
+    assert cli.main(["train", "--config", str(config)]) == 2
     assert "exit_rul (did you mean exit_rule?)" in capsys.readouterr().err
 
 
@@ -212,7 +212,7 @@ def test_train_with_lora_writes_an_adapter(train_config, tmp_path):
 
 
 def test_train_unknown_reward_lists_known_names(train_config, capsys):
-    assert _train(train_config, "--reward_funcs", "nonexistent_reward") == 1
+    assert _train(train_config, "--reward_funcs", "nonexistent_reward") == 2
     err = capsys.readouterr().err
     assert "nonexistent_reward" in err
     assert "math" in err
@@ -221,7 +221,7 @@ def test_train_unknown_reward_lists_known_names(train_config, capsys):
 def test_train_missing_columns_error(train_config, tmp_path, capsys):
     data = tmp_path / "odd.jsonl"
     data.write_text(json.dumps({"q": "What is 1 + 1?", "a": "2"}) + "\n")
-    assert _train(train_config, "--dataset_name", str(data)) == 1
+    assert _train(train_config, "--dataset_name", str(data)) == 2
     err = capsys.readouterr().err
     assert "['q', 'a']" in err
     assert "--problem_column" in err

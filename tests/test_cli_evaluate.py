@@ -69,7 +69,7 @@ def test_max_new_tokens_is_a_deprecated_alias_of_max_completion_length(capsys) -
 
 def test_evaluate_main_reports_missing_columns(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     data = write_jsonl(tmp_path / "bad.jsonl", [{"text": "Compute 1 + 1.", "answer": "2"}])
-    assert evaluate.main(["--model", "m", "--datasets", data]) == 1
+    assert evaluate.main(["--model", "m", "--datasets", data]) == 2
     assert "trl-ada evaluate: error: No problem column found" in capsys.readouterr().err
 
 
@@ -165,6 +165,7 @@ def test_select_prompts_hub_token_flag_is_verified_and_used(tiny_model_dir, two_
     monkeypatch.setattr(Dataset, "push_to_hub", lambda self, repo_id, **kw: pushed.append(kw.get("token")))
     alpha, _ = two_datasets
     argv = ["--model", tiny_model_dir, "--dataset", alpha, "--num_samples", "1", "--max_new_tokens", "4"]
-    flags = ["--backend", "transformers", "--output", str(tmp_path / "o"), "--push_to_hub", "me/sel"]
+    keep_all = ["--min_correct", "0", "--max_pass_rate", "1"]  # an empty selection would not be written or pushed
+    flags = ["--backend", "transformers", "--output", str(tmp_path / "o"), "--push_to_hub", "me/sel", *keep_all]
     assert select_prompts.main([*argv, *flags, "--hub_token", "hf_flag"]) == 0
     assert checked == ["hf_flag"] and pushed == ["hf_flag"]

@@ -41,6 +41,12 @@ class ReinforceAdaConfig(GRPOConfig):
             `multi_objective_aggregation="normalize_then_sum"` each reward function is normalised by the mean and std
             of the same set before the weighted sum, which is then normalised over the batch (as TRL does).
 
+        > Parameters that control the run directory
+
+        overwrite_output_dir (`bool`, *optional*, defaults to `False`):
+            Training refuses an `output_dir` that holds `checkpoint-*` folders of another run unless it resumes from
+            them (`resume_from_checkpoint`). With `True`, those folders are deleted before training starts.
+
     Rewards that no reward function scores (every function returns `None`) have no opinion: such a completion is
     neither positive nor negative for the exit rule, is left out of the pool mean and std, and gets advantage 0.
     With `exit_rule="none"` the trainer computes exactly what [`~trl.GRPOTrainer`] computes.
@@ -72,6 +78,13 @@ class ReinforceAdaConfig(GRPOConfig):
             "'group': reward - mean of the kept num_generations (GRPO's)."
         },
     )
+    overwrite_output_dir: bool = field(
+        default=False,
+        metadata={
+            "help": "Delete the checkpoint-* folders of an earlier run in output_dir before training (without it, "
+            "training refuses such a directory unless resuming)."
+        },
+    )
 
     # Paper defaults where TRL's differ
     num_generations: int | None = field(
@@ -100,6 +113,9 @@ class ReinforceAdaConfig(GRPOConfig):
         return self.exit_rule != "none"
 
     def _validate_adaptive_sampling(self) -> None:
+        for name in ("num_generations", "samples_per_round", "max_rounds"):
+            if isinstance(getattr(self, name), bool):  # bool is an int subclass: True would pass as 1
+                raise ValueError(f"{name}={getattr(self, name)!r}: must be an integer, not a boolean.")
         if self.exit_rule not in exit_rule_names():
             get_exit_rule(self.exit_rule)  # raises a ValueError listing the valid names
         if self.advantage_baseline not in ADVANTAGE_BASELINES:

@@ -532,6 +532,8 @@ def select_prompts(
     if isinstance(min_correct, bool) or not isinstance(min_correct, int) or min_correct < 0:
         raise ValueError(f"min_correct must be an integer >= 0, got {min_correct!r}.")
     formatted = _format(dataset, problem_column, answer_column)
+    earlier = [column for column in ("num_correct", "pass_rate") if column in formatted.column_names]
+    formatted = formatted.remove_columns(earlier)  # re-selecting an earlier selection replaces its estimates
     sampling = sampling or SamplingSettings(max_new_tokens=2048)
     pass_rates = estimate_pass_rates(model, formatted["prompt"], formatted["answer"], num_samples, sampling=sampling)
     num_correct = [round(rate * num_samples) for rate in pass_rates]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import logging
 import math
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -19,10 +20,15 @@ if TYPE_CHECKING:
     from ..evaluation import SamplingSettings
 
 __all__ = [
+    "DTYPES",
     "PROG",
+    "UsageError",
     "add_data_arguments",
     "add_sampling_arguments",
     "check_columns",
+    "check_model",
+    "check_not_empty",
+    "exit_code",
     "load_split",
     "print_error",
     "require_hub_token",
@@ -31,6 +37,8 @@ __all__ = [
 ]
 
 PROG = "trl-ada"
+DTYPES = ("auto", "bfloat16", "float16", "float32")
+"""Values of `--dtype` (as TRL's `ModelConfig.dtype`)."""
 LOG_FORMAT = "[%(asctime)s] %(levelname)s %(name)s: %(message)s"
 
 
@@ -44,10 +52,71 @@ def setup_logging(level: int = logging.INFO) -> None:
         package_logger.addHandler(handler)
 
 
+class UsageError(ValueError):
+    """The command line, the config file, or a file, directory or model it names is wrong; exit code 2."""
+
+
+class HubAccessError(ValueError):
+    """The Hugging Face Hub could not be reached or refused the token; exit code 1 (the environment, not usage)."""
+
+
+def exit_code(err: BaseException | str) -> int:
+    """2 for a usage error (a bad value, file, path or model in the invocation), 1 for the environment (network,
+    credentials) and anything else."""
+    from ..outputs import OutputError
+    from ..run_dir import RunDirectoryError
+
+    usage = (UsageError, OutputError, RunDirectoryError, ValueError, TypeError, FileNotFoundError, NotADirectoryError)
+    return 2 if isinstance(err, usage) and not isinstance(err, HubAccessError) else 1
+
+
 def print_error(command: str, err: BaseException | str) -> int:
-    """Print a setup or input error as one line without a traceback (`trl-ada CMD: error: ...`); exit code 1."""
+    """Print a setup or input error as one line without a traceback (`trl-ada CMD: error: ...`); return its exit
+    code ([`exit_code`]: 2 for usage errors, 1 otherwise)."""
     print(f"{PROG} {command}: error: {err}", file=sys.stderr)
-    return 1
+    return exit_code(err)
+
+
+def _looks_local(name: str) -> bool:
+    """A path rather than a Hub id (`name` or `org/name`): starts with `.`, `/` or `~`, or has more than one `/`."""
+    return name.startswith((".", "/", "~")) or name.count("/") > 1 or name.endswith("/") or "\\" in name
+
+
+def check_model(name: str, option: str, **config_kwargs: Any) -> None:
+    """Fail before any data or generation work when the model cannot be found.
+
+    A local-looking path must be a directory (with a "did you mean" hint from its parent); anything else must have a
+    loadable config (a cheap download, or the local cache offline); `config_kwargs` go to `AutoConfig`.
+    """
+    from ..utils import closest_name
+
+    path = Path(name).expanduser()
+    if path.is_dir():
+        return
+    if path.exists():
+        raise UsageError(f"{option} {name}: is a file; pass the model's directory (with config.json) or a Hub id.")
+    if _looks_local(name):
+        parent = path.parent if path.parent.is_dir() else None
+        similar = closest_name(path.name, [p.name for p in parent.iterdir() if p.is_dir()]) if parent else None
+        hint = f" Did you mean {os.path.join(os.path.dirname(name), similar)!r}?" if similar else ""
+        raise UsageError(f"{option} {name}: no such directory.{hint} Check the path, or give a Hub model id.")
+    from transformers import AutoConfig
+
+    try:
+        AutoConfig.from_pretrained(name, **config_kwargs)
+    except OSError as err:
+        reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise UsageError(
+            f"{option} {name}: no such local directory, and no model of that name could be loaded from the Hub "
+            f"({reason}). Check the spelling or the path; offline, the model must be in the Hugging Face cache."
+        ) from err
+
+
+def check_not_empty(dataset: Dataset, option: str, source: str, minimum: int = 1) -> None:
+    """Fail before any generation when `dataset` holds fewer than `minimum` rows."""
+    if len(dataset) < minimum:
+        have = "no rows" if len(dataset) == 0 else f"only {len(dataset)} rows"
+        raise UsageError(f"{option} {source}: has {have}; at least {minimum} needed. Check the file or the split.")
 
 
 def require_hub_token(token: str | None = None, *, option: str, before: str) -> None:
@@ -65,7 +134,7 @@ def require_hub_token(token: str | None = None, *, option: str, before: str) -> 
     try:
         huggingface_hub.whoami(token=token)
     except Exception as err:
-        raise ValueError(
+        raise HubAccessError(
             f"{option}, but the Hugging Face token could not be verified ({type(err).__name__}: {err}). "
             "Fix the token or the connection, or drop the push."
         ) from err
@@ -150,7 +219,7 @@ def add_sampling_arguments(parser: argparse.ArgumentParser, max_completion_lengt
         "--batch_size", type=positive_int, default=8, help="Prompts per `generate` call (transformers)."
     )
     group.add_argument(
-        "--dtype", default="auto", help="Model dtype: auto (checkpoint dtype; float32 on CPU), bfloat16..."
+        "--dtype", choices=DTYPES, default="auto", help="Model dtype: auto (checkpoint dtype; float32 on CPU), ..."
     )
     group.add_argument("--seed", type=int, default=0, help="Random seed of the sampling.")
 
@@ -185,7 +254,12 @@ def load_split(source: str, split: str, limit: int | None) -> Dataset:
     """Load a dataset split (a single local file is read whole) and keep its first `limit` rows."""
     from ..data import load_prompt_dataset
 
-    dataset = load_prompt_dataset(source, split="train" if Path(source).expanduser().is_file() else split)
+    try:
+        dataset = load_prompt_dataset(source, split="train" if Path(source).expanduser().is_file() else split)
+    except ValueError as err:
+        if "corresponds to no data" not in str(err):  # what `datasets` says about an empty file
+            raise
+        raise UsageError(f"{source}: has no rows. Check the file or the split.") from err
     return dataset.select(range(min(limit, len(dataset)))) if limit else dataset
 
 

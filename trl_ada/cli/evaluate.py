@@ -15,11 +15,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..evaluation import avg_at_k
+from ..outputs import check_output, staged_output
 from .common import (
     PROG,
     add_data_arguments,
     add_sampling_arguments,
     check_columns,
+    check_model,
+    check_not_empty,
     load_split,
     positive_int,
     print_error,
@@ -56,6 +59,9 @@ def make_parser(prog: str = f"{PROG} {COMMAND}") -> argparse.ArgumentParser:
     parser.add_argument("--k", type=positive_int, default=32, help="Samples per problem (default: 32).")
     parser.add_argument("--limit", type=positive_int, default=None, help="Evaluate only the first N problems.")
     parser.add_argument("--output", default=None, help="Write the report as JSON to this file.")
+    parser.add_argument(
+        "--overwrite", action="store_true", help="Replace an existing --output; without it, it is refused."
+    )
     add_sampling_arguments(parser, max_completion_length=4096)
     return parser
 
@@ -76,18 +82,29 @@ def load_datasets(args: argparse.Namespace) -> dict[str, Dataset]:
     if len(set(names)) != len(names):
         raise ValueError(f"--datasets: two datasets share a name in {names}; name them with LABEL=NAME_OR_PATH.")
     datasets = {label: load_split(source, args.split, args.limit) for label, source in labels}
-    for dataset in datasets.values():
+    for (_, source), dataset in zip(labels, datasets.values(), strict=True):
+        check_not_empty(dataset, "--datasets", source)
         check_columns(dataset, args.problem_column, args.answer_column)
     return datasets
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Print the avg@k table and write the JSON report when `--output` is given."""
+    """Print the avg@k table and write the JSON report when `--output` is given.
+
+    Every input and `--output` are checked before sampling; the report is written to a temporary sibling and renamed
+    into place.
+    """
+    from datasets import disable_caching
+
     args = make_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
     setup_logging()
+    disable_caching()  # no cache-*.arrow files next to the inputs
     try:
+        sources = [source for _, source in map(dataset_label, args.datasets)]
+        output = args.output and check_output(args.output, option="--output", overwrite=args.overwrite, inputs=sources)
         datasets = load_datasets(args)
         sampling = sampling_settings(args)
+        check_model(args.model, "--model")
     except (ValueError, OSError) as err:
         return print_error(COMMAND, err)
     report = avg_at_k(
@@ -99,7 +116,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         answer_column=args.answer_column,
     )
     print(report.table())
-    if args.output:
-        report.to_json(args.output, per_problem=True)
+    if output:
+        with staged_output(output) as staging:
+            report.to_json(staging, per_problem=True)
         logger.info("Report written to %s.", args.output)
     return 0

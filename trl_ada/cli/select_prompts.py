@@ -10,13 +10,18 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from ..evaluation import DEFAULT_MAX_PASS_RATE, save_selection, select_prompts
+from ..outputs import check_output, staged_output
 from .common import (
     PROG,
+    UsageError,
     add_data_arguments,
     add_sampling_arguments,
     check_columns,
+    check_model,
+    check_not_empty,
     load_split,
     non_negative_int,
     positive_int,
@@ -59,6 +64,11 @@ def make_parser(prog: str = f"{PROG} {COMMAND}") -> argparse.ArgumentParser:
     parser.add_argument(
         "--output", required=True, help="Directory for the kept prompts (save_to_disk) and DIR/prompts.jsonl."
     )
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="Replace an existing --output (only once the new selection is complete); without it, it is refused.",
+    )
     parser.add_argument("--push_to_hub", default=None, metavar="REPO_ID", help="Also push the kept prompts here.")
     parser.add_argument(
         "--hub_token", default=None, help="Token for --push_to_hub (default: HF_TOKEN or the stored `hf auth login`)."
@@ -67,16 +77,45 @@ def make_parser(prog: str = f"{PROG} {COMMAND}") -> argparse.ArgumentParser:
     return parser
 
 
+def check_filter(num_samples: int, min_correct: int, max_pass_rate: float) -> None:
+    """Refuse a filter no prompt can pass: a kept prompt has `min_correct <= k <= max_pass_rate * num_samples`."""
+    if min_correct > num_samples:
+        raise UsageError(
+            f"--min_correct {min_correct} is more than --num_samples {num_samples}: no prompt can be kept. Lower "
+            "--min_correct or raise --num_samples."
+        )
+    most = int(max_pass_rate * num_samples + 1e-9)
+    if min_correct > most:
+        raise UsageError(
+            f"--min_correct {min_correct} with --max_pass_rate {max_pass_rate} and --num_samples {num_samples}: a "
+            f"kept prompt has at most {most} correct samples, so none can be kept. Lower --min_correct, or raise "
+            "--max_pass_rate or --num_samples."
+        )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Write the kept prompts and their pass rates to `--output`."""
+    """Write the kept prompts and their pass rates to `--output`.
+
+    Every input is checked before sampling. The selection is written to a temporary sibling of `--output` and
+    renamed into place; an empty selection is not written.
+    """
+    from datasets import disable_caching
+
     args = make_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
     setup_logging()
+    disable_caching()  # no cache-*.arrow files next to the input (e.g. an earlier selection)
     try:
+        check_filter(args.num_samples, args.min_correct, args.max_pass_rate)
+        output = check_output(
+            args.output, option="--output", overwrite=args.overwrite, directory=True, inputs=[args.dataset]
+        )
         dataset = load_split(args.dataset, args.split, args.limit)
+        check_not_empty(dataset, "--dataset", args.dataset)
         check_columns(dataset, args.problem_column, args.answer_column)
         sampling = sampling_settings(args)
         if args.push_to_hub:
             require_hub_token(args.hub_token, option=f"--push_to_hub {args.push_to_hub}", before="sampling")
+        check_model(args.model, "--model")
     except (ValueError, OSError) as err:
         return print_error(COMMAND, err)
     kept = select_prompts(
@@ -89,6 +128,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         problem_column=args.problem_column,
         answer_column=args.answer_column,
     )
-    output = save_selection(kept, args.output, args.push_to_hub, args.hub_token)
-    print(f"Kept {len(kept)} of {len(dataset)} prompts -> {output} (train on {output / 'prompts.jsonl'}).")
+    if len(kept) == 0:
+        print_error(
+            COMMAND,
+            f"no prompt passed the filter (0 of {len(dataset)} kept; see the counts above); nothing written to "
+            f"{args.output}. Loosen --min_correct or --max_pass_rate, or raise --num_samples.",
+        )
+        return 1
+    with staged_output(output, directory=True) as staging:
+        save_selection(kept, staging)
+    if args.push_to_hub:  # after the selection is in place: a failed upload loses nothing
+        kept.push_to_hub(args.push_to_hub, token=args.hub_token)
+        print(f"Pushed the kept prompts to https://huggingface.co/datasets/{args.push_to_hub}.")
+    jsonl = Path(args.output) / "prompts.jsonl"
+    print(f"Kept {len(kept)} of {len(dataset)} prompts -> {args.output} (train on {jsonl}).")
     return 0

@@ -14,15 +14,17 @@ from __future__ import annotations
 
 import argparse
 import logging
+import re
 import sys
 from collections.abc import Iterable, Sequence
+from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trl import TrlParser
 
 from ..utils import closest_name
-from .common import PROG, print_error, require_hub_token, setup_logging
+from .common import PROG, UsageError, check_model, print_error, require_hub_token, setup_logging
 
 if TYPE_CHECKING:
     from datasets import Dataset
@@ -47,8 +49,119 @@ FALSE_STRINGS = {"false", "no", "0", ""}
 # ----------------------------------------------------------------------------------------------------------------
 
 
-class ConfigKeyError(ValueError):
+class ConfigKeyError(UsageError):
     """A key of the YAML config, or a command-line flag, that none of the argument dataclasses knows."""
+
+
+USAGE = f"""{PROG} {COMMAND} --config RECIPE.yaml [--KEY VALUE ...]
+       {PROG} {COMMAND} --model_name_or_path MODEL --dataset_name DATA --output_dir DIR [--KEY VALUE ...]"""
+DESCRIPTION = """\
+Train a model with Reinforce-Ada adaptive sampling (arXiv 2510.04996), or plain GRPO with --exit_rule none, on
+TRL's GRPOTrainer. Every option below can be set in the YAML recipe (as `key: value`) or as a flag; flags override
+the recipe. Booleans take a value (--bf16 false); lists take several (--reward_funcs math format).
+
+The Reinforce-Ada options come first, then the data and rewards, the model, and TRL's and transformers' options
+in the groups of their documentation."""
+EPILOG = f"""\
+examples:
+  {PROG} {COMMAND} --config recipes/Qwen2.5-Math-1.5B/reinforce_ada_balance.yaml --max_steps 100
+  {PROG} {COMMAND} --config recipe.yaml --resume_from_checkpoint true"""
+_HEADING = re.compile(r"^\s*> (.+?)\s*$")
+_FIELD = re.compile(r"^\s+(\w+) \(`")
+
+
+def _docstring_groups(cls: type) -> list[tuple[str, list[str]]]:
+    """(section title, field names) of a TRL-style docstring: `> Parameters that control ...` headings over fields."""
+    groups: list[tuple[str, list[str]]] = [("general", [])]  # fields documented before the first heading
+    in_note = False
+    for line in (cls.__doc__ or "").splitlines():
+        heading = _HEADING.match(line)
+        if heading:
+            title = heading.group(1)
+            in_note = in_note or title.startswith("[!")
+            if not in_note:
+                groups.append((title.removeprefix("Parameters that control ").rstrip(":"), []))
+            continue
+        in_note = False
+        field = _FIELD.match(line)
+        if field:
+            groups[-1][1].append(field.group(1))
+    return [(title, names) for title, names in groups if names]
+
+
+def _help_groups() -> list[tuple[str, list[str]]]:
+    """The option groups of `train --help`, in order; a field goes to the first group that names it."""
+    import dataclasses
+
+    from transformers import TrainingArguments
+    from trl import GRPOConfig, ModelConfig
+
+    from ..config import ReinforceAdaConfig
+    from ..data import ReinforceAdaScriptArguments
+
+    groups = _docstring_groups(ReinforceAdaConfig)
+    groups.append(("data and rewards", [f.name for f in dataclasses.fields(ReinforceAdaScriptArguments)]))
+    groups.append(("model (TRL ModelConfig)", [f.name for f in dataclasses.fields(ModelConfig)]))
+    groups += [(f"TRL GRPOConfig: {title}", names) for title, names in _docstring_groups(GRPOConfig)]
+    groups += [
+        (f"transformers TrainingArguments: {title}", names) for title, names in _docstring_groups(TrainingArguments)
+    ]
+    return groups
+
+
+def _group_options(parser: argparse.ArgumentParser) -> None:
+    """Move the dataclass options out of the flat "options" list into [`_help_groups`] (help output only)."""
+    flat = parser._optionals
+    movable = [action for action in flat._group_actions if action.dest not in ("help", "config")]
+    placed: set[int] = set()
+    for title, names in [*_help_groups(), ("other options", [action.dest for action in movable])]:
+        chosen = [a for a in movable if a.dest in names and id(a) not in placed]
+        if chosen:
+            group = parser.add_argument_group(title)
+            group._group_actions.extend(chosen)
+            placed.update(id(a) for a in chosen)
+    flat._group_actions[:] = [action for action in flat._group_actions if id(action) not in placed]
+
+
+def _check_config_file(path: str) -> dict[str, Any]:
+    """The recipe's mapping; a missing file, broken YAML or a non-mapping is a one-line `UsageError`."""
+    import yaml
+
+    try:
+        with open(path) as handle:
+            config = yaml.safe_load(handle)
+    except FileNotFoundError:
+        raise UsageError(f"--config {path}: no such file. Check the path of the YAML recipe.") from None
+    except IsADirectoryError:
+        raise UsageError(f"--config {path}: is a directory; pass the YAML recipe inside it.") from None
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise UsageError(f"--config {path}: not valid YAML{where}: {problem}. Fix the file.") from None
+    if not isinstance(config, dict):
+        raise UsageError(
+            f"--config {path}: holds a {type(config).__name__}, not a mapping of `key: value` lines. Fix the file."
+        )
+    return config
+
+
+def _yaml_value_problem(action: argparse.Action, value: Any) -> str | None:
+    """Why `value` (from the YAML) does not fit the option, or None. Strings go through the flag's own type."""
+    if action.nargs in ("+", "*") or value is None:
+        return None
+    if isinstance(value, str) and callable(action.type):
+        try:
+            value = action.type(value)
+        except (ValueError, TypeError, argparse.ArgumentTypeError):
+            return f"is not a valid {getattr(action.type, '__name__', 'value')}"
+    elif action.type in (int, float) and (isinstance(value, bool) or not isinstance(value, (int, float))):
+        return f"is a {type(value).__name__}, not a number"
+    elif action.type is int and isinstance(value, float) and not value.is_integer():
+        return "is not an integer"
+    if action.choices is not None and value not in action.choices:
+        return f"is not one of {list(action.choices)}"
+    return None
 
 
 def unknown_key_message(keys: Sequence[str], known: Iterable[str], where: str, prefix: str = "") -> str:
@@ -74,19 +187,42 @@ class ReinforceAdaParser(TrlParser):
 
     def known_keys(self) -> set[str]:
         """Every field name the dataclasses accept."""
-        return {action.dest for action in self._actions if action.dest != "help"}
+        return {action.dest for action in self._actions if action.dest not in ("help", "config")}
+
+    def error(self, message: str):
+        """argparse's errors (a bad flag value) as one `UsageError` line instead of the 200-line usage."""
+        raise UsageError(f"{message}. Run `{self.prog} --help` for the options.")
 
     def set_defaults_with_config(self, **kwargs: Any) -> list[str]:
+        where = f"in the config file {self.config_path}" if self.config_path else "in the config file"
         unknown = [key for key in kwargs if key not in self.known_keys()]
         if unknown:
-            where = f"in the config file {self.config_path}" if self.config_path else "in the config file"
             raise ConfigKeyError(unknown_key_message(unknown, self.known_keys(), where))
+        actions = {action.dest: action for action in self._actions if action.option_strings}
+        for key, value in kwargs.items():
+            problem = _yaml_value_problem(actions[key], value)
+            if problem:
+                default = actions[key].default
+                example = f" (e.g. `{key}: {default}`, the default)" if default not in (None, "") else ""
+                raise UsageError(
+                    f"{key}: {value!r} {where} {problem}. Fix that key{example}, or override it with --{key}."
+                )
         return super().set_defaults_with_config(**kwargs)
 
     def parse_args_and_config(self, args: Iterable[str] | None = None, **kwargs: Any) -> tuple[Any, ...]:
-        """Like `TrlParser.parse_args_and_config`, but an unknown key or flag raises `ConfigKeyError` up front."""
+        """Like `TrlParser.parse_args_and_config`, but every problem with `--config`, the recipe or a flag raises a
+        one-line `UsageError` (`ConfigKeyError` for unknown keys) before any dataclass is built."""
         args = _split_config_flag(list(sys.argv[1:] if args is None else args))
-        self.config_path = args[args.index("--config") + 1] if "--config" in args[:-1] else None
+        self.config_path = None
+        if "--config" in args:
+            index = args.index("--config")
+            if index + 1 >= len(args) or args[index + 1].startswith("-"):
+                raise UsageError(
+                    "--config needs a value: the path of a YAML recipe, e.g. "
+                    "--config recipes/Qwen2.5-Math-1.5B/reinforce_ada_balance.yaml."
+                )
+            self.config_path = args[index + 1]
+            _check_config_file(self.config_path)
         self.check_flags(_without_config(args))
         return super().parse_args_and_config(args)
 
@@ -129,7 +265,23 @@ def make_parser(prog: str = f"{PROG} {COMMAND}") -> ReinforceAdaParser:
 
     # No abbreviations: `--max_round` must not silently mean `--max_rounds`.
     dataclass_types = (ReinforceAdaScriptArguments, ReinforceAdaConfig, ModelConfig)
-    return ReinforceAdaParser(dataclass_types, prog=prog, allow_abbrev=False)
+    parser = ReinforceAdaParser(
+        dataclass_types,
+        prog=prog,
+        usage=USAGE,
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,
+    )
+    parser.add_argument(
+        "--config",
+        metavar="RECIPE.yaml",
+        default=argparse.SUPPRESS,  # read (and removed from the arguments) by TrlParser before argparse runs
+        help="YAML recipe: its `key: value` lines set the options below; flags given here override them.",
+    )
+    _group_options(parser)
+    return parser
 
 
 def parse_train_args(
@@ -297,17 +449,45 @@ def _log_level(training_args: ReinforceAdaConfig) -> int:
     return logging.INFO if training_args.should_log else logging.WARNING
 
 
+def check_run_dir(training_args: ReinforceAdaConfig) -> None:
+    """Before the model loads: resuming needs a complete checkpoint, and a new run a directory without another
+    run's checkpoints (unless `overwrite_output_dir`; the trainer deletes them when training starts)."""
+    from ..run_dir import check_output_dir, resolve_resume
+
+    resume = resolve_resume(training_args.output_dir, _resume_value(training_args.resume_from_checkpoint))
+    check_output_dir(
+        training_args.output_dir, resuming=resume is not None, overwrite=training_args.overwrite_output_dir
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """`trl-ada train`: setup errors (bad keys, data, rewards, credentials) are reported without a traceback."""
+    """`trl-ada train`: setup errors (flags, recipe, model, data, rewards, run directory, credentials) are reported
+    in one line without a traceback, before the model loads; exit code 2 for usage errors, 1 otherwise.
+
+    The main process holds the `output_dir` lock from these checks until the final model is saved.
+    """
+    from ..run_dir import run_lock
+
     try:
         script_args, training_args, model_args = parse_train_args(list(sys.argv[1:] if argv is None else argv))
     except (ValueError, OSError) as err:
         return print_error(COMMAND, err)
     setup_logging(_log_level(training_args))
-    try:
-        check_hub_credentials(training_args)
-        trainer = build_trainer(script_args, training_args, model_args)
-    except (ValueError, OSError) as err:
-        return print_error(COMMAND, err)
-    run_training(trainer, script_args)
+    with ExitStack() as run:
+        try:
+            if training_args.process_index == 0:
+                run.enter_context(run_lock(training_args.output_dir))
+            check_run_dir(training_args)
+            check_hub_credentials(training_args)
+            _require(model_args.model_name_or_path, "model_name_or_path")
+            check_model(
+                model_args.model_name_or_path,
+                "--model_name_or_path",
+                revision=model_args.model_revision,
+                trust_remote_code=training_args.trust_remote_code,
+            )
+            trainer = build_trainer(script_args, training_args, model_args)
+        except (ValueError, OSError) as err:
+            return print_error(COMMAND, err)
+        run_training(trainer, script_args)
     return 0

@@ -15,6 +15,10 @@ pair gets a bounded time budget:
 * Inputs are capped: the boxes are found with a linear scan, at most `MAX_ANSWER_BOXES` of them are read and their
   content is limited to `MAX_BOX_CHARS` in all, so a 1 MB completion costs a few milliseconds before `math_verify`
   sees at most 1000 characters.
+* A call has a batch budget too, `batch_timeout_s` (default `DEFAULT_BATCH_TIMEOUT_S`, 300 s): no pair is started
+  after it, and a pair running at that moment is cut off, so thousands of distinct slow answers (a collapsing policy
+  writing power towers) cannot block a training step for hours. Completions left unverified score 0.0; `math_reward`
+  counts them in the `math_reward/over_budget` metric and logs a warning.
 
 Workers are plain subprocesses, so they also start from daemonic `multiprocessing` workers. Only where no
 subprocess can be started (or without `signal.setitimer`, i.e. on Windows) does a call from a non-main thread
@@ -27,6 +31,7 @@ import atexit
 import collections
 import functools
 import logging
+import math
 import os
 import signal
 import socket
@@ -42,6 +47,7 @@ from typing import Any
 from .answers import DEFAULT_SETTINGS, MathVerifySettings, _parse_gold, _prediction, _verify_pair, normalize_answer
 
 __all__ = [
+    "DEFAULT_BATCH_TIMEOUT_S",
     "DEFAULT_TIMEOUT_S",
     "RewardFunc",
     "clear_caches",
@@ -55,10 +61,14 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 RewardFunc = Callable[..., list[float]]
-Pair = tuple[str, str, MathVerifySettings]
-"""(prediction, gold, comparison settings): one verification."""
 DEFAULT_TIMEOUT_S = 3.0
 """Wall-clock budget for parsing and verifying one (prediction, gold) pair."""
+DEFAULT_BATCH_TIMEOUT_S = 300.0
+"""Wall-clock budget for verifying all the distinct pairs of one call; what is left unverified scores 0.0."""
+OVER_BUDGET_METRIC = "math_reward/over_budget"
+"""Metric `math_reward` logs through TRL: completions of the call left unverified when the batch budget ran out."""
+Pair = tuple[str, str, MathVerifySettings]
+"""(prediction, gold, comparison settings): one verification."""
 _ALARM_REPEAT_S = 0.05
 """After the budget, the scoring alarm re-fires this often until cancelled, in case Python swallowed one."""
 HARD_GRACE_S = 1.0
@@ -143,12 +153,27 @@ def _score_pair_unbounded(prediction: str, gold: str, settings: MathVerifySettin
         return 0.0, True
 
 
-def _score_serial(pairs: Sequence[Pair], timeout_s: float) -> list[tuple[float, bool]]:
-    """Score pairs one after the other in this thread."""
-    if _in_main_thread():
-        return [_score_pair_with_alarm(p, g, timeout_s, s) for p, g, s in pairs]
-    _warn_unbounded()
-    return [_score_pair_unbounded(p, g, s) for p, g, s in pairs]
+Result = tuple[float, bool] | None
+"""(score, finished) of a pair, or None when the batch budget ran out before the pair could be verified."""
+
+
+def _score_serial(pairs: Sequence[Pair], timeout_s: float, deadline: float) -> list[Result]:
+    """Score pairs one after the other in this thread, starting none after the monotonic `deadline`."""
+    bounded = _in_main_thread()
+    if not bounded:
+        _warn_unbounded()
+    results: list[Result] = []
+    for prediction, gold, settings in pairs:
+        budget = min(timeout_s, deadline - time.monotonic())
+        if budget <= 0:
+            results.append(None)
+            continue
+        if not bounded:
+            results.append(_score_pair_unbounded(prediction, gold, settings))
+            continue
+        score, finished = _score_pair_with_alarm(prediction, gold, budget, settings)
+        results.append((score, finished) if finished or budget == timeout_s else None)
+    return results
 
 
 @functools.cache
@@ -223,52 +248,74 @@ class _WorkerPool:
             worker.kill()
         self._workers = []
 
-    def score(self, pairs: Sequence[Pair], timeout_s: float) -> list[tuple[float, bool]]:
-        """(score, finished) per pair; a pair that overruns `timeout_s + HARD_GRACE_S` gets (0.0, False)."""
-        results: list[tuple[float, bool]] = [(0.0, False)] * len(pairs)
+    def score(self, pairs: Sequence[Pair], timeout_s: float, deadline: float) -> list[Result]:
+        """(score, finished) per pair; a pair that overruns `timeout_s + HARD_GRACE_S` gets (0.0, False).
+
+        No pair is sent after the monotonic `deadline`, and none runs past it (plus the grace); those get None.
+        """
+        results: list[Result] = [None] * len(pairs)
         todo = collections.deque(range(len(pairs)))
         busy: dict[Connection, tuple[_Worker, int, float]] = {}  # conn -> (worker, pair index, deadline)
         starting = {w.conn: w for w in self._workers if not w.ready}
         idle = [w for w in self._workers if w.ready]
         while todo or busy:
-            self._dispatch(idle, todo, busy, pairs, timeout_s)
+            if time.monotonic() >= deadline:
+                todo.clear()  # the batch budget is spent: what was not sent stays None
+            self._dispatch(idle, todo, busy, pairs, timeout_s, deadline)
+            if not todo and not busy:
+                break
             if not busy and not starting:
                 raise RuntimeError("no reward worker process could be started")
             deadlines = [d for _, _, d in busy.values()] + [w.start_deadline for w in starting.values()]
+            deadlines += [deadline] if todo else []
             ready = wait([*busy, *starting], timeout=max(0.0, min(deadlines) - time.monotonic()))
             for conn in ready:
                 if conn in starting:
                     idle.extend(self._on_started(starting.pop(conn)))
                 else:
                     worker, index, _ = busy.pop(conn)
-                    results[index], alive = self._receive(worker)
+                    result, alive = self._receive(worker)
+                    cut_by_budget = not result[1] and time.monotonic() >= deadline
+                    results[index] = None if cut_by_budget else result
                     if alive:
                         idle.append(worker)
                     else:
                         self._replace(worker, starting)
             now = time.monotonic()
-            for conn, (worker, index, deadline) in list(busy.items()):
-                if now >= deadline:
+            for conn, (worker, index, pair_deadline) in list(busy.items()):
+                if now >= pair_deadline:
                     del busy[conn]
                     logger.warning("Reward worker overran %.1fs on %r: restarting it", timeout_s, pairs[index][0][:50])
                     self._replace(worker, starting)
+                    results[index] = None if now >= deadline else (0.0, False)
             for conn, worker in list(starting.items()):
                 if now >= worker.start_deadline:
                     del starting[conn]
                     self._drop(worker)
         return results
 
-    def _dispatch(self, idle: list[_Worker], todo: collections.deque, busy: dict, pairs: Sequence, timeout_s: float):
-        """Hand queued pairs to idle workers."""
+    def _dispatch(
+        self,
+        idle: list[_Worker],
+        todo: collections.deque,
+        busy: dict,
+        pairs: Sequence,
+        timeout_s: float,
+        deadline: float,
+    ):
+        """Hand queued pairs to idle workers, each with the pair budget or what is left of the batch budget."""
         while idle and todo:
+            budget = min(timeout_s, deadline - time.monotonic())
+            if budget <= 0:
+                return
             worker, index = idle.pop(), todo.popleft()
             try:
-                worker.conn.send((*pairs[index], timeout_s))
+                worker.conn.send((*pairs[index], budget))
             except (OSError, ValueError):
                 todo.appendleft(index)
                 self._drop(worker)
                 continue
-            busy[worker.conn] = (worker, index, time.monotonic() + timeout_s + HARD_GRACE_S)
+            busy[worker.conn] = (worker, index, time.monotonic() + budget + HARD_GRACE_S)
 
     def _on_started(self, worker: _Worker) -> list[_Worker]:
         """Read a new worker's ready message; returns it as idle, or drops it if it died."""
@@ -348,18 +395,18 @@ def shutdown_workers() -> None:
 atexit.register(shutdown_workers)
 
 
-def _score_in_workers(pairs: Sequence[Pair], size: int, timeout_s: float) -> list[tuple[float, bool]]:
+def _score_in_workers(pairs: Sequence[Pair], size: int, timeout_s: float, deadline: float) -> list[Result]:
     """Score in the worker pool, or serially when no pool can be had."""
     pool = _get_pool(size)
     if pool is None:
-        return _score_serial(pairs, timeout_s)
+        return _score_serial(pairs, timeout_s, deadline)
     with pool.lock:
         try:
-            return pool.score(pairs, timeout_s)
+            return pool.score(pairs, timeout_s, deadline)
         except Exception:
             logger.warning("Reward worker pool failed; scoring in-process.", exc_info=True)
     shutdown_workers()
-    return _score_serial(pairs, timeout_s)
+    return _score_serial(pairs, timeout_s, deadline)
 
 
 # --------------------------------------------------------------------------- batch scoring
@@ -382,21 +429,24 @@ def _default_workers() -> int:
         return 0
 
 
-def _score_unique(pairs: Sequence[Pair], num_workers: int, timeout_s: float, min_parallel_batch: int) -> list[float]:
-    """Scores of distinct pairs: in-process in the main thread for small batches, otherwise in workers."""
+def _score_unique(
+    pairs: Sequence[Pair], num_workers: int, timeout_s: float, min_parallel_batch: int, deadline: float
+) -> list[float | None]:
+    """Scores of distinct pairs (None: over the batch budget): in-process in the main thread for small batches,
+    otherwise in workers."""
     if not pairs:
         return []
     use_workers = not _in_main_thread() or (num_workers > 0 and len(pairs) >= min_parallel_batch)
     if use_workers:
-        results = _score_in_workers(pairs, max(1, num_workers), timeout_s)
+        results = _score_in_workers(pairs, max(1, num_workers), timeout_s, deadline)
     else:
-        results = _score_serial(pairs, timeout_s)
+        results = _score_serial(pairs, timeout_s, deadline)
     if len(_SCORE_CACHE) > _SCORE_CACHE_SIZE:
         _SCORE_CACHE.clear()
-    for pair, (score, finished) in zip(pairs, results, strict=True):
-        if finished:  # a timeout may be load-dependent: do not make it sticky
-            _SCORE_CACHE[pair] = score
-    return [score for score, _ in results]
+    for pair, result in zip(pairs, results, strict=True):
+        if result is not None and result[1]:  # a timeout may be load-dependent: do not make it sticky
+            _SCORE_CACHE[pair] = result[0]
+    return [None if result is None else result[0] for result in results]
 
 
 def score_math(
@@ -407,20 +457,38 @@ def score_math(
     timeout_s: float = DEFAULT_TIMEOUT_S,
     min_parallel_batch: int = MIN_PARALLEL_BATCH,
     settings: MathVerifySettings = DEFAULT_SETTINGS,
+    batch_timeout_s: float | None = DEFAULT_BATCH_TIMEOUT_S,
+    log_metric: Callable[[str, float], None] | None = None,
 ) -> list[float]:
     """1.0/0.0 per completion: is its final boxed answer (see `extract_answer`) equivalent to the gold answer?
 
     `settings` says how `math_verify` compares them. Identical (prediction, gold, settings) are verified once and
     remembered across calls. `num_workers` (default:
     `$TRL_ADA_REWARD_WORKERS`, else 0) worker processes are used when at least `min_parallel_batch` distinct pairs
-    need verifying, and always off the main thread. Never raises for any content of `completions`/`answers`.
+    need verifying, and always off the main thread. Each pair gets `timeout_s`, the whole call `batch_timeout_s`
+    (None: no batch budget); completions left unverified when it runs out score 0.0, are counted in a warning, and
+    in the `math_reward/over_budget` metric when `log_metric` (TRL's reward keyword) is given. Never raises for any
+    content of `completions`/`answers`.
     """
+    start = time.monotonic()
     workers = _default_workers() if num_workers is None else max(0, int(num_workers))
     timeout_s = max(float(timeout_s), 1e-3)  # a zero timer would mean no timer
+    deadline = math.inf if batch_timeout_s is None else start + max(float(batch_timeout_s), 1e-3)
     keys = [_pair_key(c, a, settings) for c, a in zip(completions, answers, strict=True)]
     todo = list(dict.fromkeys(k for k in keys if k is not None and k not in _SCORE_CACHE))
-    fresh = dict(zip(todo, _score_unique(todo, workers, timeout_s, min_parallel_batch), strict=True))
-    return [0.0 if k is None else fresh.get(k, _SCORE_CACHE.get(k, 0.0)) for k in keys]
+    fresh = dict(zip(todo, _score_unique(todo, workers, timeout_s, min_parallel_batch, deadline), strict=True))
+    over_budget = sum(1 for k in keys if k is not None and k in fresh and fresh[k] is None)
+    if over_budget:
+        logger.warning(
+            "math_reward: the batch budget of %g s ran out; %d of %d completions were not verified and score 0. "
+            "Use reward worker processes (TRL_ADA_REWARD_WORKERS) or raise batch_timeout_s (make_math_reward).",
+            batch_timeout_s,
+            over_budget,
+            len(keys),
+        )
+    if log_metric is not None:
+        log_metric(OVER_BUDGET_METRIC, float(over_budget))
+    return [0.0 if k is None else (fresh.get(k) if k in fresh else _SCORE_CACHE.get(k)) or 0.0 for k in keys]
 
 
 def _pair_key(completion: Any, answer: object, settings: MathVerifySettings) -> Pair | None:
@@ -442,22 +510,25 @@ def math_reward(completions: Sequence[Any], answer: Sequence[object], **kwargs: 
     The final answer is the last box with the boxes that only separators join to it (see `extract_answer`). Extra
     TRL keyword arguments (`prompts`, `completion_ids`, `trainer_state`, other dataset columns, ...) are ignored.
     Worker processes are used per `$TRL_ADA_REWARD_WORKERS`; see `make_math_reward` to set them, or the comparison
-    settings, in code.
+    settings, in code. Each call has the batch budget `DEFAULT_BATCH_TIMEOUT_S`; completions over it are logged as
+    `math_reward/over_budget`.
     """
-    return score_math(completions, answer)
+    return score_math(completions, answer, log_metric=kwargs.get("log_metric"))
 
 
 def make_math_reward(
     num_workers: int = 0,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     min_parallel_batch: int = MIN_PARALLEL_BATCH,
+    batch_timeout_s: float | None = DEFAULT_BATCH_TIMEOUT_S,
     *,
     float_rounding: int = DEFAULT_SETTINGS.float_rounding,
     numeric_precision: int = DEFAULT_SETTINGS.numeric_precision,
     strict: bool = DEFAULT_SETTINGS.strict,
     allow_set_relation_comp: bool = DEFAULT_SETTINGS.allow_set_relation_comp,
 ) -> RewardFunc:
-    """A `math_reward` with explicit worker count, per-pair timeout and comparison settings.
+    """A `math_reward` with explicit worker count, per-pair timeout, per-call batch budget (None: unbounded) and
+    comparison settings.
 
     The comparison settings are those of [`MathVerifySettings`] (math_verify's own defaults). Raises ValueError
     for a bad value, naming the option.
@@ -467,6 +538,13 @@ def make_math_reward(
             raise ValueError(f"{name}={value!r} must be an integer >= {low}.")
     if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not timeout_s > 0:
         raise ValueError(f"timeout_s={timeout_s!r} must be a positive number of seconds, e.g. {DEFAULT_TIMEOUT_S}.")
+    if batch_timeout_s is not None and (
+        isinstance(batch_timeout_s, bool) or not isinstance(batch_timeout_s, (int, float)) or not batch_timeout_s > 0
+    ):
+        raise ValueError(
+            f"batch_timeout_s={batch_timeout_s!r} must be a positive number of seconds (e.g. "
+            f"{DEFAULT_BATCH_TIMEOUT_S}) or None for no batch budget."
+        )
     settings = MathVerifySettings(float_rounding, numeric_precision, strict, allow_set_relation_comp)
 
     def math_reward(completions: Sequence[Any], answer: Sequence[object], **kwargs: Any) -> list[float]:
@@ -478,6 +556,8 @@ def make_math_reward(
             timeout_s=timeout_s,
             min_parallel_batch=min_parallel_batch,
             settings=settings,
+            batch_timeout_s=batch_timeout_s,
+            log_metric=kwargs.get("log_metric"),
         )
 
     return math_reward

@@ -1,0 +1,130 @@
+"""Reward names resolved like the CLI, overflowing rewards named, a threshold no reward reaches flagged."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pytest
+from datasets import Dataset
+
+from trl_ada import ReinforceAdaConfig, ReinforceAdaTrainer
+from trl_ada.checks import THRESHOLD_CHECK_STEPS, RewardGuard, resolve_reward_funcs
+from trl_ada.rewards import format_reward, math_reward
+
+pytestmark = pytest.mark.xdist_group("trainer")
+
+
+def test_registry_names_and_import_paths_resolve_other_strings_stay_model_ids():
+    assert resolve_reward_funcs("math") is math_reward
+    assert resolve_reward_funcs(["math", "trl_ada.rewards:format_reward", "org/reward-model", len]) == [
+        math_reward,
+        format_reward,
+        "org/reward-model",
+        len,
+    ]
+    with pytest.raises(ValueError, match="Could not import reward function 'trl_ada.rewards:nope'"):
+        resolve_reward_funcs("trl_ada.rewards:nope")
+
+
+def _guard(**kwargs) -> RewardGuard:
+    fields = dict(reward_func_names=["accuracy", "length"], reward_weights=[1.0, 0.5], positive_threshold=0.7)
+    return RewardGuard(**{**fields, **kwargs})
+
+
+def test_weighted_sum_as_trl_with_none_as_no_opinion():
+    rewards = _guard().aggregate(np.array([[1.0, 2.0], [np.nan, 1.0], [0.0, np.nan]]), ["a", "b", "c"])
+    assert rewards.tolist() == [2.0, 0.5, 0.0]
+
+
+def test_an_infinite_reward_names_the_function_and_the_completion():
+    completions = [[{"role": "assistant", "content": "The answer is \\boxed{7}"}], "other"]
+    per_func = np.array([[0.0, 1.0], [0.0, 0.0], [np.inf, 0.0]], dtype=np.float32)  # 1e300 as TRL hands it
+    with pytest.raises(ValueError, match=r"'accuracy' returned inf for the completion 'The answer is \\\\boxed\{7\}'"):
+        _guard().aggregate(per_func, completions, offset=2)  # this process holds rows 2 and 3
+    with pytest.raises(ValueError, match=r"'accuracy' returned inf for completion 2 of the round \(generated on"):
+        _guard().aggregate(per_func, completions, offset=0)
+
+
+def test_a_weighted_sum_that_overflows_names_the_terms():
+    per_func = np.array([[3e38, 3e38]])
+    with pytest.raises(ValueError, match=r"overflows \(accuracy=3e\+38 x 1, length=3e\+38 x 2\)"):
+        _guard(reward_weights=[1.0, 2.0]).aggregate(per_func, ["x"])  # 9e38: beyond float32, where TRL sums
+
+
+def test_threshold_warning_after_the_first_steps_only_when_nothing_beat_it(caplog):
+    guard = _guard(positive_threshold=2.0)
+    with caplog.at_level(logging.WARNING, logger="trl_ada.checks"):
+        for _ in range(THRESHOLD_CHECK_STEPS - 1):
+            guard.aggregate(np.array([[1.0, 1.0]]), ["x"])
+            guard.end_step()
+        assert caplog.text == ""
+        guard.aggregate(np.array([[1.0, 0.0]]), ["x"])
+        guard.end_step()
+        guard.end_step()
+    assert caplog.text.count("positive_threshold=2, but no completion of the first 3 training steps") == 1
+    assert "highest weighted reward: 1.5" in caplog.text
+
+    caplog.clear()
+    quiet = _guard(positive_threshold=0.7)
+    with caplog.at_level(logging.WARNING, logger="trl_ada.checks"):
+        quiet.aggregate(np.array([[1.0, 0.0]]), ["x"])
+        for _ in range(THRESHOLD_CHECK_STEPS):
+            quiet.end_step()
+    assert caplog.text == ""
+
+
+# --------------------------------------------------------------------------- in the trainer
+
+
+def _config(tmp_path, **overrides) -> ReinforceAdaConfig:
+    fields = dict(
+        output_dir=str(tmp_path / "out"),
+        num_generations=2,
+        samples_per_round=2,
+        max_rounds=2,
+        per_device_train_batch_size=4,
+        max_completion_length=4,
+        max_steps=1,
+        report_to="none",
+        use_cpu=True,
+        save_strategy="no",
+    )
+    return ReinforceAdaConfig(**{**fields, **overrides})
+
+
+def _dataset() -> Dataset:
+    return Dataset.from_dict({"prompt": ["one plus one", "two plus two"] * 2, "answer": ["2", "4"] * 2})
+
+
+def test_trainer_accepts_registry_names_like_the_cli(tiny_model_dir, tmp_path):
+    trainer = ReinforceAdaTrainer(
+        model=tiny_model_dir, reward_funcs="math", args=_config(tmp_path), train_dataset=_dataset()
+    )
+    assert trainer.reward_funcs == [math_reward] and trainer.reward_func_names == ["math_reward"]
+
+
+def test_trainer_reports_an_overflowing_reward_by_function_and_completion(tiny_model_dir, tmp_path):
+    def huge(completions, **kwargs):
+        return [1e300] * len(completions)
+
+    trainer = ReinforceAdaTrainer(
+        model=tiny_model_dir, reward_funcs=["format", huge], args=_config(tmp_path), train_dataset=_dataset()
+    )
+    with pytest.raises(
+        ValueError, match=r"Reward function 'huge' returned inf for the completion '.*'\. Rewards must"
+    ):
+        trainer.train()
+
+
+@pytest.mark.parametrize(("prompts", "have"), [(0, "is empty"), (3, "has 3 prompts")])
+def test_a_dataset_smaller_than_one_batch_is_refused_before_the_model_loads(tmp_path, prompts, have):
+    dataset = Dataset.from_dict({"prompt": ["one plus one"] * prompts, "answer": ["2"] * prompts})
+    args = _config(tmp_path, per_device_train_batch_size=8)  # 8 / num_generations=2 = 4 prompts per batch
+    with pytest.raises(ValueError, match=f"train_dataset {have}, fewer than the 4 distinct prompts.*0 steps"):
+        ReinforceAdaTrainer(model="no/such-model", reward_funcs="math", args=args, train_dataset=dataset)
+
+
+def test_samples_per_round_true_is_rejected(tmp_path):
+    with pytest.raises(ValueError, match="samples_per_round=True: must be an integer, not a boolean"):
+        _config(tmp_path, samples_per_round=True)

@@ -1,0 +1,387 @@
+"""One run per output directory, and checkpoints that are either complete or visibly partial.
+
+Three guarantees for a training run's `output_dir`:
+
+* **One run at a time.** [`run_lock`] creates `output_dir/.trl_ada.lock` atomically, holding the owner's pid, host
+  and start time. A second run into the same directory fails at once with a message naming that process. A lock
+  left by a process that died (same host, pid gone or reused) is stale: it is taken over with a warning.
+* **No mixing.** [`check_output_dir`] refuses a directory that already holds `checkpoint-*` folders unless the run
+  resumes from them (`resume_from_checkpoint`) or explicitly replaces them (`overwrite_output_dir=True`, which
+  deletes the old checkpoints before training starts).
+* **No half-written checkpoint is ever resumed.** [`saving_checkpoint`] marks `checkpoint-N` with
+  `.trl_ada-saving` before the first file is written and removes the marker only after the last one (and after
+  checkpoint rotation, so an interruption between the two cannot delete the previous complete checkpoint).
+  [`last_complete_checkpoint`] skips marked folders, and folders without `trainer_state.json`, with a warning.
+
+Checkpoints written by other tools (no marker, `trainer_state.json` present) count as complete.
+[`claim_run_dir`] and [`complete_checkpoint`] wire this into a `transformers.Trainer` in one line each.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import shutil
+import socket
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
+
+__all__ = [
+    "LOCK_NAME",
+    "SAVING_MARKER",
+    "LockHolder",
+    "RunDirectoryError",
+    "check_output_dir",
+    "checkpoint_dirs",
+    "claim_run_dir",
+    "complete_checkpoint",
+    "is_complete",
+    "last_complete_checkpoint",
+    "resolve_resume",
+    "run_lock",
+    "saving_checkpoint",
+]
+
+logger = logging.getLogger(__name__)
+
+LOCK_NAME = ".trl_ada.lock"
+"""File in `output_dir` that names the run using it."""
+SAVING_MARKER = ".trl_ada-saving"
+"""File inside `checkpoint-N` while it is being written."""
+TRAINER_STATE = "trainer_state.json"
+_CHECKPOINT = re.compile(rf"^{PREFIX_CHECKPOINT_DIR}-(\d+)$")
+
+
+class RunDirectoryError(ValueError):
+    """The output directory cannot be used as asked; the message says why and what to do."""
+
+
+# --------------------------------------------------------------------------- checkpoints
+
+
+def checkpoint_dirs(output_dir: str | os.PathLike) -> list[Path]:
+    """`checkpoint-N` folders of `output_dir`, by increasing N (empty if the directory does not exist)."""
+    root = Path(output_dir)
+    if not root.is_dir():
+        return []
+    found = [(int(m.group(1)), p) for p in root.iterdir() if (m := _CHECKPOINT.match(p.name)) and p.is_dir()]
+    return [path for _, path in sorted(found)]
+
+
+def is_complete(checkpoint: str | os.PathLike) -> bool:
+    """True when every file of the checkpoint was written: no saving marker, and `trainer_state.json` present."""
+    path = Path(checkpoint)
+    return not (path / SAVING_MARKER).exists() and (path / TRAINER_STATE).is_file()
+
+
+def last_complete_checkpoint(output_dir: str | os.PathLike) -> Path | None:
+    """The complete checkpoint with the highest step, warning about every partial one newer than it."""
+    complete = None
+    for path in reversed(checkpoint_dirs(output_dir)):
+        if is_complete(path):
+            complete = path
+            break
+        logger.warning(
+            "Ignoring %s: it was not completely written (interrupted save or full disk). Delete it once you no longer "
+            "need to inspect it.",
+            path,
+        )
+    return complete
+
+
+def resolve_resume(output_dir: str | os.PathLike, resume: str | os.PathLike | bool | None) -> str | None:
+    """The checkpoint to resume from: `True` means the last complete one in `output_dir`; a path must be complete."""
+    if resume is None or resume is False:
+        return None
+    if resume is True:
+        last = last_complete_checkpoint(output_dir)
+        if last is None:
+            partial = checkpoint_dirs(output_dir)
+            found = f"only partial checkpoints ({', '.join(p.name for p in partial)})" if partial else "no checkpoint"
+            raise RunDirectoryError(
+                f"resume_from_checkpoint=True, but output_dir {str(output_dir)!r} holds {found}. Start a new run "
+                "without resume_from_checkpoint, or pass the path of a complete checkpoint."
+            )
+        return str(last)
+    path = Path(resume)
+    if not path.is_dir():
+        raise RunDirectoryError(
+            f"resume_from_checkpoint={str(resume)!r}: no such directory. Pass a checkpoint-N folder of a previous "
+            "run, or true for the last complete checkpoint in output_dir."
+        )
+    if not is_complete(path):
+        last = last_complete_checkpoint(path.parent)
+        hint = f" The last complete checkpoint there is {str(last)!r}." if last else ""
+        raise RunDirectoryError(
+            f"resume_from_checkpoint={str(resume)!r} was not completely written (interrupted save or full disk).{hint}"
+        )
+    return str(path)
+
+
+def check_output_dir(output_dir: str | os.PathLike, *, resuming: bool, overwrite: bool) -> list[Path]:
+    """Checkpoints of an earlier run that a new run would mix with; raises unless resuming or overwriting.
+
+    Returns the folders to delete (only with `overwrite=True` and not resuming), else an empty list.
+    """
+    existing = checkpoint_dirs(output_dir)
+    if not existing or resuming:
+        return []
+    if overwrite:
+        return existing
+    names = ", ".join(p.name for p in existing[:3]) + (", ..." if len(existing) > 3 else "")
+    raise RunDirectoryError(
+        f"output_dir {str(output_dir)!r} already holds checkpoints of another run ({names}). Continue that run with "
+        "resume_from_checkpoint=true, replace it with overwrite_output_dir=true, or choose a new output_dir."
+    )
+
+
+@contextmanager
+def saving_checkpoint(checkpoint: str | os.PathLike, *, is_writer: bool = True) -> Iterator[None]:
+    """Mark `checkpoint` as partial while the body writes it; the marker goes only when the body returns."""
+    path = Path(checkpoint)
+    if is_writer:
+        path.mkdir(parents=True, exist_ok=True)
+        _write_atomically(path / SAVING_MARKER, f"{os.getpid()} {time.time():.0f}\n")
+    try:
+        yield
+    except BaseException:
+        if is_writer:
+            logger.warning("Saving %s was interrupted; it stays marked partial and resuming will skip it.", path)
+        raise
+    if is_writer:
+        (path / SAVING_MARKER).unlink()
+
+
+# --------------------------------------------------------------------------- lock
+
+
+@dataclass(frozen=True)
+class LockHolder:
+    """Who holds a run directory's lock."""
+
+    pid: int
+    host: str
+    started: float
+    """Seconds since the epoch when the lock was taken."""
+    process_start: str | None = None
+    """The process's start time as the OS reports it (`/proc/<pid>/stat`), to tell a reused pid apart."""
+
+    def describe(self) -> str:
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.started))
+        return f"process {self.pid} on {self.host}, started {when}"
+
+    def is_alive(self) -> bool | None:
+        """True/False on the holder's host; None when it runs elsewhere and cannot be checked."""
+        if self.host != socket.gethostname():
+            return None
+        try:
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            pass
+        return self.process_start is None or self.process_start == _process_start(self.pid)
+
+
+def _process_start(pid: int) -> str | None:
+    """Start time of `pid` in clock ticks since boot (field 22 of `/proc/<pid>/stat`), or None without /proc."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rpartition(")")[2].split()[19]
+
+
+def _me() -> LockHolder:
+    return LockHolder(os.getpid(), socket.gethostname(), time.time(), _process_start(os.getpid()))
+
+
+def _read_holder(lock: Path) -> LockHolder | None:
+    try:
+        return LockHolder(**json.loads(lock.read_text()))
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+_HELD: dict[Path, int] = {}
+"""Locks this process holds, with their nesting depth (the CLI and `train()` may both take it)."""
+
+
+@contextmanager
+def run_lock(output_dir: str | os.PathLike) -> Iterator[LockHolder]:
+    """Hold `output_dir`'s run lock for the body; fail at once, naming the holder, if another live run has it.
+
+    Re-entrant within a process. Creates `output_dir` if needed, and removes it again if it is still empty.
+    """
+    root = Path(output_dir).resolve()
+    if root in _HELD:
+        _HELD[root] += 1
+        try:
+            yield _me()
+        finally:
+            _HELD[root] -= 1
+        return
+    created = not root.exists()
+    root.mkdir(parents=True, exist_ok=True)
+    lock = root / LOCK_NAME
+    try:
+        me = _acquire(lock)
+    except BaseException:
+        _remove_if_empty(root, created)
+        raise
+    _HELD[root] = 1
+    try:
+        yield me
+    finally:
+        del _HELD[root]
+        if _read_holder(lock) == me:
+            lock.unlink(missing_ok=True)
+        _remove_if_empty(root, created)
+
+
+def _remove_if_empty(root: Path, created: bool) -> None:
+    if created and root.is_dir() and not any(root.iterdir()):
+        root.rmdir()
+
+
+def _acquire(lock: Path) -> LockHolder:
+    me = _me()
+    for _ in range(3):
+        if _create_exclusively(lock, json.dumps(asdict(me))):
+            return me
+        holder = _read_holder(lock)
+        if holder is None:
+            if time.time() - _mtime(lock) < 5:  # another process is writing it right now
+                time.sleep(0.2)
+                continue
+            raise RunDirectoryError(
+                f"output_dir {str(lock.parent)!r} is locked by {lock} (unreadable). If no run is using this "
+                "directory, delete that file and start again."
+            )
+        alive = holder.is_alive()
+        if alive is False:
+            logger.warning("Taking over the lock of %s, which is no longer running (%s).", holder.describe(), lock)
+            if _read_holder(lock) == holder:
+                lock.unlink(missing_ok=True)
+            continue
+        elsewhere = "" if alive else " (on another machine: trl_ada cannot check whether it still runs)"
+        raise RunDirectoryError(
+            f"output_dir {str(lock.parent)!r} is in use by {holder.describe()}{elsewhere}. Wait for that run to end "
+            f"or choose another output_dir; if it is no longer running, delete {lock}."
+        )
+    raise RunDirectoryError(
+        f"Could not take the lock {lock}; another run keeps replacing it. Choose another output_dir."
+    )
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def _create_exclusively(path: Path, text: str) -> bool:
+    """Create `path` holding `text` in one step (False if it exists): a hard link from a finished temporary file."""
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    try:
+        os.link(tmp, path)
+        return True
+    except FileExistsError:
+        return False
+    except OSError:  # a file system without hard links
+        try:
+            with open(path, "x") as handle:
+                handle.write(text)
+            return True
+        except FileExistsError:
+            return False
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+# --------------------------------------------------------------------------- Trainer wiring
+
+
+def _broadcast(trainer: Any, compute: Callable[[], Any]) -> Any:
+    """Run `compute` on the main process and hand its result (or its error) to every process."""
+    accelerator = trainer.accelerator
+    outcome: Any = None
+    if accelerator.is_main_process:
+        try:
+            outcome = ("ok", compute())
+        except RunDirectoryError as err:
+            outcome = ("error", str(err))
+    if accelerator.num_processes > 1:
+        from accelerate.utils import broadcast_object_list
+
+        outcome = broadcast_object_list([outcome], from_process=0)[0]
+    kind, value = outcome
+    if kind == "error":
+        raise RunDirectoryError(value)
+    return value
+
+
+@contextmanager
+def claim_run_dir(trainer: Any, resume_from_checkpoint: str | bool | None) -> Iterator[str | None]:
+    """For `Trainer.train`: lock `output_dir`, refuse another run's checkpoints, yield the checkpoint to resume.
+
+    With `overwrite_output_dir=True` (and no resume) the old `checkpoint-*` folders are deleted first.
+    """
+    args = trainer.args
+    overwrite = bool(getattr(args, "overwrite_output_dir", False))
+    with run_lock(args.output_dir) if trainer.accelerator.is_main_process else _nothing():
+
+        def prepare() -> str | None:
+            resume = resolve_resume(args.output_dir, resume_from_checkpoint)
+            for old in check_output_dir(args.output_dir, resuming=resume is not None, overwrite=overwrite):
+                logger.warning("overwrite_output_dir=True: deleting %s of an earlier run.", old)
+                shutil.rmtree(old)
+            return resume
+
+        yield _broadcast(trainer, prepare)
+
+
+@contextmanager
+def _nothing() -> Iterator[None]:
+    yield
+
+
+@contextmanager
+def complete_checkpoint(trainer: Any, trial: Any) -> Iterator[None]:
+    """For `Trainer._save_checkpoint`: write `checkpoint-N` under a saving marker, rotate old ones after it is gone.
+
+    Rotation (`save_total_limit`) is held back while the body runs and done here once the new checkpoint is complete.
+    """
+    args = trainer.args
+    run_dir = trainer._get_output_dir(trial=trial)
+    checkpoint = Path(run_dir) / f"{PREFIX_CHECKPOINT_DIR}-{trainer.state.global_step}"
+    limit, args.save_total_limit = args.save_total_limit, None
+    try:
+        with saving_checkpoint(checkpoint, is_writer=args.should_save):
+            yield
+            trainer.accelerator.wait_for_everyone()  # every rank's shards are on disk before the marker goes
+    finally:
+        args.save_total_limit = limit
+    if args.should_save:
+        rotate_checkpoints(
+            output_dir=run_dir,
+            save_total_limit=limit,
+            best_model_checkpoint=trainer.state.best_model_checkpoint,
+            use_mtime=True,
+        )
