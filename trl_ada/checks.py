@@ -106,7 +106,7 @@ class RewardGuard:
                 f"Make {name!r} clip or rescale its output (e.g. to [0, 1]) and check it on this completion."
             )
         rewards = aggregate_rewards(per_func, self.reward_weights)
-        bad_rows = np.flatnonzero(~(np.abs(rewards) <= _FLOAT32_MAX))
+        bad_rows = np.flatnonzero(np.abs(rewards) > _FLOAT32_MAX)  # NaN (no opinion) is not an overflow
         if bad_rows.size:
             row = int(bad_rows[0])
             parts = ", ".join(
