@@ -25,15 +25,18 @@ from typing import Any
 import numpy as np
 import torch
 from accelerate.utils import gather_object
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
 from trl import GRPOTrainer
 
 from .advantages import compute_advantages
 from .config import ReinforceAdaConfig
+from .memory import PassRateMemory, prompt_keys
 from .sampling import AdaptiveSampler, aggregate_rewards
 
 __all__ = ["ReinforceAdaTrainer"]
 
 METRIC_PREFIX = "reinforce_ada/"
+MEMORY_FILE = "pass_rate_memory.npz"
 
 
 def shard_evenly(items: list[int], num_shards: int) -> list[list[int]]:
@@ -55,6 +58,24 @@ def _forget_unselectable(sampler: AdaptiveSampler, prompts: list[int], *stores: 
             for i in range(len(sampler.pools[j])):
                 if i not in keep:
                     store.pop((j, i), None)
+
+
+def _round_rows(sampler: AdaptiveSampler, active: list[int]) -> tuple[int, list[int], list[tuple[int, int]]]:
+    """How a round's completions are requested: (m, chunks, row keys).
+
+    A prompt planned for c completions becomes c / m chunks of m copies, m the gcd of the round's sizes (M when every
+    prompt gets M, as without Reinforce-Ada-Est), so TRL's `_generate` can ask the backend for m per prompt. Row keys
+    are (prompt, pool index) of every completion, prompt-major in chunk order: the order `ingest` expects.
+    """
+    sizes = sampler.plan_sizes
+    m = math.gcd(*sizes)
+    chunks = [j for j, size in zip(active, sizes, strict=True) for _ in range(size // m)]
+    next_index = {j: len(sampler.pools[j]) for j in active}
+    row_keys = []
+    for j in chunks:
+        row_keys.extend((j, next_index[j] + s) for s in range(m))
+        next_index[j] += m
+    return m, chunks, row_keys
 
 
 @dataclass
@@ -116,6 +137,7 @@ class ReinforceAdaTrainer(GRPOTrainer):
         self._step_inputs: list[dict] | None = None
         self._sampler: AdaptiveSampler | None = None
         self._kept_rewards_per_func: torch.Tensor | None = None
+        self.pass_rate_memory = PassRateMemory(decay=args.memory_decay) if args.pass_rate_memory else None
 
     # ----------------------------------------------------------------------------------------------------------
     # TRL joints
@@ -158,8 +180,8 @@ class ReinforceAdaTrainer(GRPOTrainer):
             max_rounds=args.max_rounds,
             positive_threshold=args.positive_threshold,
             exit_rule=args.exit_rule,
+            **self._estimation_arguments(all_inputs[::n]),
         )
-        m = sampler.samples_per_round
         weights = self.reward_weights.cpu().numpy()
         owned: dict[tuple[int, int], _Sample] = {}
         rewards_per_func: dict[tuple[int, int], np.ndarray] = {}
@@ -167,7 +189,8 @@ class ReinforceAdaTrainer(GRPOTrainer):
 
         while not sampler.done:
             active = sampler.plan_round()
-            shard = shard_evenly(active, world)[rank]
+            m, chunks, row_keys = _round_rows(sampler, active)
+            shard = shard_evenly(chunks, world)[rank]
             round_prompts = [all_prompts[j * n] for j in shard for _ in range(m)]
             round_inputs = [all_inputs[j * n] for j in shard for _ in range(m)]
             start = time.perf_counter()
@@ -175,34 +198,30 @@ class ReinforceAdaTrainer(GRPOTrainer):
                 prompt_ids, completion_ids, _, completions, logprobs, _, images, _ = super()._generate(round_prompts)
             generation_time = time.perf_counter() - start
             round_rewards = super()._calculate_rewards(round_inputs, round_prompts, completions, completion_ids)
-            round_rewards = round_rewards.float().cpu().numpy()[: len(active) * m]
+            round_rewards = round_rewards.float().cpu().numpy()[: len(row_keys)]
             extra_logs = self._take_extra_logs(len(round_prompts))
 
-            pool_sizes = [len(sampler.pools[j]) for j in active]
-            for a, (j, base) in enumerate(zip(active, pool_sizes, strict=True)):
-                for s in range(m):
-                    rewards_per_func[(j, base + s)] = round_rewards[a * m + s]
-            first_slot = rank * len(shard)
-            for slot, j in enumerate(shard):
-                if first_slot + slot >= len(active):  # padding
+            for key, reward in zip(row_keys, round_rewards, strict=True):
+                rewards_per_func[key] = reward
+            first_row = rank * len(shard) * m
+            for row in range(len(shard) * m):
+                if first_row + row >= len(row_keys):  # padding
                     continue
-                base = pool_sizes[first_slot + slot]
-                for s in range(m):
-                    row = slot * m + s
-                    local_tokens += len(completion_ids[row])
-                    owned[(j, base + s)] = _Sample(
-                        prompt_ids=prompt_ids[row],
-                        completion_ids=completion_ids[row],
-                        completion=completions[row],
-                        logprobs=None if logprobs is None else logprobs[row],
-                        images=None if images is None else images[row],
-                        extra_logs={column: values[row] for column, values in extra_logs.items()},
-                    )
+                local_tokens += len(completion_ids[row])
+                owned[row_keys[first_row + row]] = _Sample(
+                    prompt_ids=prompt_ids[row],
+                    completion_ids=completion_ids[row],
+                    completion=completions[row],
+                    logprobs=None if logprobs is None else logprobs[row],
+                    images=None if images is None else images[row],
+                    extra_logs={column: values[row] for column, values in extra_logs.items()},
+                )
             sampler.ingest(aggregate_rewards(round_rewards, weights))
             _forget_unselectable(sampler, active, owned, rewards_per_func)
             self._metrics["train"][f"{METRIC_PREFIX}generation_time/round_{sampler.round}"].append(generation_time)
 
         self._sampler = sampler
+        self._remember_pass_rates(sampler, all_inputs[::n])
         kept = [(j, i) for j, group in enumerate(sampler.select_groups()) for i in group]
         self._kept_rewards_per_func = torch.tensor(
             np.stack([rewards_per_func[key] for key in kept]), dtype=torch.float32, device=self.accelerator.device
@@ -253,6 +272,41 @@ class ReinforceAdaTrainer(GRPOTrainer):
             self.num_generations = saved
 
     # ----------------------------------------------------------------------------------------------------------
+    # Reinforce-Ada-Est: pass-rate memory
+    # ----------------------------------------------------------------------------------------------------------
+
+    def _estimation_arguments(self, inputs: list[dict]) -> dict[str, Any]:
+        """`AdaptiveSampler` arguments for the step's distinct prompts: sizing, futility, budget, memory prior."""
+        arguments = self.args.estimation_kwargs
+        if self.pass_rate_memory is not None:
+            alpha, beta, hits = self.pass_rate_memory.posterior(prompt_keys([x["prompt"] for x in inputs]))
+            arguments.update(prior_alpha=alpha, prior_beta=beta, memory_hits=hits)
+        return arguments
+
+    def _remember_pass_rates(self, sampler: AdaptiveSampler, inputs: list[dict]) -> None:
+        """One visit per distinct prompt: every completion drawn in the step (gathered, so the same on all ranks)."""
+        if self.pass_rate_memory is None:
+            return
+        counts = np.array([sampler.counts(j) for j in range(sampler.num_prompts)]).reshape(-1, 2)
+        self.pass_rate_memory.update(prompt_keys([x["prompt"] for x in inputs]), counts[:, 0], counts[:, 1])
+
+    def _save_checkpoint(self, model, trial):
+        super()._save_checkpoint(model, trial)
+        if self.pass_rate_memory is not None and self.args.should_save:
+            folder = os.path.join(self._get_output_dir(trial), f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}")
+            self.pass_rate_memory.save(os.path.join(folder, MEMORY_FILE))
+
+    def train(self, resume_from_checkpoint: str | bool | None = None, *args, **kwargs):
+        """TRL's `train`; with `pass_rate_memory=True` a resumed run also restores the memory of its checkpoint."""
+        if self.pass_rate_memory is not None and resume_from_checkpoint:
+            checkpoint = resume_from_checkpoint
+            if checkpoint is True:
+                checkpoint = get_last_checkpoint(self.args.output_dir)
+            if checkpoint is not None:  # else TRL raises its own error for a missing checkpoint
+                self.pass_rate_memory = _load_memory(checkpoint)
+        return super().train(resume_from_checkpoint, *args, **kwargs)
+
+    # ----------------------------------------------------------------------------------------------------------
     # Advantages and metrics
     # ----------------------------------------------------------------------------------------------------------
 
@@ -284,3 +338,14 @@ class ReinforceAdaTrainer(GRPOTrainer):
         metrics[f"{METRIC_PREFIX}tokens"] = float(tokens)
         for name, value in metrics.items():
             self._metrics["train"][name].append(value)
+
+
+def _load_memory(checkpoint: str) -> PassRateMemory:
+    """The pass-rate memory saved in `checkpoint`; an error, never a fresh memory, if it is missing or unreadable."""
+    path = os.path.join(checkpoint, MEMORY_FILE)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(
+            f"pass_rate_memory=True but checkpoint {checkpoint} has no {MEMORY_FILE} (it was saved without the "
+            "memory). Resume with pass_rate_memory=False, or start a fresh run."
+        )
+    return PassRateMemory.load(path)
