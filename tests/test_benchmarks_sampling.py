@@ -118,6 +118,7 @@ def multi_epoch_run(benchmark, tmp_path_factory):
     return data, out, printed.getvalue()
 
 
+@pytest.mark.slow
 def test_multi_epoch_mode_writes_every_sampler_with_consistent_numbers(benchmark, multi_epoch_run):
     data, out, printed = multi_epoch_run
     assert "[base multi-epoch]" in printed and "calib. MAE" in printed

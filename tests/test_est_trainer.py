@@ -95,6 +95,7 @@ def _posteriors(memory: PassRateMemory) -> np.ndarray:
     return np.stack([alpha, beta])
 
 
+@pytest.mark.slow  # five short trainings on the tiny model
 def test_memory_is_checkpointed_and_a_resumed_run_makes_the_same_decisions(tiny_model_dir, tmp_path):
     uninterrupted = CountingReward()
     trainer = _trainer(tiny_model_dir, tmp_path, uninterrupted)
