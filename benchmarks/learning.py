@@ -6,6 +6,7 @@ smoothed first-round reward of 0.5 and 0.7, relative to GRPO n=4. Setup and resu
 
     python -m benchmarks.learning            # 3 seeds x 60 steps x 4 methods, 2-4 min on 2 CPUs
     python -m benchmarks.learning --smoke    # 1 seed, 2 steps, 2 prompts/step, in-process: seconds
+    python -m benchmarks.learning --est      # GRPO n=4/8, balance and Reinforce-Ada-Est at budgets 8 and 4, 5 seeds
 
 Writes `results.json`, `steps.csv`, `tables.txt` and `learning.png` into `--out`
 (default `benchmarks/results/learning/`).
@@ -59,6 +60,15 @@ BASELINE = "GRPO n=4"
 TARGETS = (0.5, 0.7)
 DEFAULT_OUT = Path("benchmarks/results/learning")
 FULL_SIZES = {"steps": 60, "seeds": 3, "prompts_per_step": 8, "workers": 2}
+EST_SIZES = {"steps": 60, "seeds": 5, "prompts_per_step": 8, "workers": 2}
+EST_BUDGETS = (8, 4)
+EST_OPTIONS = (
+    ("pass_rate_memory", True),
+    ("memory_decay", 0.5),
+    ("first_round", "prior"),
+    ("later_rounds", "prior"),
+    ("futility_threshold", 0.05),
+)
 SMOKE_SIZES = {"steps": 2, "seeds": 1, "prompts_per_step": 2, "workers": 1}
 
 Runs = dict[str, dict[int, list[dict[str, Any]]]]
@@ -79,6 +89,34 @@ def build_methods(smoke: bool = False) -> list[MethodSpec]:
     ]
 
 
+def build_est_methods(smoke: bool = False) -> list[MethodSpec]:
+    """The `--est` comparison at equal generated samples: GRPO n=4 and n=8, balance (paper), Est at budgets 8 and 4.
+
+    Est: the pass-rate memory with prior-sized rounds, the futility stop and a per-step budget, M=8, N=3.
+    """
+    m, n = (4, 2) if smoke else (8, 4)
+    balance = MethodSpec("balance", "balance", trainer="reinforce_ada", exit_rule="balance")
+    balance = with_rounds(balance, samples_per_round=m, max_rounds=n)
+    est = [
+        MethodSpec(
+            f"est_b{budget}",
+            f"Est budget {budget}",
+            trainer="reinforce_ada",
+            exit_rule="balance",
+            samples_per_round=m,
+            max_rounds=2 if smoke else 3,
+            options=(*EST_OPTIONS, ("sample_budget", budget)),
+        )
+        for budget in EST_BUDGETS
+    ]
+    return [
+        MethodSpec("grpo_n4", BASELINE, num_generations=4),
+        MethodSpec("grpo_n8", "GRPO n=8", num_generations=8),
+        balance,
+        *est,
+    ]
+
+
 # --------------------------------------------------------------------------------------------
 # Runs
 # --------------------------------------------------------------------------------------------
@@ -87,7 +125,9 @@ def build_methods(smoke: bool = False) -> list[MethodSpec]:
 def _jobs(methods: Sequence[MethodSpec], seeds: Sequence[int]) -> list[tuple[MethodSpec, int]]:
     """Every (method, seed), the costliest methods first so that two workers finish close together."""
     cost = {"balance": 0, "pos": 1}
-    ordered = sorted(methods, key=lambda spec: (cost.get(spec.exit_rule or "", 2), -spec.num_generations))
+    ordered = sorted(
+        methods, key=lambda spec: (bool(spec.options), cost.get(spec.exit_rule or "", 2), -spec.num_generations)
+    )
     return [(spec, seed) for spec in ordered for seed in seeds]
 
 
@@ -276,8 +316,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--steps", type=int, default=None, help="training steps per run (default 60; smoke 2)")
     parser.add_argument("--prompts", type=int, default=None, help="prompts per step (default 8; smoke 2)")
     parser.add_argument("--workers", type=int, default=None, help="parallel runs (default 2; smoke 1: in-process)")
+    parser.add_argument(
+        "--est",
+        action="store_true",
+        help="Reinforce-Ada-Est at budgets 8 and 4 against GRPO n=4, n=8 and balance (default 5 seeds)",
+    )
     args = parser.parse_args(argv)
-    sizes = SMOKE_SIZES if args.smoke else FULL_SIZES
+    sizes = SMOKE_SIZES if args.smoke else EST_SIZES if args.est else FULL_SIZES
     args.seeds = args.seeds or sizes["seeds"]
     args.steps = args.steps or sizes["steps"]
     args.prompts = args.prompts or sizes["prompts_per_step"]
@@ -289,7 +334,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """Run the benchmark, print the tables, write JSON, CSV, tables and the figure; return the JSON data."""
     args = parse_args(argv)
     settings = TaskSettings(prompts_per_step=args.prompts)
-    methods = build_methods(args.smoke)
+    methods = build_est_methods(args.smoke) if args.est else build_methods(args.smoke)
     seeds = list(range(args.seed, args.seed + args.seeds))
     start = time.perf_counter()
     runs = run_all(methods, seeds, args.steps, settings, args.workers, verbose=not args.quiet)

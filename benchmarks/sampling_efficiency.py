@@ -6,6 +6,7 @@ prompt sets, the samplers and the results: `docs/benchmarks_sampling.md`.
 
     python -m benchmarks.sampling_efficiency            # B=512, 5 seeds x 10 steps, ~1 min on 2 CPUs
     python -m benchmarks.sampling_efficiency --smoke    # B=64, 1 seed, 1 step, a few seconds
+    python -m benchmarks.sampling_efficiency --multi-epoch   # Reinforce-Ada-Est: D prompts over E epochs, ~2 min
 
 Writes `results.json`, `results.csv`, `tables.txt` and `sampling_efficiency.png` into `--out`
 (default `benchmarks/results/sampling_efficiency/`).
@@ -16,6 +17,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +35,8 @@ from benchmarks.common import (
     write_csv,
     write_json,
 )
-from trl_ada.simulation import SimulatedPolicy, simulate_step
+from trl_ada.memory import PassRateMemory
+from trl_ada.simulation import LearningPrompts, SimulatedPolicy, simulate_step
 
 POSITIVE_THRESHOLD = 0.7
 NUM_GENERATIONS = 4
@@ -96,6 +99,21 @@ class SamplerSpec:
     max_rounds: int
     exit_rule: str = "none"
     generation_batch_factor: int = 1
+    memory: bool = False  # Reinforce-Ada-Est switches (multi-epoch mode)
+    first_round: str = "fixed"
+    later_rounds: str = "fixed"
+    futility_threshold: float = 0.0
+    sample_budget: float | None = None
+
+    @property
+    def estimation_kwargs(self) -> dict[str, Any]:
+        """The sampler's Reinforce-Ada-Est arguments (all off for the paper's samplers)."""
+        return {
+            "first_round": self.first_round,
+            "later_rounds": self.later_rounds,
+            "futility_threshold": self.futility_threshold,
+            "sample_budget": self.sample_budget,
+        }
 
 
 def build_samplers() -> list[SamplerSpec]:
@@ -126,6 +144,11 @@ class StepResult:
     low_pass_effective: int = 0  # ... of which ended in the batch with an effective group
     exited: int | None = None  # prompts that met the exit rule (None: the sampler has no exit rule)
     exited_effective: int | None = None
+    memory_hits: int = 0  # Reinforce-Ada-Est: prompts the pass-rate memory had seen before
+    predicted_pass_rate_sum: float = 0.0  # ... sum over hits of the posterior mean before the step
+    realized_pass_rate_sum: float = 0.0  # ... sum over hits of the first round's pass rate
+    calibration_error_sum: float = 0.0  # ... sum over hits of |predicted - realised|
+    futile: int = 0  # prompts stopped as futile
 
 
 def is_low_pass(pass_rates: np.ndarray) -> np.ndarray:
@@ -139,19 +162,34 @@ def has_both_classes(rewards: np.ndarray) -> np.ndarray:
     return positive.any(axis=-1) & ~positive.all(axis=-1)
 
 
-def run_adaptive_step(spec: SamplerSpec, pass_rates: np.ndarray, seed: int) -> StepResult:
-    """GRPO (`exit_rule="none"`) or Reinforce-Ada over the step's prompts, through the trl_ada core."""
+def run_adaptive_step(
+    spec: SamplerSpec,
+    pass_rates: np.ndarray,
+    seed: int,
+    memory: PassRateMemory | None = None,
+    prompt_ids: np.ndarray | None = None,
+) -> tuple[StepResult, np.ndarray]:
+    """GRPO (`exit_rule="none"`), Reinforce-Ada or -Est over the step's prompts, through the trl_ada core.
+
+    Returns the step's result and, per prompt, whether its kept group is effective (mixed).
+    """
     sampler = simulate_step(
         SimulatedPolicy(pass_rates, seed=seed),
+        memory,
+        prompt_ids,
         num_generations=spec.num_generations,
         samples_per_round=spec.samples_per_round,
         max_rounds=spec.max_rounds,
         positive_threshold=POSITIVE_THRESHOLD,
         exit_rule=spec.exit_rule,
+        **spec.estimation_kwargs,
     )
     mixed = has_both_classes(sampler.kept_rewards())
     exited = np.array([r is not None for r in sampler.exit_round])
     low = is_low_pass(pass_rates)
+    hits = np.flatnonzero(sampler.memory_hits)
+    predicted = sampler.prior_alpha[hits] / (sampler.prior_alpha[hits] + sampler.prior_beta[hits])
+    realized = np.array([np.mean(sampler.is_positive(p)[: sampler.first_round_sizes[p]]) for p in hits])
     return StepResult(
         num_prompts=len(pass_rates),
         samples=sum(len(pool) for pool in sampler.pools),
@@ -162,18 +200,36 @@ def run_adaptive_step(spec: SamplerSpec, pass_rates: np.ndarray, seed: int) -> S
         low_pass_effective=int((low & mixed).sum()),
         exited=int(exited.sum()),
         exited_effective=int((mixed & exited).sum()),
-    )
+        memory_hits=int(hits.size),
+        predicted_pass_rate_sum=float(predicted.sum()),
+        realized_pass_rate_sum=float(realized.sum()),
+        calibration_error_sum=float(np.abs(predicted - realized).sum()),
+        futile=int(sum(sampler.stopped)),
+    ), mixed
 
 
 def run_dapo_step(spec: SamplerSpec, prompt_set: PromptSet, pass_rates: np.ndarray, seed: int) -> StepResult:
     """DAPO dynamic sampling: generation batches of n per prompt, keep mixed groups, refill up to the round cap."""
-    rng = np.random.default_rng(seed)
+
+    def fresh(rng: np.random.Generator, size: int) -> tuple[np.ndarray, np.ndarray]:
+        return prompt_set.sample(rng, size), np.full(size, -1)
+
+    return dapo_rounds(spec, pass_rates, np.full(len(pass_rates), -1), fresh, np.random.default_rng(seed))[0]
+
+
+def dapo_rounds(spec: SamplerSpec, pass_rates: np.ndarray, ids: np.ndarray, fresh, rng: np.random.Generator):
+    """DAPO's rounds over the step's prompts (`ids`) and fresh ones from `fresh(rng, size) -> (rates, ids)`.
+
+    Returns the step's result and the ids of the prompts whose mixed groups were kept (the trained ones).
+    """
     batch = len(pass_rates)
     generation_batch = spec.generation_batch_factor * batch
     filled = samples = rounds = drawn = low_drawn = low_kept = 0
+    trained = []
     while filled < batch and rounds < spec.max_rounds:
-        fresh = prompt_set.sample(rng, generation_batch if rounds else generation_batch - batch)
-        rates = fresh if rounds else np.concatenate([pass_rates, fresh])
+        fresh_rates, fresh_ids = fresh(rng, generation_batch if rounds else generation_batch - batch)
+        rates = fresh_rates if rounds else np.concatenate([pass_rates, fresh_rates])
+        round_ids = fresh_ids if rounds else np.concatenate([ids, fresh_ids])
         rewards = (rng.random((rates.size, spec.num_generations)) < rates[:, None]).astype(np.float64)
         mixed = has_both_classes(rewards)
         kept = mixed & (np.cumsum(mixed) <= batch - filled)  # surplus mixed groups of the last round are dropped
@@ -184,14 +240,15 @@ def run_dapo_step(spec: SamplerSpec, prompt_set: PromptSet, pass_rates: np.ndarr
         samples += rewards.size
         drawn += rates.size
         rounds += 1
-    return StepResult(batch, samples, filled, rounds, drawn, low_drawn, low_kept)
+        trained.append(round_ids[kept])
+    return StepResult(batch, samples, filled, rounds, drawn, low_drawn, low_kept), np.concatenate(trained)
 
 
 def run_step(spec: SamplerSpec, prompt_set: PromptSet, pass_rates: np.ndarray, seed: int) -> StepResult:
     """One step of `spec` over the step's prompts."""
     if spec.family == "dapo":
         return run_dapo_step(spec, prompt_set, pass_rates, seed)
-    return run_adaptive_step(spec, pass_rates, seed)
+    return run_adaptive_step(spec, pass_rates, seed)[0]
 
 
 # --------------------------------------------------------------------------------------------
@@ -401,12 +458,293 @@ def _spec_fields(spec: SamplerSpec) -> dict[str, Any]:
     return fields
 
 
+# --------------------------------------------------------------------------------------------
+# Multi-epoch mode (Reinforce-Ada-Est)
+# --------------------------------------------------------------------------------------------
+
+MULTI_EPOCH_SIZES = {"dataset": 1024, "num_prompts": 256, "epochs": 4, "seeds": 5}
+MULTI_EPOCH_SMOKE_SIZES = {"dataset": 32, "num_prompts": 16, "epochs": 2, "seeds": 1}
+LEARN_RATE = 0.5  # logit step of a prompt trained with an effective group
+TRANSFER = 0.02  # logit step of every solvable prompt per training step
+MEMORY_DECAY = 0.5
+FUTILITY_THRESHOLD = 0.05
+EST_BUDGETS = (4, 6, 8)
+EST_ROUNDS = 3
+BALANCE_PAPER = "balance M=8 N=4"
+MULTI_EPOCH_METRICS = (
+    *METRICS,
+    "memory_hit_fraction",
+    "futile_fraction",
+    "predicted_pass_rate",
+    "realized_pass_rate",
+    "calibration_error",
+)
+
+
+def build_multi_epoch_samplers() -> list[SamplerSpec]:
+    """GRPO n=4/8/16, DAPO, balance M=8 N=4, and the Reinforce-Ada-Est switches alone and together."""
+    specs = [SamplerSpec(f"GRPO n={k}", "grpo", f"n={k}", k, k, 1) for k in (4, 8, 16)]
+    specs.append(SamplerSpec("DAPO n=4 (gen B)", "dapo", "DAPO B", 4, 4, DAPO_MAX_ROUNDS))
+    specs.append(SamplerSpec(BALANCE_PAPER, "balance", "8×4", NUM_GENERATIONS, 8, 4, "balance"))
+    est = {"family": "est", "num_generations": NUM_GENERATIONS, "exit_rule": "balance"}
+    specs.append(
+        SamplerSpec(
+            "memory + prior first round",
+            label="prior",
+            samples_per_round=8,
+            max_rounds=4,
+            memory=True,
+            first_round="prior",
+            **est,
+        )
+    )
+    specs.append(
+        SamplerSpec(
+            "memory + futility stop",
+            label="futility",
+            samples_per_round=8,
+            max_rounds=4,
+            memory=True,
+            futility_threshold=FUTILITY_THRESHOLD,
+            **est,
+        )
+    )
+    for budget in EST_BUDGETS:
+        specs.append(
+            SamplerSpec(
+                f"budget {budget}",
+                label=f"b{budget}",
+                samples_per_round=8,
+                max_rounds=EST_ROUNDS,
+                sample_budget=budget,
+                **est,
+            )
+        )
+    for budget in EST_BUDGETS:
+        specs.append(
+            SamplerSpec(
+                f"memory + budget {budget}",
+                label=f"m+b{budget}",
+                samples_per_round=8,
+                max_rounds=EST_ROUNDS,
+                memory=True,
+                sample_budget=budget,
+                **est,
+            )
+        )
+    for budget in EST_BUDGETS:
+        specs.append(
+            SamplerSpec(
+                f"Est (all) budget {budget}",
+                label=f"all b{budget}",
+                samples_per_round=8,
+                max_rounds=EST_ROUNDS,
+                memory=True,
+                first_round="prior",
+                later_rounds="prior",
+                futility_threshold=FUTILITY_THRESHOLD,
+                sample_budget=budget,
+                **est,
+            )
+        )
+    return specs
+
+
+def draw_from_dataset(rates: np.ndarray, rng: np.random.Generator, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """`size` prompts drawn uniformly from the dataset: (their pass rates, their ids); DAPO's refills."""
+    drawn = rng.integers(0, rates.size, size)
+    return rates[drawn], drawn
+
+
+def run_multi_epoch(spec: SamplerSpec, prompt_set: PromptSet, seed: int, sizes: dict[str, int]) -> list[StepResult]:
+    """`spec` trained over a dataset of D prompts for E epochs of D / B steps; pass rates move (`LearningPrompts`).
+
+    The dataset and the epoch orders depend on the seed only, so every sampler starts from the same prompts in the
+    same order; how the pass rates move then depends on the effective groups the sampler produced.
+    """
+    dataset, batch = sizes["dataset"], sizes["num_prompts"]
+    prompts = LearningPrompts(
+        prompt_set.sample(np.random.default_rng(derive_seed(seed, prompt_set.name, "dataset")), dataset),
+        learn_rate=LEARN_RATE,
+        transfer=TRANSFER,
+    )
+    order_rng = np.random.default_rng(derive_seed(seed, prompt_set.name, "order"))
+    memory = PassRateMemory(decay=MEMORY_DECAY) if spec.memory else None
+    results = []
+    for epoch in range(sizes["epochs"]):
+        order = order_rng.permutation(dataset)
+        for step in range(dataset // batch):
+            ids = order[step * batch : (step + 1) * batch]
+            rates = prompts.current
+            step_seed = derive_seed(seed, prompt_set.name, epoch, step, spec.name)
+            if spec.family == "dapo":
+                fresh = partial(draw_from_dataset, rates)
+                result, trained = dapo_rounds(spec, rates[ids], ids, fresh, np.random.default_rng(step_seed))
+                effective = np.ones(trained.size, dtype=bool)
+            else:
+                result, effective = run_adaptive_step(spec, rates[ids], step_seed, memory, ids)
+                trained = ids
+            prompts.learn(trained, effective)
+            results.append(result)
+    return results
+
+
+def multi_epoch_seed_metrics(steps: Sequence[StepResult]) -> dict[str, float]:
+    """`seed_metrics` plus memory hits, futile stops and first-round calibration on memory hits."""
+    metrics = seed_metrics(steps)
+    hits = sum(s.memory_hits for s in steps)
+    prompts = sum(s.num_prompts for s in steps)
+    metrics["memory_hit_fraction"] = hits / prompts
+    metrics["futile_fraction"] = sum(s.futile for s in steps) / prompts
+    for name, field_name in (
+        ("predicted_pass_rate", "predicted_pass_rate_sum"),
+        ("realized_pass_rate", "realized_pass_rate_sum"),
+        ("calibration_error", "calibration_error_sum"),
+    ):
+        metrics[name] = sum(getattr(s, field_name) for s in steps) / hits if hits else float("nan")
+    return metrics
+
+
+def run_multi_epoch_set(
+    prompt_set: PromptSet, specs: Sequence[SamplerSpec], seeds: Sequence[int], sizes: dict[str, int], show: bool
+) -> dict[str, dict[str, float]]:
+    """Per-sampler summaries (mean and std over seeds) of the multi-epoch mode on one prompt set."""
+    per_seed: dict[str, list[dict[str, float]]] = {spec.name: [] for spec in specs}
+    tasks = [(seed, spec) for seed in seeds for spec in specs]
+    for seed, spec in progress(tasks, total=len(tasks), desc=f"{prompt_set.name} multi-epoch", enabled=show):
+        per_seed[spec.name].append(multi_epoch_seed_metrics(run_multi_epoch(spec, prompt_set, seed, sizes)))
+    summaries = {}
+    for name, values in per_seed.items():
+        summaries[name] = {}
+        for metric in MULTI_EPOCH_METRICS:
+            summaries[name][metric], summaries[name][f"{metric}_std"] = mean_and_std([v[metric] for v in values])
+    add_baseline_ratio(summaries)
+    return summaries
+
+
+def multi_epoch_table(prompt_set: PromptSet, summaries: dict[str, dict[str, float]], sizes: dict[str, int]) -> str:
+    """The fixed-width table of the multi-epoch mode."""
+    headers = [
+        "sampler",
+        "eff. groups",
+        "samples/prompt",
+        "samples/eff. group",
+        "low-pass cov.",
+        "rounds",
+        "hits",
+        "futile",
+        "pred./real. pass",
+        "calib. MAE",
+    ]
+    rows = []
+    for name, v in summaries.items():
+        calibrated = np.isfinite(v["predicted_pass_rate"])
+        rows.append(
+            [
+                name,
+                _pm(v["effective_fraction"], v["effective_fraction_std"], 3),
+                _pm(v["samples_per_prompt"], v["samples_per_prompt_std"], 2),
+                _pm(v["samples_per_effective_group"], v["samples_per_effective_group_std"], 2),
+                _pm(v["low_pass_effective_fraction"], v["low_pass_effective_fraction_std"], 3),
+                f"{v['rounds']:.2f}",
+                f"{v['memory_hit_fraction']:.2f}",
+                f"{v['futile_fraction']:.3f}",
+                f"{v['predicted_pass_rate']:.3f}/{v['realized_pass_rate']:.3f}" if calibrated else "-",
+                f"{v['calibration_error']:.3f}" if calibrated else "-",
+            ]
+        )
+    title = (
+        f"[{prompt_set.name} multi-epoch] D={sizes['dataset']} prompts, B={sizes['num_prompts']} per step, "
+        f"{sizes['epochs']} epochs, {sizes['seeds']} seed(s); pass rates move (learn {LEARN_RATE}, transfer "
+        f"{TRANSFER} logits)"
+    )
+    return format_table(headers, rows, title)
+
+
+def plot_multi_epoch(summaries: dict[str, dict[str, float]], specs: Sequence[SamplerSpec], path: Path) -> Path:
+    """Samples per prompt (x) against effective-group fraction and low-pass coverage (y), one point per sampler."""
+    plt = pyplot()
+    fig, axes = plt.subplots(1, 2, figsize=(12.0, 5.0))
+    colors = {**{family: style[0] for family, style in FAMILY_STYLE.items()}, "est": "tab:red"}
+    for ax, metric, label in (
+        (axes[0], "effective_fraction", "effective-group fraction"),
+        (axes[1], "low_pass_effective_fraction", "low-pass coverage (0 < p < 0.1)"),
+    ):
+        for spec in specs:
+            v = summaries[spec.name]
+            ax.errorbar(
+                v["samples_per_prompt"],
+                v[metric],
+                xerr=v["samples_per_prompt_std"],
+                yerr=v[f"{metric}_std"],
+                fmt="o",
+                color=colors[spec.family],
+                capsize=2,
+                markersize=5,
+            )
+            ax.annotate(
+                spec.label,
+                (v["samples_per_prompt"], v[metric]),
+                textcoords="offset points",
+                xytext=(3, 4),
+                fontsize=7,
+                color=colors[spec.family],
+            )
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("samples per prompt (log scale)")
+        ax.set_ylabel(label)
+        ax.grid(True, alpha=0.3)
+    fig.suptitle("Multi-epoch simulation (base prompts): GRPO (grey), DAPO (green), balance (blue), Est (red)")
+    return save_figure(fig, path)
+
+
+def main_multi_epoch(args: argparse.Namespace) -> dict[str, Any]:
+    """The multi-epoch mode on the base prompt set: tables, JSON, CSV and figure under `args.out`."""
+    sizes = dict(MULTI_EPOCH_SMOKE_SIZES if args.smoke else MULTI_EPOCH_SIZES)
+    sizes["seeds"] = args.seeds_given or sizes["seeds"]
+    prompt_set = PROMPT_SETS[0]
+    specs = build_multi_epoch_samplers()
+    seeds = list(range(args.seed, args.seed + sizes["seeds"]))
+    summaries = run_multi_epoch_set(prompt_set, specs, seeds, sizes, not args.quiet)
+    table = multi_epoch_table(prompt_set, summaries, sizes)
+    print(table + "\n", flush=True)
+    out = Path(args.out)
+    cfg = {
+        **sizes,
+        "first_seed": args.seed,
+        "smoke": args.smoke,
+        "learn_rate": LEARN_RATE,
+        "transfer": TRANSFER,
+        "memory_decay": MEMORY_DECAY,
+        "futility_threshold": FUTILITY_THRESHOLD,
+    }
+    data = {
+        "benchmark": "sampling_efficiency_multi_epoch",
+        "config": cfg,
+        "samplers": [asdict(spec) for spec in specs],
+        "results": {prompt_set.name: summaries},
+        "machine": machine_description(),
+    }
+    write_json(out / "multi_epoch.json", data)
+    write_csv(out / "multi_epoch.csv", csv_rows(data["results"], specs))
+    (out / "multi_epoch_tables.txt").write_text(table + "\n")
+    figure = plot_multi_epoch(summaries, specs, out / "sampling_efficiency_multi_epoch.png")
+    print(f"wrote {out / 'multi_epoch.json'}, {out / 'multi_epoch.csv'}, {figure}")
+    return data
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     """Command-line options (common ones from benchmarks.common, plus sizes)."""
     parser = make_parser(__doc__.split("\n\n", 1)[0], DEFAULT_OUT, default_seeds=None)
     parser.add_argument("--prompts", type=int, default=None, help="prompts per step B (default 512; smoke 64)")
     parser.add_argument("--steps", type=int, default=None, help="steps per seed (default 10; smoke 1)")
+    parser.add_argument(
+        "--multi-epoch",
+        action="store_true",
+        help="the multi-epoch mode (Reinforce-Ada-Est): D prompts over E epochs with moving pass rates",
+    )
     args = parser.parse_args(argv)
+    args.seeds_given = args.seeds
     sizes = SMOKE_SIZES if args.smoke else FULL_SIZES
     args.seeds = args.seeds or sizes["seeds"]
     args.prompts = args.prompts or sizes["num_prompts"]
@@ -420,6 +758,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """Run the benchmark, print the tables, write JSON, CSV, tables and the figure; return the JSON data."""
     args = parse_args(argv)
+    if args.multi_epoch:
+        return main_multi_epoch(args)
     cfg = {
         "num_prompts": args.prompts,
         "steps": args.steps,

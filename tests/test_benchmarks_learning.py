@@ -84,3 +84,14 @@ def test_summaries_and_ratios_on_synthetic_runs(benchmark):
     assert summaries["balance"]["samples_to_0.5"]["ratio_vs_baseline"] == pytest.approx(7 * 128 / (13 * 32))
     table = benchmark.target_table(summaries, 0.5, num_seeds=2)
     assert "1/2" in table and "0.54" in table
+
+
+def test_est_methods_compare_at_equal_samples(benchmark):
+    methods = {spec.label: spec for spec in benchmark.build_est_methods()}
+    assert list(methods) == ["GRPO n=4", "GRPO n=8", "balance M=8 N=4", "Est budget 8", "Est budget 4"]
+    for budget in (8, 4):
+        options = dict(methods[f"Est budget {budget}"].options)
+        assert options["sample_budget"] == budget and options["pass_rate_memory"]
+        assert (options["first_round"], options["later_rounds"]) == ("prior", "prior")
+        assert methods[f"Est budget {budget}"].max_rounds == 3
+    assert benchmark.parse_args(["--est"]).seeds == 5

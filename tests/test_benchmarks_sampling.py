@@ -108,3 +108,37 @@ def test_balance_groups_are_mixed_when_the_exit_rule_is_met(benchmark):
     assert result.exited_effective == result.exited
     assert result.effective_groups >= result.exited
     assert not math.isnan(result.samples / result.num_prompts)
+
+
+@pytest.fixture(scope="module")
+def multi_epoch_run(benchmark, tmp_path_factory):
+    out = tmp_path_factory.mktemp("multi_epoch")
+    with contextlib.redirect_stdout(io.StringIO()) as printed:
+        data = benchmark.main(["--multi-epoch", "--smoke", "--quiet", "--out", str(out)])
+    return data, out, printed.getvalue()
+
+
+@pytest.mark.slow
+def test_multi_epoch_mode_writes_every_sampler_with_consistent_numbers(benchmark, multi_epoch_run):
+    data, out, printed = multi_epoch_run
+    assert "[base multi-epoch]" in printed and "calib. MAE" in printed
+    assert (out / "sampling_efficiency_multi_epoch.png").read_bytes()[:8] == PNG_MAGIC
+    specs = {spec.name: spec for spec in benchmark.build_multi_epoch_samplers()}
+    assert {"GRPO n=4", "GRPO n=8", "GRPO n=16", "DAPO n=4 (gen B)", "balance M=8 N=4"} <= set(specs)
+    for budget in (4, 6, 8):
+        assert {f"budget {budget}", f"memory + budget {budget}", f"Est (all) budget {budget}"} <= set(specs)
+    results = json.loads((out / "multi_epoch.json").read_text())["results"]["base"]
+    assert list(results) == list(specs) == list(data["results"]["base"])
+    for name, values in results.items():
+        spec = specs[name]
+        if spec.family == "grpo":
+            assert values["samples_per_prompt"] == spec.num_generations and values["rounds"] == 1.0
+        if spec.sample_budget is not None:
+            assert spec.num_generations <= values["samples_per_prompt"] <= spec.sample_budget
+        if spec.family != "dapo":
+            assert values["rounds"] <= spec.max_rounds
+        # 2 epochs: the second visits every prompt again, so a memory hits on exactly half of the visits
+        assert values["memory_hit_fraction"] == (0.5 if spec.memory else 0.0)
+        assert (values["futile_fraction"] > 0) <= (spec.futility_threshold > 0)
+        assert (values["predicted_pass_rate"] is not None) == spec.memory  # NaN (null) without hits
+    assert results["budget 4"]["samples_per_prompt"] == 4.0

@@ -26,6 +26,7 @@ MODELS = {
 METHODS = {"grpo": "none", "reinforce_ada_pos": "pos", "reinforce_ada_balance": "balance"}
 PAPER_RECIPES = [RECIPES_DIR / model / f"{method}.yaml" for model in MODELS for method in METHODS]
 LORA_RECIPE = RECIPES_DIR / "Qwen2.5-Math-1.5B" / "reinforce_ada_balance_lora_1gpu.yaml"
+EST_RECIPES = [RECIPES_DIR / model / "reinforce_ada_est.yaml" for model in MODELS]
 TRAINING_GPUS = 8
 PROMPTS_PER_GENERATION = 512
 UPDATES_PER_GENERATION = 4  # the reference run: mini-batches of 128 prompts, one PPO epoch
@@ -49,7 +50,7 @@ def _parse(path: Path, tmp_path: Path, *flags: str):
 
 
 def test_the_recipe_set_is_complete():
-    assert set(PAPER_RECIPES) | {LORA_RECIPE} == set(TRAIN_RECIPES)
+    assert set(PAPER_RECIPES) | {LORA_RECIPE} | set(EST_RECIPES) == set(TRAIN_RECIPES)
     names = {p.name for p in ACCELERATE_CONFIGS}
     assert {"single_gpu.yaml", "multi_gpu.yaml", "zero2.yaml", "zero3.yaml", "fsdp2.yaml"} <= names
 
@@ -115,6 +116,19 @@ def test_512_prompts_per_generation_and_4_updates_of_128_on_8_gpus(path, tmp_pat
     assert updates_per_generation(args, TRAINING_GPUS) == UPDATES_PER_GENERATION
     update = args.per_device_train_batch_size * TRAINING_GPUS * args.gradient_accumulation_steps
     assert update == completions // UPDATES_PER_GENERATION == 128 * args.num_generations
+
+
+@pytest.mark.parametrize("path", EST_RECIPES, ids=_id)
+def test_est_recipe_is_balance_with_memory_and_a_budget_of_8(path, tmp_path):
+    balance = yaml.safe_load((path.parent / "reinforce_ada_balance.yaml").read_text())
+    est = yaml.safe_load(path.read_text())
+    changed = {key for key in est if est[key] != balance.get(key)}
+    est_fields = {"pass_rate_memory", "memory_decay", "first_round", "later_rounds", "round_confidence"}
+    assert changed == est_fields | {"futility_threshold", "sample_budget", "max_rounds", "output_dir", "run_name"}
+    _, args, _ = _parse(path, tmp_path)
+    assert args.pass_rate_memory and (args.first_round, args.later_rounds) == ("prior", "prior")
+    assert (args.sample_budget, args.max_rounds, args.futility_threshold) == (8, 3, 0.05)
+    assert args.exit_rule == "balance" and args.samples_per_round == 8
 
 
 def test_lora_single_gpu_recipe(tmp_path):

@@ -591,3 +591,272 @@ def test_candidates_are_the_first_n_of_each_class_and_cover_the_group():
     sampler.ingest([1, 1, 0, 1, 1, 1, 0, 1])
     assert sampler.candidates(0) == [0, 1, 2, 3, 4, 6]  # the 5th and 6th positives can never be kept
     assert set(sampler.select_groups()[0]) <= set(sampler.candidates(0))
+
+
+# --------------------------------------------------------------------------------------------
+# Reinforce-Ada-Est: prior-sized rounds, futility stop, per-step budget
+# --------------------------------------------------------------------------------------------
+
+
+def test_beta_binomial_pmf_matches_hand_values():
+    np.testing.assert_allclose(sampling.beta_binomial_pmf(2, [1.0], [1.0]), [[1 / 3, 1 / 3, 1 / 3]])
+    np.testing.assert_allclose(sampling.beta_binomial_pmf(1, [2.0], [1.0]), [[1 / 3, 2 / 3]])
+    np.testing.assert_allclose(sampling.beta_binomial_pmf(3, [0.5], [0.5]), [[0.3125, 0.1875, 0.1875, 0.3125]])
+    np.testing.assert_allclose(sampling.beta_binomial_pmf(0, [2.0, 3.0], [1.0, 1.0]), [[1.0], [1.0]])
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.integers(0, 40),
+    st.floats(0.05, 60.0),
+    st.floats(0.05, 60.0),
+)
+def test_beta_binomial_pmf_is_a_distribution_with_the_right_mean(draws, alpha, beta):
+    pmf = sampling.beta_binomial_pmf(draws, [alpha], [beta])[0]
+    assert pmf.shape == (draws + 1,) and np.all(pmf >= 0)
+    assert math.isclose(pmf.sum(), 1.0, rel_tol=1e-9)
+    assert math.isclose(pmf @ np.arange(draws + 1), draws * alpha / (alpha + beta), rel_tol=1e-9, abs_tol=1e-12)
+
+
+def test_exit_probability_matches_hand_computation():
+    balance, pos = get_exit_rule("balance"), get_exit_rule("pos")
+    # empty pool, uniform prior: k ~ uniform on 0..m; balance n=4 needs 2 <= k <= m - 2
+    probability = sampling.exit_probability(balance, 4, np.array([1.0]), np.array([1.0]), [0], [0], cap=8)[0]
+    np.testing.assert_allclose(probability, [0, 0, 0, 0, 1 / 5, 2 / 6, 3 / 7, 4 / 8, 5 / 9])
+    probability = sampling.exit_probability(pos, 4, np.array([1.0]), np.array([1.0]), [0], [0], cap=4)[0]
+    np.testing.assert_allclose(probability, [0, 0, 0, 0, 4 / 5])
+    # pool 1+ / 3-, posterior Beta(2, 4): one more positive is needed, P(next is positive) = 2/6
+    probability = sampling.exit_probability(balance, 4, np.array([2.0]), np.array([4.0]), [1], [3], cap=2)[0]
+    np.testing.assert_allclose(probability, [0, 1 / 3, 1 - (4 * 5) / (6 * 7)])
+
+
+def test_prior_round_size_is_the_smallest_size_reaching_the_confidence():
+    probability = np.array([0, 0, 0, 0, 0.2, 0.33, 0.43, 0.5, 0.56])
+    assert sampling.prior_round_size(probability, 4, 8, 0.55) == 8
+    assert sampling.prior_round_size(probability, 4, 8, 0.4) == 6
+    assert sampling.prior_round_size(probability, 7, 8, 0.1) == 7  # never below `low`
+    assert sampling.prior_round_size(probability, 4, 6, 0.9) == 6  # none reaches it: the cap left
+
+
+def test_grant_by_marginal_gain_spends_on_the_largest_increments_first():
+    gain = np.array([[0.0, 0.5, 0.7, 0.8], [0.0, 0.4, 0.8, 0.9], [0.0, 0.0, 0.0, 0.0]])
+    tie = np.zeros_like(gain)
+    low, high = np.array([0, 0, 0]), np.array([3, 3, 3])
+    # increments: prompt 0: .5 .2 .1, prompt 1: .4 .4 .1, prompt 2: 0 0 0
+    assert sampling.grant_by_marginal_gain(low, high, 0, gain, tie).tolist() == [0, 0, 0]
+    assert sampling.grant_by_marginal_gain(low, high, 1, gain, tie).tolist() == [1, 0, 0]
+    assert sampling.grant_by_marginal_gain(low, high, 3, gain, tie).tolist() == [1, 2, 0]
+    assert sampling.grant_by_marginal_gain(low, high, 4, gain, tie).tolist() == [2, 2, 0]
+    assert sampling.grant_by_marginal_gain(low, high, 100, gain, tie).tolist() == [3, 3, 3]
+    assert sampling.grant_by_marginal_gain(low, np.array([1, 3, 3]), 3, gain, tie).tolist() == [1, 2, 0]
+    assert sampling.grant_by_marginal_gain(np.array([2, 0, 1]), high, 1, gain, tie).tolist() == [2, 1, 1]
+    second = np.array([[0, 0, 0, 0], [0, 0, 0, 0], [0, 0.3, 0.3, 0.3]])
+    assert sampling.grant_by_marginal_gain(low, high, 7, gain, second).tolist() == [3, 3, 1]
+
+
+def _est(num_prompts: int, **kwargs) -> AdaptiveSampler:
+    base = {"num_generations": 4, "samples_per_round": 8, "max_rounds": 4}
+    return AdaptiveSampler(num_prompts=num_prompts, **{**base, **kwargs})
+
+
+def test_prior_sized_first_round():
+    sampler = _est(
+        4,
+        first_round="prior",
+        round_confidence=0.55,
+        prior_alpha=[50.0, 1.0, 99.0, 1.0],
+        prior_beta=[50.0, 99.0, 1.0, 1.0],
+        memory_hits=[True, True, True, False],
+    )
+    assert sampler.plan_round() == [0, 1, 2, 3]
+    # p ~ 0.5: 4 draws meet balance w.p. ~3/8, 5 draws w.p. ~5/8; p ~ 0.01 or 0.99: the whole cap; Beta(1, 1): 8
+    assert sampler.plan_sizes == [5, 32, 32, 8]
+
+
+def test_prior_sized_later_round_uses_the_pool():
+    sampler = _est(1, samples_per_round=4, later_rounds="prior")
+    sampler.plan_round()
+    assert sampler.plan_sizes == [4]  # the first round stays fixed
+    sampler.ingest([1, 0, 0, 0])  # Beta(2, 4): one more positive needed
+    sampler.plan_round()
+    assert sampler.plan_sizes == [2]  # P(a positive within 1) = 1/3, within 2 = 1 - 20/42 > 0.5
+
+
+def test_futile_prompt_only_fills_its_group_then_stops():
+    sampler = _est(2, futility_threshold=0.05, prior_alpha=[0.01, 50.0], prior_beta=[100.0, 50.0])
+    assert sampler.plan_round() == [0, 1]
+    assert sampler.plan_sizes == [4, 8]
+    assert sampler.ingest([0] * 4 + [1, 0] * 4) == [1]
+    assert sampler.stopped == [True, False] and sampler.exit_round == [None, 1]
+    assert sampler.done and sampler.active == []
+    assert sampler.select_groups()[0] == [0, 1, 2, 3]  # formed like any unresolved prompt's
+    stats = sampler.statistics()
+    assert stats.samples == 12 and stats.estimation.futile_fraction == 0.5 and stats.unresolved_fraction == 0.5
+    assert stats.first_round_reward == 0.25  # prompts weigh equally: (0/4 + 4/8) / 2, not 4/12
+
+
+def test_futility_stop_after_a_round_of_evidence():
+    sampler = _est(2, samples_per_round=4, max_rounds=2, futility_threshold=0.2)
+    sampler.plan_round()
+    assert sampler.plan_sizes == [4, 4]  # uniform prior: neither is futile before any evidence
+    sampler.ingest([0] * 4 + [1, 1, 1, 0])
+    # prompt 0: Beta(1, 5), 4 draws left: P(>= 2 positives) ~ 0.18 < 0.2; prompt 1: Beta(4, 2), needs 1 negative
+    assert sampler.stopped == [True, False]
+    assert sampler.plan_round() == [1]
+
+
+def test_budget_fills_every_group_first_then_paces_the_rest_over_the_rounds_left():
+    sampler = _est(2, max_rounds=3, sample_budget=6)  # 12 completions for the step
+    assert sampler.plan_round() == [0, 1] and sampler.plan_sizes == [4, 4]  # nothing known: only the groups
+    sampler.ingest([1, 0, 1, 0] + [0, 0, 0, 0])
+    assert sampler.plan_round() == [1] and sampler.plan_sizes == [2]  # 4 left over 2 rounds
+    sampler.ingest([0, 0])
+    assert not sampler.done
+    assert sampler.plan_round() == [1] and sampler.plan_sizes == [2]  # the rest in the last round
+    sampler.ingest([0, 0])
+    assert sampler.done and sampler.samples_drawn == 12
+    assert sampler.statistics().estimation.budget_used == 1.0
+
+
+def test_budget_of_n_is_grpo_sampling():
+    sampler = simulate_step(SimulatedPolicy([0.0, 0.3, 0.9, 1.0], seed=0), sample_budget=4, num_generations=4)
+    assert sampler.round == 1 and [len(pool) for pool in sampler.pools] == [4, 4, 4, 4]
+
+
+def test_budget_goes_where_a_mixed_group_is_most_likely():
+    sampler = _est(3, max_rounds=2, sample_budget=5, prior_beta=[3.0, 1.0, 1.0])  # 15 completions
+    sampler.plan_round()
+    sampler.ingest([1, 1, 1, 1] + [0, 0, 0, 0] + [1, 0, 0, 0])
+    # posteriors Beta(5, 3), Beta(1, 5); prompt 2 is mixed already. Marginal chances of a first negative for
+    # prompt 0: 3/8, then 5/8 - 30/72 ~ .21, then ~.125; of a first positive for prompt 1: 1/6.
+    assert sampler.plan_round() == [0, 1]
+    assert sampler.plan_sizes == [2, 1]
+
+
+def test_budget_spent_ends_the_step():
+    sampler = _est(2, max_rounds=4, sample_budget=4.5)  # 9 completions: 8 fill the groups, 1 left
+    sampler.plan_round()
+    sampler.ingest([0] * 8)
+    sizes = []
+    while not sampler.done:
+        sampler.plan_round()
+        sizes.append(sampler.plan_sizes)
+        sampler.ingest([0] * sum(sampler.plan_sizes))
+    assert sizes == [[1]] and sampler.samples_drawn == 9 and sampler.round == 2  # no empty round
+
+
+def test_estimation_statistics_report_hits_and_first_round_calibration():
+    sampler = _est(2, samples_per_round=4, max_rounds=1, prior_alpha=[3.0, 1.0], memory_hits=[True, False])
+    sampler.plan_round()
+    sampler.ingest([1, 0, 0, 0, 1, 1, 1, 1])
+    est = sampler.statistics().estimation
+    assert est.memory_hit_fraction == 0.5 and est.futile_fraction == 0.0
+    assert est.predicted_pass_rate == 0.75 and est.realized_pass_rate == 0.25 and est.calibration_error == 0.5
+    assert math.isnan(est.budget_used)
+    metrics = sampler.statistics().as_metrics(prefix="x/")
+    assert metrics["x/est/memory_hit_fraction"] == 0.5 and metrics["x/est/calibration_error"] == 0.5
+
+
+def test_default_sampler_reports_no_estimation_metrics():
+    sampler = simulate_step(SimulatedPolicy([0.5, 0.1], seed=0))
+    assert sampler.statistics().estimation is None
+    assert not any(key.startswith("est/") for key in sampler.statistics().as_metrics())
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "fragments"),
+    [
+        ({"sample_budget": 3}, ["sample_budget=3", ">= num_generations=4", "or None"]),
+        ({"sample_budget": math.inf}, ["sample_budget=inf"]),
+        ({"futility_threshold": 1.0}, ["futility_threshold=1.0", "[0, 1)", "0 turns the futility stop off"]),
+        ({"futility_threshold": -0.1}, ["futility_threshold=-0.1"]),
+        ({"first_round": "posterior"}, ["first_round='posterior'", "['fixed', 'prior']"]),
+        ({"later_rounds": "big"}, ["later_rounds='big'"]),
+        ({"round_confidence": 1.0}, ["round_confidence=1.0", "(0, 1)"]),
+        ({"exit_rule": "none", "sample_budget": 8}, ["exit_rule='none'", "nothing to act on"]),
+        ({"prior_alpha": [1.0]}, ["prior_alpha must hold one positive number per prompt (2)"]),
+        ({"prior_beta": [1.0, 0.0]}, ["prior_beta must hold one positive number per prompt"]),
+        ({"memory_hits": [True]}, ["memory_hits must hold one flag per prompt (2)"]),
+    ],
+)
+def test_bad_estimation_options_name_the_option_and_value(kwargs, fragments):
+    with pytest.raises(ValueError) as error:
+        _est(2, **kwargs)
+    for fragment in fragments:
+        assert fragment in str(error.value)
+
+
+@st.composite
+def estimation_steps(draw):
+    n = draw(st.integers(2, 6))
+    m = draw(st.integers(-(-n // 4), 8))
+    rounds = draw(st.integers(-(-n // m), 4))
+    b = draw(st.integers(1, 10))
+    budget = draw(st.one_of(st.none(), st.floats(n, m * rounds + 2)))
+    return {
+        "pass_rates": draw(st.lists(st.sampled_from([0.0, 0.02, 0.3, 0.5, 0.9, 1.0]), min_size=b, max_size=b)),
+        "seed": draw(st.integers(0, 1000)),
+        "num_generations": n,
+        "samples_per_round": m,
+        "max_rounds": rounds,
+        "exit_rule": draw(st.sampled_from(["balance", "pos"])),
+        "first_round": draw(st.sampled_from(["fixed", "prior"])),
+        "later_rounds": draw(st.sampled_from(["fixed", "prior"])),
+        "round_confidence": draw(st.sampled_from([0.3, 0.5, 0.9])),
+        "futility_threshold": draw(st.sampled_from([0.0, 0.05, 0.5])),
+        "sample_budget": budget,
+        "prior_alpha": draw(st.lists(st.floats(0.05, 30.0), min_size=b, max_size=b)),
+        "prior_beta": draw(st.lists(st.floats(0.05, 30.0), min_size=b, max_size=b)),
+        "memory_hits": draw(st.lists(st.booleans(), min_size=b, max_size=b)),
+    }
+
+
+@settings(max_examples=150, deadline=None)
+@given(estimation_steps())
+def test_estimation_keeps_every_invariant(step):
+    plans = []
+    original = AdaptiveSampler.plan_round
+
+    def recording_plan_round(self):
+        active_before = self.active
+        plan = original(self)
+        plans.append((active_before, plan, self.plan_sizes, [len(pool) for pool in self.pools]))
+        return plan
+
+    kwargs = {key: value for key, value in step.items() if key not in ("pass_rates", "seed")}
+    with patch.object(AdaptiveSampler, "plan_round", autospec=True, side_effect=recording_plan_round):
+        sampler = simulate_step(SimulatedPolicy(step["pass_rates"], seed=step["seed"]), **kwargs)
+    n, b, cap = step["num_generations"], len(step["pass_rates"]), sampler.cap
+    rule = get_exit_rule(step["exit_rule"])
+
+    assert sampler.done and 1 <= sampler.round <= step["max_rounds"] and len(plans) == sampler.round
+    for active_before, plan, sizes, pool_sizes in plans:
+        assert plan and set(plan) <= set(active_before) and len(sizes) == len(plan) and all(s >= 1 for s in sizes)
+        assert all(pool_sizes[p] + s <= cap for p, s in zip(plan, sizes, strict=True))
+    sizes = [len(pool) for pool in sampler.pools]
+    assert all(n <= size <= cap for size in sizes)  # every group can be filled, never beyond M x N
+    if step["sample_budget"] is not None:
+        assert sum(sizes) <= math.floor(step["sample_budget"] * b)
+    if step["first_round"] == "prior":
+        assert all(n <= size <= cap for size in sampler.first_round_sizes)
+    for p in range(b):
+        positives, negatives = sampler.counts(p)
+        if sampler.exit_round[p] is not None:
+            assert rule.is_met(positives, negatives, n) and not sampler.stopped[p]
+        if sampler.stopped[p]:
+            assert step["futility_threshold"] > 0 and sizes[p] >= n and sampler.exit_round[p] is None
+    unresolved = [p for p in range(b) if sampler.exit_round[p] is None and not sampler.stopped[p]]
+    if unresolved:  # a prompt left active means the step ran out of rounds or budget, or its cap is spent
+        spent = step["sample_budget"] is not None and sum(sizes) >= math.floor(step["sample_budget"] * b)
+        assert sampler.round == step["max_rounds"] or spent or all(sizes[p] == cap for p in unresolved)
+    groups = sampler.select_groups()
+    assert all(len(group) == n == len(set(group)) for group in groups)
+    assert sampler.statistics().samples == sum(sizes)
+
+
+def test_a_prompt_at_its_cap_ends_the_step_without_empty_rounds():
+    sampler = _est(1, first_round="prior", prior_alpha=[1.0], prior_beta=[99.0], memory_hits=[True])
+    sampler.plan_round()
+    assert sampler.plan_sizes == [32]  # the whole cap M·N in round 1
+    sampler.ingest([0.0] * 32)
+    assert sampler.done and sampler.round == 1 and sampler.exit_round == [None]

@@ -490,7 +490,7 @@ def test_reward_funcs_is_optional_as_in_grpo_trainer(tiny_model_dir, tmp_path):
 def test_a_round_is_split_over_processes_at_sample_level(
     num_active, samples_per_round, num_processes, rows, padding, copies
 ):
-    split = split_round(num_active, samples_per_round, num_processes)
+    split = split_round([samples_per_round] * num_active, num_processes)
     assert split.num_samples == num_active * samples_per_round
     assert (split.rows_per_process, split.num_padding, split.copies_per_request) == (rows, padding, copies)
     assert split.num_padding < num_processes

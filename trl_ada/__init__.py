@@ -1,10 +1,10 @@
 """trl_ada: Reinforce-Ada adaptive sampling (arXiv 2510.04996) for TRL's GRPOTrainer.
 
-The pure core (`trl_ada.sampling`, `trl_ada.advantages`) imports neither torch nor TRL; the trainer, the config
-and the rewards are loaded on first use, so `import trl_ada` stays cheap. The `if TYPE_CHECKING:` imports below give
-type checkers and IDEs the real types of the lazily loaded names.
+The pure core (`trl_ada.sampling`, `trl_ada.memory`, `trl_ada.advantages`) imports neither torch nor TRL; the
+trainer, the config and the rewards are loaded on first use, so `import trl_ada` stays cheap. The `if TYPE_CHECKING:`
+imports below give type checkers and IDEs the real types of the lazily loaded names.
 
-Layout: the library is `config`, `trainer`, `sampling`, `advantages`, `data`, `rewards/`, `evaluation` and
+Layout: the library is `config`, `trainer`, `sampling`, `memory`, `advantages`, `data`, `rewards/`, `evaluation` and
 `simulation`; `toy/` is the tiny offline model, the toy task and the experiments on them; `cli/` is the `trl-ada`
 command line, which nothing else imports.
 """
@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .advantages import compute_advantages
     from .config import ReinforceAdaConfig
+    from .memory import PassRateMemory
     from .rewards import get_reward_funcs, math_reward, register_reward
     from .sampling import AdaptiveSampler, ExitRule, QuotaRule, SamplingStatistics, get_exit_rule, register_exit_rule
     from .trainer import ReinforceAdaTrainer
@@ -32,6 +33,7 @@ _LAZY = {
     "SamplingStatistics": "sampling",
     "get_exit_rule": "sampling",
     "register_exit_rule": "sampling",
+    "PassRateMemory": "memory",
     "compute_advantages": "advantages",
     "math_reward": "rewards",
     "register_reward": "rewards",
@@ -41,6 +43,7 @@ _LAZY = {
 __all__ = [
     "AdaptiveSampler",
     "ExitRule",
+    "PassRateMemory",
     "QuotaRule",
     "ReinforceAdaConfig",
     "ReinforceAdaTrainer",

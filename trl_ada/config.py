@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from trl import GRPOConfig
 
 from .advantages import ADVANTAGE_BASELINES
-from .sampling import exit_rule_names, get_exit_rule, validate_sampling
+from .sampling import exit_rule_names, get_exit_rule, validate_estimation, validate_sampling
 
 __all__ = ["ReinforceAdaConfig"]
 
@@ -40,6 +40,30 @@ class ReinforceAdaConfig(GRPOConfig):
             `scale_rewards="group"` the matching std (pool or group) divides the advantage. With
             `multi_objective_aggregation="normalize_then_sum"` each reward function is normalised by the mean and std
             of the same set before the weighted sum, which is then normalised over the batch (as TRL does).
+
+        > Parameters of Reinforce-Ada-Est (pass-rate memory across steps; all off by default)
+
+        pass_rate_memory (`bool`, *optional*, defaults to `False`):
+            Keep a Beta posterior over each prompt's pass rate from its earlier visits (keyed by a hash of the prompt),
+            saved with every checkpoint. It feeds `first_round="prior"`, `later_rounds="prior"`, the futility stop and
+            the budget's priorities; it never changes a reward or an advantage.
+        memory_decay (`float`, *optional*, defaults to `0.5`):
+            λ in (0, 1]: at each visit the evidence of earlier visits is multiplied by λ (the policy moves).
+        first_round (`str`, *optional*, defaults to `"fixed"`):
+            `"fixed"`: the first round draws `samples_per_round` per prompt. `"prior"`: the smallest size in
+            [`num_generations`, `samples_per_round * max_rounds`] that meets the exit rule with probability
+            `round_confidence` under the prompt's posterior. Needs `pass_rate_memory=True`.
+        later_rounds (`str`, *optional*, defaults to `"fixed"`):
+            The same choice for rounds 2..N, sized from the memory (if on) and the step's pool.
+        round_confidence (`float`, *optional*, defaults to `0.5`):
+            Probability with which a prior-sized round should meet the exit rule.
+        futility_threshold (`float`, *optional*, defaults to `0.0`):
+            In [0, 1); 0 = off. A prompt whose pool can fill its group and whose posterior chance to meet the exit rule
+            within its remaining cap is below this value stops sampling; its group is formed like any unresolved one.
+        sample_budget (`float` or `None`, *optional*, defaults to `None`):
+            Average completions per prompt one step may draw (>= `num_generations`); `None` = no budget. Each round
+            first fills every group, then spends an equal share of what is left over the rounds left, one completion
+            at a time where it most raises the posterior probability of a mixed group.
 
         > Parameters that control the run directory
 
@@ -86,6 +110,35 @@ class ReinforceAdaConfig(GRPOConfig):
         },
     )
 
+    pass_rate_memory: bool = field(
+        default=False,
+        metadata={"help": "Keep a decayed Beta posterior of each prompt's pass rate across steps (Reinforce-Ada-Est)"},
+    )
+    memory_decay: float = field(
+        default=0.5,
+        metadata={"help": "Weight factor in (0, 1] applied to a prompt's earlier evidence at each of its visits."},
+    )
+    first_round: str = field(
+        default="fixed",
+        metadata={"help": "'fixed' (samples_per_round) or 'prior' (sized from the pass-rate memory) first round."},
+    )
+    later_rounds: str = field(
+        default="fixed",
+        metadata={"help": "'fixed' (samples_per_round) or 'prior' (sized from the posterior) rounds after the first."},
+    )
+    round_confidence: float = field(
+        default=0.5,
+        metadata={"help": "Probability with which a prior-sized round should meet the exit rule, in (0, 1)."},
+    )
+    futility_threshold: float = field(
+        default=0.0,
+        metadata={"help": "Stop a prompt whose chance to meet its exit rule within its cap is below this; 0 = off."},
+    )
+    sample_budget: float | None = field(
+        default=None,
+        metadata={"help": "Average completions per prompt a step may draw (>= num_generations); None = no budget."},
+    )
+
     # Paper defaults where TRL's differ
     num_generations: int | None = field(
         default=4,
@@ -125,5 +178,38 @@ class ReinforceAdaConfig(GRPOConfig):
             )
         plan = (self.samples_per_round, self.max_rounds) if self.is_adaptive else (self.num_generations, 1)
         validate_sampling(self.num_generations, *plan, self.positive_threshold)
+        self._validate_estimation()
         if self.scale_rewards not in ("none", "group", "batch", True, False):
             raise ValueError(f"scale_rewards={self.scale_rewards!r}: choose one of ['none', 'group', 'batch'].")
+
+    def _validate_estimation(self) -> None:
+        if not isinstance(self.memory_decay, int | float) or not 0.0 < self.memory_decay <= 1.0:
+            raise ValueError(
+                f"memory_decay={self.memory_decay!r}: must be in (0, 1]; 1 keeps all past evidence, 0.5 halves the "
+                "weight of earlier visits at each visit."
+            )
+        if self.first_round == "prior" and not self.pass_rate_memory:
+            raise ValueError(
+                "first_round='prior' sizes the first round from the pass-rate memory, but pass_rate_memory=False. Set "
+                "pass_rate_memory=True, or use first_round='fixed'."
+            )
+        validate_estimation(
+            self.num_generations,
+            self.exit_rule,
+            self.first_round,
+            self.later_rounds,
+            self.round_confidence,
+            self.futility_threshold,
+            self.sample_budget,
+        )
+
+    @property
+    def estimation_kwargs(self) -> dict:
+        """The `AdaptiveSampler` arguments of Reinforce-Ada-Est (first/later round sizing, futility, budget)."""
+        return {
+            "first_round": self.first_round,
+            "later_rounds": self.later_rounds,
+            "round_confidence": self.round_confidence,
+            "futility_threshold": self.futility_threshold,
+            "sample_budget": self.sample_budget,
+        }

@@ -1,6 +1,8 @@
-"""A simulated policy: prompts with fixed pass rates and Bernoulli 0/1 rewards, no model.
+"""A simulated policy: prompts with given pass rates and Bernoulli 0/1 rewards, no model.
 
-It drives the sampling core end to end for tests and for `benchmarks/sampling_efficiency.py`.
+It drives the sampling core end to end for tests and for `benchmarks/sampling_efficiency.py`: one step over fixed
+pass rates (`simulate_step`), or many steps over a dataset whose pass rates move as training would
+(`LearningPrompts`), with an optional `PassRateMemory` carried from step to step.
 """
 
 from __future__ import annotations
@@ -10,9 +12,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .memory import PassRateMemory
 from .sampling import AdaptiveSampler
 
-__all__ = ["SimulatedPolicy", "simulate_step"]
+__all__ = ["LearningPrompts", "SimulatedPolicy", "simulate_step"]
 
 
 @dataclass
@@ -31,16 +34,65 @@ class SimulatedPolicy:
         self.pass_rates = rates
         self.rng = np.random.default_rng(self.seed)
 
-    def sample(self, prompts: Sequence[int], samples_per_prompt: int) -> np.ndarray:
-        """0/1 rewards, prompt-major: `samples_per_prompt` draws for each prompt in `prompts`."""
+    def sample(self, prompts: Sequence[int], samples_per_prompt: int | Sequence[int]) -> np.ndarray:
+        """0/1 rewards, prompt-major: `samples_per_prompt` draws (one count, or one per prompt) for each prompt."""
         p = np.repeat(self.pass_rates[np.asarray(prompts, dtype=int)], samples_per_prompt)
         return (self.rng.random(p.size) < p).astype(np.float64)
 
 
-def simulate_step(policy: SimulatedPolicy, **sampler_kwargs) -> AdaptiveSampler:
-    """Run one step of adaptive sampling over all of the policy's prompts; returns the finished sampler."""
+def simulate_step(
+    policy: SimulatedPolicy,
+    memory: PassRateMemory | None = None,
+    prompt_ids: Sequence[int] | None = None,
+    **sampler_kwargs,
+) -> AdaptiveSampler:
+    """Run one step of adaptive sampling over all of the policy's prompts; returns the finished sampler.
+
+    With a `memory`, prompt i is remembered under the key `prompt_ids[i] + 1` (default: i + 1): its posterior is the
+    sampler's prior, and the step's pool counts are written back as one visit.
+    """
+    if memory is not None:
+        ids = np.arange(len(policy.pass_rates)) if prompt_ids is None else np.asarray(prompt_ids)
+        keys = ids.astype(np.uint64) + np.uint64(1)
+        alpha, beta, hits = memory.posterior(keys)
+        sampler_kwargs.update(prior_alpha=alpha, prior_beta=beta, memory_hits=hits)
     sampler = AdaptiveSampler(num_prompts=len(policy.pass_rates), **sampler_kwargs)
     while not sampler.done:
         prompts = sampler.plan_round()
-        sampler.ingest(policy.sample(prompts, sampler.samples_per_round))
+        sampler.ingest(policy.sample(prompts, sampler.plan_sizes))
+    if memory is not None:
+        counts = np.array([sampler.counts(p) for p in range(sampler.num_prompts)])
+        memory.update(keys, counts[:, 0], counts[:, 1])
     return sampler
+
+
+@dataclass
+class LearningPrompts:
+    """A dataset whose pass rates move as training would, driven by the effective groups a sampler produces.
+
+    Each prompt has a logit z = log(p / (1 − p)). After every step, each prompt that was trained with an effective
+    (mixed) group gets z += `learn_rate` (it was learned from), and every solvable prompt gets z += `transfer`
+    (what is learned on some prompts carries over to others). Unsolvable prompts (p = 0) stay at 0, and p = 1 stays 1.
+    """
+
+    pass_rates: Sequence[float]
+    learn_rate: float = 0.5
+    transfer: float = 0.02
+
+    def __post_init__(self) -> None:
+        rates = np.asarray(self.pass_rates, dtype=np.float64)
+        with np.errstate(divide="ignore"):
+            self.logits = np.log(rates) - np.log1p(-rates)
+
+    @property
+    def current(self) -> np.ndarray:
+        """Current pass rates."""
+        with np.errstate(over="ignore"):
+            return 1.0 / (1.0 + np.exp(-self.logits))
+
+    def learn(self, prompts: Sequence[int], effective: Sequence[bool]) -> None:
+        """One training step on `prompts`; `effective[i]`: did prompt `prompts[i]` have a mixed group?"""
+        prompts = np.asarray(prompts, dtype=int)
+        self.logits[prompts[np.asarray(effective, dtype=bool)]] += self.learn_rate
+        solvable = np.isfinite(self.logits)
+        self.logits[solvable] += self.transfer

@@ -28,30 +28,32 @@ from typing import Any
 import numpy as np
 import torch
 from accelerate.utils import gather_object
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from trl import GRPOTrainer
 
 from .advantages import compute_advantages, normalize_then_sum_advantages
 from .checks import RewardGuard, check_train_dataset_size, resolve_reward_funcs
 from .config import ReinforceAdaConfig
+from .memory import PassRateMemory, prompt_keys
 from .run_dir import claim_run_dir, complete_checkpoint
 from .sampling import AdaptiveSampler
 
 __all__ = ["ReinforceAdaTrainer"]
 
 METRIC_PREFIX = "reinforce_ada/"
+MEMORY_FILE = "pass_rate_memory.npz"
 _GENERATION_METRICS = ("num_tokens", "completions/", "tools/")  # what TRL's `_generate` logs
 
 
 @dataclass(frozen=True)
 class RoundSplit:
-    """How one round's `num_active * samples_per_round` samples are split over the processes.
+    """How one round's samples (`plan_sizes` per planned prompt, prompt-major) are split over the processes.
 
-    Process p generates the global rows `[p * rows_per_process, (p + 1) * rows_per_process)`, row r being sample
-    `r % samples_per_round` of active prompt `r // samples_per_round`. Rows past `num_samples` pad the last shard to
-    an equal size (every collective needs one); there are fewer than `num_processes` of them, and none when
-    `num_processes` divides `num_samples`. `copies_per_request` is what TRL's `_generate` is told as
-    `num_generations`: it divides both the round's samples per prompt and a shard, so a vLLM server can still ask for
-    several completions of one prompt per request.
+    Process p generates the global rows `[p * rows_per_process, (p + 1) * rows_per_process)` of the round. Rows past
+    `num_samples` pad the last shard to an equal size (every collective needs one); there are fewer than
+    `num_processes` of them, and none when `num_processes` divides `num_samples`. `copies_per_request` is what TRL's
+    `_generate` is told as `num_generations`: it divides every prompt's samples and a shard, so a vLLM server can
+    still ask for several completions of one prompt per request.
     """
 
     num_samples: int
@@ -65,11 +67,17 @@ class RoundSplit:
         return self.rows_per_process * self.num_processes - self.num_samples
 
 
-def split_round(num_active: int, samples_per_round: int, num_processes: int) -> RoundSplit:
+def split_round(plan_sizes: list[int], num_processes: int) -> RoundSplit:
     """Split a round at sample level so that no process generates a completion nobody asked for."""
-    num_samples = num_active * samples_per_round
+    num_samples = sum(plan_sizes)
     rows = math.ceil(num_samples / num_processes)
-    return RoundSplit(num_samples, num_processes, rows, math.gcd(samples_per_round, rows))
+    return RoundSplit(num_samples, num_processes, rows, math.gcd(*plan_sizes, rows))
+
+
+def round_keys(sampler: AdaptiveSampler, planned: list[int]) -> list[tuple[int, int]]:
+    """(prompt, pool index) of every sample of the `planned` round, prompt-major: the order `ingest` expects."""
+    sizes = sampler.plan_sizes
+    return [(j, len(sampler.pools[j]) + s) for j, size in zip(planned, sizes, strict=True) for s in range(size)]
 
 
 class _RoundPromptsReady(Exception):
@@ -136,6 +144,7 @@ class ReinforceAdaTrainer(GRPOTrainer):
     _kept_rewards_per_func: torch.Tensor | None = None
     _pool_rewards_per_func: list[np.ndarray] | None = None
     _preparing_round: bool = False
+    pass_rate_memory: PassRateMemory | None = None
 
     def __init__(self, model, reward_funcs=None, args: ReinforceAdaConfig | None = None, *pargs, **kwargs):
         if isinstance(model, os.PathLike):
@@ -157,6 +166,7 @@ class ReinforceAdaTrainer(GRPOTrainer):
             args.positive_threshold,
             check_threshold=args.is_adaptive and self.accelerator.is_main_process,
         )
+        self.pass_rate_memory = PassRateMemory(decay=args.memory_decay) if args.pass_rate_memory else None
 
     # ----------------------------------------------------------------------------------------------------------
     # TRL joints
@@ -193,12 +203,18 @@ class ReinforceAdaTrainer(GRPOTrainer):
     # ----------------------------------------------------------------------------------------------------------
 
     def train(self, resume_from_checkpoint: str | bool | None = None, *args, **kwargs):
+        """TRL's `train` in a claimed run directory; a resumed run also restores the pass-rate memory."""
         with claim_run_dir(self, resume_from_checkpoint) as checkpoint:
+            if self.pass_rate_memory is not None and checkpoint is not None:
+                self.pass_rate_memory = _load_memory(checkpoint)
             return super().train(checkpoint, *args, **kwargs)
 
     def _save_checkpoint(self, model, trial):
         with complete_checkpoint(self, trial):
             super()._save_checkpoint(model, trial)
+            if self.pass_rate_memory is not None and self.args.should_save:  # inside: complete only with it
+                folder = os.path.join(self._get_output_dir(trial), f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}")
+                self.pass_rate_memory.save(os.path.join(folder, MEMORY_FILE))
 
     # ----------------------------------------------------------------------------------------------------------
     # Adaptive rounds
@@ -209,7 +225,7 @@ class ReinforceAdaTrainer(GRPOTrainer):
         rank, world = self.accelerator.process_index, self.accelerator.num_processes
         all_inputs = gather_object(inputs)
         step_inputs = all_inputs[::n]  # TRL's sampler repeats each prompt n times in a row
-        sampler = self._new_sampler(len(step_inputs))
+        sampler = self._new_sampler(step_inputs)
         owned: dict[tuple[int, int], _Sample] = {}  # (prompt, pool index) -> sample generated by this process
         row_stats: dict[tuple[int, int], np.ndarray] = {}  # (prompt, pool index) -> prompt length, length, truncated
         pool_rewards_per_func: list[list[np.ndarray]] = [[] for _ in step_inputs]
@@ -217,10 +233,10 @@ class ReinforceAdaTrainer(GRPOTrainer):
 
         while not sampler.done:
             active = sampler.plan_round()
-            m = sampler.samples_per_round
-            split = split_round(len(active), m, world)
+            keys = round_keys(sampler, active)
+            split = split_round(sampler.plan_sizes, world)
             rows = range(rank * split.rows_per_process, (rank + 1) * split.rows_per_process)
-            row_prompts = [active[min(r, split.num_samples - 1) // m] for r in rows]  # padding repeats the last
+            row_prompts = [keys[min(r, split.num_samples - 1)][0] for r in rows]  # padding repeats the last
             num_real = sum(r < split.num_samples for r in rows)
             round_inputs = [dict(step_inputs[j]) for j in row_prompts]  # copies: rollout fields are merged in
 
@@ -242,8 +258,6 @@ class ReinforceAdaTrainer(GRPOTrainer):
             extra_logs = self._take_extra_logs(len(rows))
             columns.update(extra_logs)
 
-            pool_sizes = {j: len(sampler.pools[j]) for j in active}
-            keys = [(active[r // m], pool_sizes[active[r // m]] + r % m) for r in range(split.num_samples)]
             for (j, i), reward, stat in zip(keys, rewards, stats, strict=True):
                 pool_rewards_per_func[j].append(reward)
                 row_stats[(j, i)] = stat
@@ -268,6 +282,7 @@ class ReinforceAdaTrainer(GRPOTrainer):
 
         self._sampler = sampler
         self._reward_guard.end_step()
+        self._remember_pass_rates(sampler, step_inputs)
         self._pool_rewards_per_func = [np.stack(pool) for pool in pool_rewards_per_func]
         kept = [(j, i) for j, group in enumerate(sampler.select_groups()) for i in group]
         kept_rewards = np.stack([self._pool_rewards_per_func[j][i] for j, i in kept])
@@ -278,15 +293,16 @@ class ReinforceAdaTrainer(GRPOTrainer):
         local = slice(rank * len(prompts), (rank + 1) * len(prompts))
         return self._local_outputs(kept, owned, local, sorted(columns))
 
-    def _new_sampler(self, num_prompts: int) -> AdaptiveSampler:
+    def _new_sampler(self, step_inputs: list[dict]) -> AdaptiveSampler:
         args = self.args
         return AdaptiveSampler(
-            num_prompts=num_prompts,
+            num_prompts=len(step_inputs),
             num_generations=self.num_generations,
             samples_per_round=args.samples_per_round,
             max_rounds=args.max_rounds,
             positive_threshold=args.positive_threshold,
             exit_rule=args.exit_rule,
+            **self._estimation_arguments(step_inputs),
         )
 
     def _prepare_round(self, round_inputs: list[dict]) -> list:
@@ -403,6 +419,25 @@ class ReinforceAdaTrainer(GRPOTrainer):
             pending.update(saved)
 
     # ----------------------------------------------------------------------------------------------------------
+    # Reinforce-Ada-Est: pass-rate memory
+    # ----------------------------------------------------------------------------------------------------------
+
+    def _estimation_arguments(self, inputs: list[dict]) -> dict[str, Any]:
+        """`AdaptiveSampler` arguments for the step's distinct prompts: sizing, futility, budget, memory prior."""
+        arguments = self.args.estimation_kwargs
+        if self.pass_rate_memory is not None:
+            alpha, beta, hits = self.pass_rate_memory.posterior(prompt_keys([x["prompt"] for x in inputs]))
+            arguments.update(prior_alpha=alpha, prior_beta=beta, memory_hits=hits)
+        return arguments
+
+    def _remember_pass_rates(self, sampler: AdaptiveSampler, inputs: list[dict]) -> None:
+        """One visit per distinct prompt: every completion drawn in the step (gathered, so the same on all ranks)."""
+        if self.pass_rate_memory is None:
+            return
+        counts = np.array([sampler.counts(j) for j in range(sampler.num_prompts)]).reshape(-1, 2)
+        self.pass_rate_memory.update(prompt_keys([x["prompt"] for x in inputs]), counts[:, 0], counts[:, 1])
+
+    # ----------------------------------------------------------------------------------------------------------
     # Advantages and metrics
     # ----------------------------------------------------------------------------------------------------------
 
@@ -479,3 +514,14 @@ def _forget_unselectable(sampler: AdaptiveSampler, prompts: list[int], owned: di
         for i in range(len(sampler.pools[j])):
             if i not in keep:
                 owned.pop((j, i), None)
+
+
+def _load_memory(checkpoint: str) -> PassRateMemory:
+    """The pass-rate memory saved in `checkpoint`; an error, never a fresh memory, if it is missing or unreadable."""
+    path = os.path.join(checkpoint, MEMORY_FILE)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(
+            f"pass_rate_memory=True but checkpoint {checkpoint} has no {MEMORY_FILE} (it was saved without the "
+            "memory). Resume with pass_rate_memory=False, or start a fresh run."
+        )
+    return PassRateMemory.load(path)

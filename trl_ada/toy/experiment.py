@@ -78,6 +78,7 @@ class MethodSpec:
     exit_rule: str | None = None
     samples_per_round: int = 0
     max_rounds: int = 0
+    options: tuple[tuple[str, Any], ...] = ()  # more `ReinforceAdaConfig` fields, e.g. (("sample_budget", 8),)
 
     def __post_init__(self) -> None:
         if self.trainer not in TRAINERS:
@@ -157,6 +158,7 @@ def _config_kwargs(spec: MethodSpec, settings: TaskSettings, steps: int, seed: i
     )
     if spec.is_adaptive:
         kwargs.update(exit_rule=spec.exit_rule, samples_per_round=spec.samples_per_round, max_rounds=spec.max_rounds)
+        kwargs.update(spec.options)
     return kwargs
 
 

@@ -1,0 +1,182 @@
+"""The pass-rate memory: keys, posterior maths, the hash table, checkpoints and bad states."""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+import pytest
+
+from trl_ada.memory import MEMORY_FORMAT, MEMORY_VERSION, PassRateMemory, prompt_key, prompt_keys
+
+
+def test_prompt_key_is_blake2b_64_of_canonical_json():
+    expected = int.from_bytes(hashlib.blake2b(b'"What is 1+1?"', digest_size=8).digest(), "little")
+    assert prompt_key("What is 1+1?") == expected
+    messages = [{"role": "user", "content": "é?"}]
+    canonical = '[{"content":"é?","role":"user"}]'.encode()
+    assert prompt_key(messages) == int.from_bytes(hashlib.blake2b(canonical, digest_size=8).digest(), "little")
+
+
+def test_prompt_key_ignores_dict_key_order_but_not_content():
+    a = [{"role": "user", "content": "x"}]
+    assert prompt_key(a) == prompt_key([{"content": "x", "role": "user"}])
+    assert prompt_key(a) != prompt_key([{"role": "user", "content": "y"}])
+    assert prompt_key("x") != prompt_key(a)
+    keys = prompt_keys(["x", a])
+    assert keys.dtype == np.uint64 and keys.tolist() == [prompt_key("x"), prompt_key(a)]
+
+
+def test_unseen_prompt_gets_the_prior_and_no_hit():
+    memory = PassRateMemory(prior=(2.0, 3.0))
+    alpha, beta, hit = memory.posterior([7, 8])
+    assert alpha.tolist() == [2.0, 2.0] and beta.tolist() == [3.0, 3.0] and hit.tolist() == [False, False]
+    assert memory.visits([7]).tolist() == [0] and len(memory) == 0
+
+
+def test_decayed_posterior_matches_hand_computation():
+    memory = PassRateMemory(decay=0.5)  # prior Beta(1, 1)
+    memory.update([11, 12], positives=[1, 0], negatives=[3, 4])
+    alpha, beta, hit = memory.posterior([11, 12])
+    assert alpha.tolist() == [2.0, 1.0] and beta.tolist() == [4.0, 5.0] and hit.all()
+    memory.update([11], positives=[2], negatives=[0])  # s = 0.5 * 1 + 2, f = 0.5 * 3 + 0
+    alpha, beta, _ = memory.posterior([11, 12])
+    assert alpha.tolist() == [3.5, 1.0] and beta.tolist() == [2.5, 5.0]
+    memory.update([11], positives=[0], negatives=[8])  # s = 0.5 * 2.5, f = 0.5 * 1.5 + 8
+    alpha, beta, _ = memory.posterior([11])
+    assert alpha.tolist() == [2.25] and beta.tolist() == [9.75]
+    assert memory.visits([11, 12, 13]).tolist() == [3, 1, 0]
+
+
+def test_decay_one_keeps_all_evidence():
+    memory = PassRateMemory(decay=1.0, prior=(0.5, 0.5))
+    for k in range(4):
+        memory.update([3], [k], [1])
+    alpha, beta, _ = memory.posterior([3])
+    assert alpha.tolist() == [0.5 + 0 + 1 + 2 + 3] and beta.tolist() == [0.5 + 4]
+
+
+def test_a_prompt_in_several_slots_of_one_step_is_one_visit():
+    memory = PassRateMemory(decay=0.5)
+    memory.update([5], [4], [0])
+    memory.update([5, 6, 5], [1, 2, 1], [3, 0, 1])  # prompt 5 twice: one visit with 2 positives, 4 negatives
+    alpha, beta, _ = memory.posterior([5, 6])
+    assert alpha.tolist() == [1 + 0.5 * 4 + 2, 1 + 2] and beta.tolist() == [1 + 4, 1 + 0]
+    assert memory.visits([5, 6]).tolist() == [2, 1]
+
+
+def test_table_grows_and_keeps_every_entry():
+    memory = PassRateMemory(decay=1.0)
+    keys = np.arange(1, 5001, dtype=np.uint64) * np.uint64(7919)  # structured keys, many share hash bits
+    memory.update(keys, keys % 5, np.ones(keys.size))
+    assert len(memory) == 5000 and memory.capacity >= 10000 and memory.capacity & (memory.capacity - 1) == 0
+    alpha, beta, hit = memory.posterior(keys)
+    assert hit.all() and np.array_equal(alpha, 1.0 + keys % 5) and np.all(beta == 2.0)
+    assert not memory.posterior([np.uint64(7919 * 5001)])[2][0]
+
+
+def test_a_million_prompts_fit_in_about_20_bytes_per_slot():
+    memory = PassRateMemory()
+    keys = np.random.default_rng(0).integers(1, 2**63, 1_000_000, dtype=np.uint64)
+    memory.update(keys, np.zeros(keys.size), np.ones(keys.size))
+    assert len(memory) == 1_000_000
+    assert memory.nbytes == 20 * memory.capacity <= 44 * 2**20  # 2^21 slots, at most half full
+    assert memory.posterior(keys[-3:])[2].all()
+
+
+def test_state_round_trip_through_a_file(tmp_path):
+    memory = PassRateMemory(decay=0.75, prior=(0.5, 2.0))
+    keys = prompt_keys([f"prompt {i}" for i in range(3000)])
+    memory.update(keys, np.arange(3000) % 7, np.arange(3000) % 3)
+    memory.update(keys[:10], np.ones(10), np.zeros(10))
+    path = tmp_path / "memory.npz"
+    memory.save(str(path))
+    restored = PassRateMemory.load(str(path))
+    assert restored.decay == 0.75 and restored.prior == (0.5, 2.0) and len(restored) == 3000
+    for got, want in zip(restored.posterior(keys), memory.posterior(keys), strict=True):
+        np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(restored.visits(keys), memory.visits(keys))
+    memory.update(keys[:5], [1] * 5, [2] * 5)  # both continue identically
+    restored.update(keys[:5], [1] * 5, [2] * 5)
+    np.testing.assert_array_equal(restored.posterior(keys)[0], memory.posterior(keys)[0])
+
+
+def test_state_dict_has_format_and_version():
+    state = PassRateMemory().state_dict()
+    assert state["format"] == MEMORY_FORMAT and state["version"] == MEMORY_VERSION == 1
+    assert state["keys"].dtype == np.uint64 and state["keys"].size == 0
+
+
+def _state(**changes):
+    memory = PassRateMemory()
+    memory.update([1, 2], [1, 1], [1, 1])
+    state = memory.state_dict()
+    state.update(changes)
+    return state
+
+
+@pytest.mark.parametrize(
+    ("changes", "match"),
+    [
+        ({"version": 2}, "format version 2 is not supported by this trl_ada \\(it reads version 1\\)"),
+        ({"format": "something else"}, "Not a pass-rate memory: format is 'something else'"),
+        ({"keys": np.array([1, 1], dtype=np.uint64)}, "keys must be distinct non-zero uint64"),
+        ({"keys": np.array([0, 1], dtype=np.uint64)}, "keys must be distinct non-zero uint64"),
+        ({"keys": np.array([1.0, 2.0])}, "keys must be distinct non-zero uint64"),
+        ({"successes": np.array([1.0])}, "must be 1-D arrays of one length"),
+        ({"failures": np.array([1.0, -1.0], dtype=np.float32)}, "finite and non-negative"),
+        ({"successes": np.array([np.nan, 1.0], dtype=np.float32)}, "finite and non-negative"),
+        ({"decay": np.array([0.5, 0.5])}, "'decay' must be a single value"),
+        ({"decay": 0.0}, "decay=0.0: must be in \\(0, 1\\]"),
+    ],
+)
+def test_bad_state_is_refused_with_a_reason(changes, match):
+    memory = PassRateMemory()
+    with pytest.raises(ValueError, match=match):
+        memory.load_state_dict(_state(**changes))
+
+
+def test_state_without_an_entry_names_it():
+    state = _state()
+    del state["visits"]
+    with pytest.raises(ValueError, match="the state has no 'visits' entry"):
+        PassRateMemory().load_state_dict(state)
+
+
+def test_corrupt_or_incompatible_file_is_an_error_naming_the_file(tmp_path):
+    memory = PassRateMemory()
+    memory.update([1, 2, 3], [1, 0, 2], [1, 2, 0])
+    good = tmp_path / "memory.npz"
+    memory.save(str(good))
+    truncated = tmp_path / "truncated.npz"
+    truncated.write_bytes(good.read_bytes()[:-40])
+    garbage = tmp_path / "garbage.npz"
+    garbage.write_bytes(b"not a memory")
+    for path in (truncated, garbage):
+        with pytest.raises(ValueError, match=f"Corrupt pass-rate memory file {path}"):
+            PassRateMemory.load(str(path))
+    future = tmp_path / "future.npz"
+    np.savez(future, **{**memory.state_dict(), "version": 9})
+    with pytest.raises(ValueError, match=f"{future}: Pass-rate memory format version 9 is not supported"):
+        PassRateMemory.load(str(future))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"decay": 0.0}, "decay=0.0: must be in \\(0, 1\\]"),
+        ({"decay": 1.5}, "decay=1.5"),
+        ({"prior": (0.0, 1.0)}, "prior=\\(0.0, 1.0\\): must be two positive numbers"),
+    ],
+)
+def test_bad_settings_are_refused(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        PassRateMemory(**kwargs)
+
+
+def test_update_checks_its_counts():
+    memory = PassRateMemory()
+    with pytest.raises(ValueError, match="2 keys, 1 positive counts and 2 negative counts"):
+        memory.update([1, 2], [1], [1, 1])
+    with pytest.raises(ValueError, match="must be non-negative"):
+        memory.update([1], [-1], [1])
