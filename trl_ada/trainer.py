@@ -57,6 +57,16 @@ def _forget_unselectable(sampler: AdaptiveSampler, prompts: list[int], *stores: 
                     store.pop((j, i), None)
 
 
+def _unreachable_server_message(args: ReinforceAdaConfig) -> str:
+    url = args.vllm_server_base_url or f"http://{args.vllm_server_host}:{args.vllm_server_port}"
+    return (
+        f"No vLLM server answered at {url} within vllm_server_timeout={args.vllm_server_timeout:g} s. Start one for "
+        "this model first (`trl vllm-serve --model <model>`, or `vllm serve <model>`) and wait until it reports that "
+        "it is ready; then set vllm_server_base_url (or vllm_server_host and vllm_server_port) to its address, and "
+        "raise vllm_server_timeout if it is still loading."
+    )
+
+
 @dataclass
 class _Sample:
     """One generated completion, kept by the process that generated it until groups are formed."""
@@ -111,7 +121,12 @@ class ReinforceAdaTrainer(GRPOTrainer):
                         f"rollouts cannot be resampled round by round. Use exit_rule='none' to train with {option} "
                         "through plain GRPOTrainer sampling."
                     )
-        super().__init__(model, reward_funcs, args, *pargs, **kwargs)
+        try:
+            super().__init__(model, reward_funcs, args, *pargs, **kwargs)
+        except ConnectionError as error:  # TRL's message names neither the option nor how to start a server
+            if args.use_vllm and args.vllm_mode == "server":
+                raise ConnectionError(_unreachable_server_message(args)) from error
+            raise
         self._use_rounds = not (self.tools or self.rollout_func or self.environment_factories)
         self._step_inputs: list[dict] | None = None
         self._sampler: AdaptiveSampler | None = None

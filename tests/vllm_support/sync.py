@@ -43,7 +43,7 @@ def _post_weights(client, metadata, named_params: Iterator) -> None:
     if response.status_code != 200:
         raise RuntimeError(f"Weight sync failed: {response.status_code}, {response.text[-2000:]}")
     counts = response.json()["results"]
-    if any(count != len(metadata) for count in counts):
+    if any(int(count) != len(metadata) for count in counts):  # the endpoint returns them as text
         raise RuntimeError(f"Weight sync: the workers loaded {counts} tensors, {len(metadata)} were sent")
 
 
