@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import requests
 import torch
 from accelerate.utils import gather_object
 from trl import GRPOTrainer
@@ -57,14 +58,31 @@ def _forget_unselectable(sampler: AdaptiveSampler, prompts: list[int], *stores: 
                     store.pop((j, i), None)
 
 
-def _unreachable_server_message(args: ReinforceAdaConfig) -> str:
-    url = args.vllm_server_base_url or f"http://{args.vllm_server_host}:{args.vllm_server_port}"
-    return (
-        f"No vLLM server answered at {url} within vllm_server_timeout={args.vllm_server_timeout:g} s. Start one for "
-        "this model first (`trl vllm-serve --model <model>`, or `vllm serve <model>`) and wait until it reports that "
-        "it is ready; then set vllm_server_base_url (or vllm_server_host and vllm_server_port) to its address, and "
-        "raise vllm_server_timeout if it is still loading."
-    )
+def _check_vllm_server(args: ReinforceAdaConfig, retry_interval: float = 1.0) -> None:
+    """Wait up to `vllm_server_timeout` seconds for the vLLM server's `/health`; raise naming the options if it fails.
+
+    TRL's own check names neither option, and keeps polling forever when something else answers on the port.
+    """
+    url = (args.vllm_server_base_url or f"http://{args.vllm_server_host}:{args.vllm_server_port}").rstrip("/")
+    deadline = time.monotonic() + args.vllm_server_timeout
+    answer = "nothing answered"
+    while True:
+        try:
+            status = requests.get(f"{url}/health", timeout=max(1.0, min(10.0, args.vllm_server_timeout))).status_code
+        except requests.RequestException as error:
+            answer = f"nothing answered ({type(error).__name__})"
+        else:
+            if status == 200:
+                return
+            answer = f"{url}/health answered HTTP {status}"
+        if time.monotonic() >= deadline:
+            raise ConnectionError(
+                f"No vLLM server at {url} within vllm_server_timeout={args.vllm_server_timeout:g} s: {answer}. Start "
+                "one for this model first (`trl vllm-serve --model <model>`, or `vllm serve <model>`) and wait until "
+                "it reports that it is ready; then set vllm_server_base_url (or vllm_server_host and "
+                "vllm_server_port) to its address, and raise vllm_server_timeout if it is still loading."
+            )
+        time.sleep(retry_interval)
 
 
 @dataclass
@@ -121,12 +139,9 @@ class ReinforceAdaTrainer(GRPOTrainer):
                         f"rollouts cannot be resampled round by round. Use exit_rule='none' to train with {option} "
                         "through plain GRPOTrainer sampling."
                     )
-        try:
-            super().__init__(model, reward_funcs, args, *pargs, **kwargs)
-        except ConnectionError as error:  # TRL's message names neither the option nor how to start a server
-            if args.use_vllm and args.vllm_mode == "server":
-                raise ConnectionError(_unreachable_server_message(args)) from error
-            raise
+        if args.use_vllm and args.vllm_mode == "server":
+            _check_vllm_server(args)
+        super().__init__(model, reward_funcs, args, *pargs, **kwargs)
         self._use_rounds = not (self.tools or self.rollout_func or self.environment_factories)
         self._step_inputs: list[dict] | None = None
         self._sampler: AdaptiveSampler | None = None

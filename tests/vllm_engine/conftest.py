@@ -38,9 +38,14 @@ def vllm_server(servable_model_dir, tmp_path_factory):
 
 
 @pytest.fixture
-def own_vllm_server(servable_model_dir, tmp_path):
-    """A server for one test, which may kill it."""
-    yield from _serve(servable_model_dir, tmp_path)
+def vllm_server_to_kill(vllm_server):
+    """The session's server, for a test that kills it: such tests run after every other test (see below)."""
+    return vllm_server
+
+
+def pytest_collection_modifyitems(items):
+    """Run the tests that kill the shared server last, so that one server start serves the whole suite."""
+    items.sort(key=lambda item: "vllm_server_to_kill" in getattr(item, "fixturenames", ()))
 
 
 @pytest.fixture

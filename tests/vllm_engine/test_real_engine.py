@@ -14,76 +14,13 @@ import pytest
 pytest.importorskip("vllm")
 
 from datasets import Dataset  # noqa: E402
-from trl import GRPOConfig, GRPOTrainer  # noqa: E402
+from scripted import ONE_IN_FOUR, PROMPTS, ROUNDS, STEPS, TOLERANCE, ScriptedReward, make_config  # noqa: E402
+from trl import GRPOTrainer  # noqa: E402
 from vllm_support.probes import engine_prompt_logprobs, model_logprobs, record_requests  # noqa: E402
-from vllm_support.server import MAX_MODEL_LEN  # noqa: E402
 
-from trl_ada import ReinforceAdaConfig, ReinforceAdaTrainer  # noqa: E402
+from trl_ada import ReinforceAdaTrainer  # noqa: E402
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
-
-STEPS = 3
-TOLERANCE = 1e-4
-RIGHT, WRONG, ALTERNATING, ONE_IN_FOUR = "always right", "always wrong", "alternating", "one in four"
-PROMPTS = (RIGHT, WRONG, ALTERNATING, ONE_IN_FOUR)
-EVERY_PROMPT = Counter(dict.fromkeys(PROMPTS, 4))
-
-# Per step, with n = M = 4 and N = 3: the completions requested for each prompt in each round (one engine call each).
-# balance: alternating balances in round 1, one-in-four (1 right in 4) in round 2, right/wrong never.
-# pos: all but "always wrong" have a positive in round 1.
-ROUNDS = {
-    "balance": [EVERY_PROMPT, Counter({RIGHT: 4, WRONG: 4, ONE_IN_FOUR: 4}), Counter({RIGHT: 4, WRONG: 4})],
-    "pos": [EVERY_PROMPT, Counter({WRONG: 4}), Counter({WRONG: 4})],
-    "none": [EVERY_PROMPT],
-    "grpo": [EVERY_PROMPT],
-}
-
-
-class ScriptedReward:
-    """1 always, 0 always, 1/0/1/0..., or 1/0/0/0/1... by prompt, whatever the completion; counts what it scored."""
-
-    __name__ = "scripted"
-
-    def __init__(self):
-        self.scored = Counter()
-
-    def __call__(self, prompts, completions, **kwargs):
-        rewards = []
-        for prompt in prompts:
-            key = prompt[-1]["content"]
-            k = self.scored[key]
-            self.scored[key] += 1
-            rewards.append({RIGHT: 1.0, WRONG: 0.0, ALTERNATING: float(k % 2 == 0), ONE_IN_FOUR: float(k % 4 == 0)}[key])
-        return rewards
-
-
-def _config(method: str, mode: str, output_dir, server=None, **overrides):
-    fields = dict(
-        output_dir=str(output_dir),
-        num_generations=4,
-        per_device_train_batch_size=16,  # 4 distinct prompts per step
-        max_completion_length=8,
-        max_steps=STEPS,
-        learning_rate=1e-2,
-        beta=0.0,
-        logging_steps=1,
-        report_to="none",
-        use_cpu=True,
-        bf16=False,  # float32 on both sides: TRL's default bf16 autocast alone moves log-probs by ~1e-3
-        save_strategy="no",
-        seed=0,
-        use_vllm=True,
-        vllm_mode=mode,
-        vllm_importance_sampling_correction=True,
-    )
-    if mode == "server":
-        fields.update(vllm_server_base_url=server.base_url, vllm_server_timeout=30)
-    else:
-        fields.update(vllm_max_model_length=MAX_MODEL_LEN)
-    fields.update(overrides)
-    if method == "grpo":
-        return GRPOConfig(**fields)
-    return ReinforceAdaConfig(samples_per_round=4, max_rounds=3, exit_rule=method, **fields)
 
 
 def train_against_engine(method: str, args, model_dir: str):
@@ -138,7 +75,11 @@ def check_run(method: str, trainer, reward, requests, syncs, row_gaps) -> None:
     first, last = syncs[0][1], syncs[-1][1]
     assert max(abs(a - b) for a, b in zip(first, last, strict=True)) > 100 * TOLERANCE
     # TRL's own measure of the gap between sampling and training log-probs, at every step
-    logp_gaps = [h["sampling/sampling_logp_difference/mean"] for h in trainer.state.log_history if "sampling/sampling_logp_difference/mean" in h]
+    logp_gaps = [
+        h["sampling/sampling_logp_difference/mean"]
+        for h in trainer.state.log_history
+        if "sampling/sampling_logp_difference/mean" in h
+    ]
     assert len(logp_gaps) == STEPS and max(logp_gaps) < TOLERANCE, logp_gaps
     # every kept row carries the engine's log-probs of its own tokens
     assert [len(rows) for rows in row_gaps] == [16] * STEPS
@@ -147,11 +88,11 @@ def check_run(method: str, trainer, reward, requests, syncs, row_gaps) -> None:
 
 @pytest.mark.parametrize("method", ["balance", "pos", "none", "grpo"])
 def test_server_mode(method, vllm_server, servable_model_dir, cpu_sync, tmp_path):
-    args = _config(method, "server", tmp_path, vllm_server)
+    args = make_config(method, "server", tmp_path, vllm_server.base_url)
     check_run(method, *train_against_engine(method, args, servable_model_dir))
 
 
 @pytest.mark.parametrize("method", ["balance", "pos", "none", "grpo"])
 def test_colocate_mode(method, servable_model_dir, cpu_sync, tmp_path):
-    args = _config(method, "colocate", tmp_path)
+    args = make_config(method, "colocate", tmp_path)
     check_run(method, *train_against_engine(method, args, servable_model_dir))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -120,14 +121,10 @@ class VLLMServer:
         """SIGTERM the process group, SIGKILL what is left after `grace` seconds, and reap the server."""
         if self.process.poll() is None:
             os.killpg(self.process.pid, signal.SIGTERM)
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 self.process.wait(grace)
-            except subprocess.TimeoutExpired:
-                pass
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(self.process.pid, signal.SIGKILL)  # children that outlived the server
-        except ProcessLookupError:
-            pass
         self.process.wait()
         deadline = time.monotonic() + grace
         while self.leftover_pids() and time.monotonic() < deadline:
