@@ -50,7 +50,7 @@ $(VLLM_VENV)/.installed: pyproject.toml
 	touch $@
 
 test-vllm: $(VLLM_VENV)/.installed
-	$(VLLM_PY) -m pytest -q -m vllm -p no:cacheprovider tests/vllm_engine
+	TRL_ADA_REQUIRE_VLLM=1 $(VLLM_PY) -m pytest -q -m vllm -p no:cacheprovider -W "ignore:TRL currently supports vLLM" tests/vllm_engine
 
 demo: install
 	$(VENV)/bin/trl-ada demo

@@ -18,12 +18,13 @@ import math
 import os
 import textwrap
 import time
+import urllib.error
+import urllib.request
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import requests
 import torch
 from accelerate.utils import gather_object
 from trl import GRPOTrainer
@@ -65,16 +66,14 @@ def _check_vllm_server(args: ReinforceAdaConfig, retry_interval: float = 1.0) ->
     """
     url = (args.vllm_server_base_url or f"http://{args.vllm_server_host}:{args.vllm_server_port}").rstrip("/")
     deadline = time.monotonic() + args.vllm_server_timeout
-    answer = "nothing answered"
     while True:
         try:
-            status = requests.get(f"{url}/health", timeout=max(1.0, min(10.0, args.vllm_server_timeout))).status_code
-        except requests.RequestException as error:
-            answer = f"nothing answered ({type(error).__name__})"
-        else:
-            if status == 200:
-                return
-            answer = f"{url}/health answered HTTP {status}"
+            with urllib.request.urlopen(f"{url}/health", timeout=max(1.0, min(10.0, args.vllm_server_timeout))):
+                return  # 200
+        except urllib.error.HTTPError as error:
+            answer = f"{url}/health answered HTTP {error.code}"
+        except (OSError, ValueError) as error:
+            answer = f"nothing answered ({error})"
         if time.monotonic() >= deadline:
             raise ConnectionError(
                 f"No vLLM server at {url} within vllm_server_timeout={args.vllm_server_timeout:g} s: {answer}. Start "

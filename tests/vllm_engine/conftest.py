@@ -10,6 +10,12 @@ STARTUP_TIMEOUT_S = float(os.environ.get("TRL_ADA_VLLM_STARTUP_TIMEOUT", "300"))
 """Server start takes ~30 s on idle cores and up to ~2 min on busy ones."""
 
 
+def pytest_configure(config):
+    """Under `make test-vllm` a missing engine is an error, not a silently skipped suite."""
+    if os.environ.get("TRL_ADA_REQUIRE_VLLM") == "1":
+        import vllm  # noqa: F401
+
+
 @pytest.fixture(scope="session")
 def servable_model_dir(tmp_path_factory) -> str:
     """The toy model with head size 32 and tied embeddings (what vLLM's CPU attention serves)."""
