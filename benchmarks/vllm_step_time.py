@@ -66,7 +66,7 @@ class Settings:
     samples_per_round: int = 8
     max_rounds: int = 4
     max_completion_length: int = 32
-    learning_rate: float = 5e-3
+    learning_rate: float = 1e-5  # small: the policy, hence the work per step, stays put over the run
 
     @classmethod
     def smoke(cls) -> Settings:
