@@ -155,6 +155,7 @@ def _observe(trainer, calls: list[EngineCall], phases: list[tuple[float, float]]
 
 def run_method(method: str, repeat: int, settings: Settings, model_dir: Path, server_url: str, out: Path):
     """Train one fresh trainer for `settings.steps` steps; one `StepRecord` per step after the first."""
+    from transformers import PrinterCallback
     from trl import GRPOConfig, GRPOTrainer
 
     from trl_ada import ReinforceAdaConfig, ReinforceAdaTrainer
@@ -190,6 +191,7 @@ def run_method(method: str, repeat: int, settings: Settings, model_dir: Path, se
     dataset = make_toy_dataset(settings.prompts * settings.steps, seed=repeat)
     trainer_class = GRPOTrainer if method == "grpo" else ReinforceAdaTrainer
     trainer = trainer_class(model=str(model_dir), reward_funcs=[toy_reward], args=args, train_dataset=dataset)
+    trainer.remove_callback(PrinterCallback)  # the table is the output, not every step's logs
     calls: list[EngineCall] = []
     phases: list[tuple[float, float]] = []
     steps: list[tuple[float, float]] = []

@@ -84,6 +84,10 @@ def check_run(method: str, trainer, reward, requests, syncs, row_gaps) -> None:
     # every kept row carries the engine's log-probs of its own tokens
     assert [len(rows) for rows in row_gaps] == [16] * STEPS
     assert max(max(rows) for rows in row_gaps) < TOLERANCE
+    print(
+        f"measured: engine vs trainer prompt log-probs after sync <= {max(gap for gap, _ in syncs):.1e}; TRL "
+        f"sampling_logp_difference/mean <= {max(logp_gaps):.1e}; kept-row token gap <= {max(map(max, row_gaps)):.1e}"
+    )
 
 
 @pytest.mark.parametrize("method", ["balance", "pos", "none", "grpo"])
