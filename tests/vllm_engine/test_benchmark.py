@@ -1,4 +1,4 @@
-"""`benchmarks/vllm_step_time.py --smoke` against the suite's vLLM server: it runs, prints its table, writes files."""
+"""`python -m benchmarks.vllm_step_time --smoke` against the suite's server: it runs, prints a table, writes files."""
 
 from __future__ import annotations
 
@@ -15,11 +15,18 @@ pytest.importorskip("vllm")
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "benchmarks" / "vllm_step_time.py"
 
 
 def test_step_time_benchmark_smoke(vllm_server, tmp_path):
-    command = [sys.executable, str(SCRIPT), "--smoke", "--quiet", "--server-url", vllm_server.base_url]
+    command = [
+        sys.executable,
+        "-m",
+        "benchmarks.vllm_step_time",
+        "--smoke",
+        "--quiet",
+        "--server-url",
+        vllm_server.base_url,
+    ]
     result = subprocess.run(
         [*command, "--out", str(tmp_path)],
         cwd=ROOT,
