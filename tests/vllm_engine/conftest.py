@@ -1,0 +1,63 @@
+"""Fixtures of the real-engine suite (`make test-vllm`): a servable tiny model, a vLLM server, the CPU weight sync."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+STARTUP_TIMEOUT_S = float(os.environ.get("TRL_ADA_VLLM_STARTUP_TIMEOUT", "300"))
+"""Server start takes ~30 s on idle cores and up to ~2 min on busy ones."""
+
+
+def pytest_configure(config):
+    """Under `make test-vllm` a missing engine is an error, not a silently skipped suite."""
+    if os.environ.get("TRL_ADA_REQUIRE_VLLM") == "1":
+        import vllm  # noqa: F401
+
+
+@pytest.fixture(scope="session")
+def servable_model_dir(tmp_path_factory) -> str:
+    """The toy model with head size 32 and tied embeddings (what vLLM's CPU attention serves)."""
+    from vllm_support.server import build_servable_tiny_model
+
+    return str(build_servable_tiny_model(tmp_path_factory.mktemp("servable-model")))
+
+
+def _serve(model_dir: str, log_dir):
+    from vllm_support.server import start_server
+
+    server = start_server(model_dir, log_dir / "server.log")
+    try:
+        server.wait_until_healthy(STARTUP_TIMEOUT_S)
+        yield server
+    finally:
+        server.stop()
+    leftover = server.leftover_pids()
+    assert not leftover, f"vLLM server processes {leftover} outlived their fixture"
+
+
+@pytest.fixture(scope="session")
+def vllm_server(servable_model_dir, tmp_path_factory):
+    """One real OpenAI-compatible vLLM server on 127.0.0.1 for the session; stopped (and checked gone) at the end."""
+    yield from _serve(servable_model_dir, tmp_path_factory.mktemp("vllm-server"))
+
+
+@pytest.fixture
+def vllm_server_to_kill(vllm_server):
+    """The session's server, for a test that kills it: such tests run after every other test (see below)."""
+    return vllm_server
+
+
+def pytest_collection_modifyitems(items):
+    """Run the tests that kill the shared server last, so that one server start serves the whole suite."""
+    items.sort(key=lambda item: "vllm_server_to_kill" in getattr(item, "fixturenames", ()))
+
+
+@pytest.fixture
+def cpu_sync():
+    """TRL's weight sync reaches the CPU engine exactly (see `vllm_support.sync`)."""
+    from vllm_support.sync import cpu_weight_sync
+
+    with cpu_weight_sync():
+        yield

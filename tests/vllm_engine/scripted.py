@@ -1,0 +1,75 @@
+"""Scripted rewards, the prompts they script and the trainer configs shared by the real-engine tests."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from trl import GRPOConfig
+from vllm_support.server import MAX_MODEL_LEN
+
+from trl_ada import ReinforceAdaConfig
+
+STEPS = 3
+TOLERANCE = 1e-4
+RIGHT, WRONG, ALTERNATING, ONE_IN_FOUR = "always right", "always wrong", "alternating", "one in four"
+PROMPTS = (RIGHT, WRONG, ALTERNATING, ONE_IN_FOUR)
+EVERY_PROMPT = Counter(dict.fromkeys(PROMPTS, 4))
+
+# Per step, with n = M = 4 and N = 3: the completions requested for each prompt in each round (one engine call each).
+# balance: alternating balances in round 1, one-in-four (1 right in 4) in round 2, right/wrong never.
+# pos: all but "always wrong" have a positive in round 1.
+ROUNDS = {
+    "balance": [EVERY_PROMPT, Counter({RIGHT: 4, WRONG: 4, ONE_IN_FOUR: 4}), Counter({RIGHT: 4, WRONG: 4})],
+    "pos": [EVERY_PROMPT, Counter({WRONG: 4}), Counter({WRONG: 4})],
+    "none": [EVERY_PROMPT],
+    "grpo": [EVERY_PROMPT],
+}
+
+
+class ScriptedReward:
+    """1 always, 0 always, 1/0/1/0..., or 1/0/0/0/1... by prompt, whatever the completion; counts what it scored."""
+
+    __name__ = "scripted"
+
+    def __init__(self):
+        self.scored = Counter()
+
+    def __call__(self, prompts, completions, **kwargs):
+        rewards = []
+        for prompt in prompts:
+            key = prompt[-1]["content"]
+            k = self.scored[key]
+            self.scored[key] += 1
+            rewards.append(
+                {RIGHT: 1.0, WRONG: 0.0, ALTERNATING: float(k % 2 == 0), ONE_IN_FOUR: float(k % 4 == 0)}[key]
+            )
+        return rewards
+
+
+def make_config(method: str, mode: str, output_dir, server_url: str | None = None, **overrides):
+    fields = dict(
+        output_dir=str(output_dir),
+        num_generations=4,
+        per_device_train_batch_size=16,  # 4 distinct prompts per step
+        max_completion_length=8,
+        max_steps=STEPS,
+        learning_rate=1e-2,
+        beta=0.0,
+        logging_steps=1,
+        report_to="none",
+        use_cpu=True,
+        bf16=False,  # float32 on both sides: TRL's default bf16 autocast alone moves log-probs by ~1e-3
+        save_strategy="no",
+        seed=0,
+        use_vllm=True,
+        vllm_mode=mode,
+        vllm_importance_sampling_correction=True,
+    )
+    if mode == "server":
+        fields.update(vllm_server_base_url=server_url, vllm_server_timeout=30)
+    else:
+        fields.update(vllm_max_model_length=MAX_MODEL_LEN)
+    fields.update(overrides)
+    if method == "grpo":
+        return GRPOConfig(**fields)
+    return ReinforceAdaConfig(samples_per_round=4, max_rounds=3, exit_rule=method, **fields)

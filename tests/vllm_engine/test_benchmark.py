@@ -1,0 +1,54 @@
+"""`python -m benchmarks.vllm_step_time --smoke` against the suite's server: it runs, prints a table, writes files."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("vllm")
+
+pytestmark = [pytest.mark.vllm, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_step_time_benchmark_smoke(vllm_server, tmp_path):
+    command = [
+        sys.executable,
+        "-m",
+        "benchmarks.vllm_step_time",
+        "--smoke",
+        "--quiet",
+        "--server-url",
+        vllm_server.base_url,
+    ]
+    result = subprocess.run(
+        [*command, "--out", str(tmp_path)],
+        cwd=ROOT,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert result.returncode == 0, result.stderr[-5000:]
+    print(result.stdout)
+    summary = {row["method"]: row for row in json.loads((tmp_path / "results.json").read_text())["summary"]}
+    assert list(summary) == ["grpo", "none", "pos", "balance"]
+    assert summary["grpo"]["ratio_to_grpo"] == 1.0
+    # smoke: 4 prompts, n = 4, M = 4, N = 2; GRPO and `none` draw n per prompt in one request
+    for method in ("grpo", "none"):
+        assert summary[method]["samples"] == 16 and summary[method]["rounds"] == 1
+    for method in ("pos", "balance"):
+        assert 16 <= summary[method]["samples"] <= 32 and 1 <= summary[method]["rounds"] <= 2
+        assert 0.0 <= summary[method]["rounds_2_to_N_share"] < 1.0
+    assert all(row["length_min"] <= row["tokens_per_sample"] <= row["length_max"] <= 16 for row in summary.values())
+    for method in summary:
+        assert f"| {method} |" in result.stdout
+    table_rows = [line for line in (tmp_path / "table.md").read_text().splitlines() if line.startswith("| ")]
+    assert len(table_rows) == 2 + 4  # header, separator, one row per method
+    assert (tmp_path / "steps.csv").is_file()
