@@ -41,7 +41,7 @@ class ReinforceAdaConfig(GRPOConfig):
             `multi_objective_aggregation="normalize_then_sum"` each reward function is normalised by the mean and std
             of the same set before the weighted sum, which is then normalised over the batch (as TRL does).
 
-        > Parameters of Reinforce-Ada-Est (pass-rate memory across steps; all off by default)
+        > Parameters that control Reinforce-Ada-Est (pass-rate memory across steps; all off by default)
 
         pass_rate_memory (`bool`, *optional*, defaults to `False`):
             Keep a Beta posterior over each prompt's pass rate from its earlier visits (keyed by a hash of the prompt),
