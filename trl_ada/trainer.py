@@ -235,7 +235,7 @@ class ReinforceAdaTrainer(GRPOTrainer):
         """TRL's `train` in a claimed run directory; a resumed run also restores the pass-rate memory."""
         with claim_run_dir(self, resume_from_checkpoint) as checkpoint:
             if self.pass_rate_memory is not None and checkpoint is not None:
-                self.pass_rate_memory = _load_memory(checkpoint)
+                self.pass_rate_memory = _load_memory(checkpoint, decay=self.args.memory_decay)
             return super().train(checkpoint, *args, **kwargs)
 
     def _save_checkpoint(self, model, trial):
@@ -545,12 +545,17 @@ def _forget_unselectable(sampler: AdaptiveSampler, prompts: list[int], owned: di
                 owned.pop((j, i), None)
 
 
-def _load_memory(checkpoint: str) -> PassRateMemory:
-    """The pass-rate memory saved in `checkpoint`; an error, never a fresh memory, if it is missing or unreadable."""
+def _load_memory(checkpoint: str, decay: float) -> PassRateMemory:
+    """The pass-rate memory saved in `checkpoint`; an error, never a fresh memory, if it is missing or unreadable.
+
+    Its evidence is kept as saved; `decay` (the resumed run's `memory_decay`) applies from the next update on.
+    """
     path = os.path.join(checkpoint, MEMORY_FILE)
     if not os.path.isfile(path):
         raise FileNotFoundError(
             f"pass_rate_memory=True but checkpoint {checkpoint} has no {MEMORY_FILE} (it was saved without the "
             "memory). Resume with pass_rate_memory=False, or start a fresh run."
         )
-    return PassRateMemory.load(path)
+    memory = PassRateMemory.load(path)
+    memory.decay = float(decay)
+    return memory
