@@ -93,7 +93,14 @@ NONE = QuotaRule(
     description="plain GRPO sampling: one round of exactly n completions per prompt",
 )
 
-_EXIT_RULES: dict[str, ExitRule] = {rule.name: rule for rule in (BALANCE, POS, NONE)}
+MIXED = QuotaRule(
+    "mixed",
+    min_positive=lambda n: 1,
+    min_negative=lambda n: 1,
+    description="at least one positive and one negative (DAPO's filter: the group is effective)",
+)
+
+_EXIT_RULES: dict[str, ExitRule] = {rule.name: rule for rule in (BALANCE, POS, MIXED, NONE)}
 
 
 def register_exit_rule(rule: ExitRule, *, overwrite: bool = False) -> ExitRule:
@@ -276,7 +283,6 @@ class SamplingStatistics:
 # --------------------------------------------------------------------------------------------
 
 ROUND_SIZINGS = ("fixed", "prior")
-MIXED = QuotaRule("mixed", min_positive=lambda n: 1, min_negative=lambda n: 1, description="one of each class")
 
 
 def validate_estimation(

@@ -1,0 +1,284 @@
+"""Candidate prompts beyond the batch: refill, the keep rule and pre-rollout skipping (dynamic sampling).
+
+Pure Python and numpy, no torch and no TRL (`docs/algorithm.md`, "Candidates, refill and the keep rule"). A step
+draws C = ⌈`prompt_oversampling` · B⌉ candidate prompts in a seeded order and trains on exactly B of them
+(`num_kept`), so the batch keeps TRL's shape B × n:
+
+1. **Pre-rollout skip.** A candidate the pass-rate memory has seen is skipped before any completion when its
+   posterior probability of a group without signal (n completions all positive or all negative) is at least
+   `skip_threshold` — unless a uniform draw falls below `skip_exploration` (then it is sampled, so that a prompt the
+   policy has learned since is seen again).
+2. **Admission and refill.** Round 1 admits the first B candidates that are not skipped, in draw order. Before each
+   later round, every *free slot* admits the next candidate in draw order. A slot is held by an admitted candidate
+   that met its exit rule, that can still sample (under its own cap M · `rounds_per_prompt`), or whose pool is
+   mixed already; it is freed by a candidate that finished without signal (cap reached, or stopped as futile). A
+   candidate is admitted only while enough rounds remain to fill its group.
+3. **Keep rule.** Of the candidates whose pool fills a group, the B kept are the effective ones (at least one
+   positive and one negative: the kept group is mixed) first, then the others, each in draw order.
+
+The batch is under-filled (kept groups without signal) only when the candidates or the round cap run out; that is
+measured by `RefillStatistics.ineffective_kept_fraction` and `exhausted`. Candidates after the last one examined
+were never looked at: they are not consumed (`consumed`), so a data stream can hand them out again.
+
+DAPO's dynamic sampling is this with `exit_rule="mixed"`, `samples_per_round=n`, `rounds_per_prompt=1`: one round of
+n per candidate, zero-variance groups dropped, refilled from the candidates up to `max_rounds`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .sampling import AdaptiveSampler, beta_binomial_pmf, select_group
+
+__all__ = [
+    "HARD_PASS_RATE",
+    "RefillSampler",
+    "RefillStatistics",
+    "no_signal_probability",
+    "num_candidates",
+    "skip_before_rollout",
+    "validate_refill",
+]
+
+HARD_PASS_RATE = 0.25  # a kept prompt is "hard" when its first round's pass rate is below this
+
+
+def validate_refill(
+    prompt_oversampling: float, skip_threshold: float | None, skip_exploration: float, rounds_per_prompt: int | None
+) -> None:
+    """Raise a ValueError naming the field, the value and the fix for an impossible candidate plan."""
+    if isinstance(prompt_oversampling, bool) or not isinstance(prompt_oversampling, int | float):
+        raise ValueError(
+            f"prompt_oversampling={prompt_oversampling!r}: must be a number >= 1.0 (1.0 = no candidates)."
+        )
+    if not math.isfinite(prompt_oversampling) or prompt_oversampling < 1.0:
+        raise ValueError(
+            f"prompt_oversampling={prompt_oversampling!r}: must be >= 1.0; it is how many candidate prompts a step "
+            "draws per prompt it trains on (1.0 = none beyond the batch, 3.0 = DAPO's usual refill reserve)."
+        )
+    if skip_threshold is not None and (
+        isinstance(skip_threshold, bool)
+        or not isinstance(skip_threshold, int | float)
+        or not 0.0 < skip_threshold <= 1
+    ):
+        raise ValueError(
+            f"skip_threshold={skip_threshold!r}: must be in (0, 1] (e.g. 0.9 skips a candidate whose posterior chance "
+            "of a group without signal is at least 90%), or None to never skip."
+        )
+    if isinstance(skip_exploration, bool) or not isinstance(skip_exploration, int | float):
+        raise ValueError(f"skip_exploration={skip_exploration!r}: must be a probability in [0, 1], e.g. 0.05.")
+    if not 0.0 <= skip_exploration <= 1.0:
+        raise ValueError(
+            f"skip_exploration={skip_exploration!r}: must be a probability in [0, 1] (e.g. 0.05: one skippable "
+            "candidate in 20 is sampled anyway)."
+        )
+    if rounds_per_prompt is not None and (
+        isinstance(rounds_per_prompt, bool) or not isinstance(rounds_per_prompt, int) or rounds_per_prompt < 1
+    ):
+        raise ValueError(
+            f"rounds_per_prompt={rounds_per_prompt!r}: must be an integer >= 1 (1 = DAPO: one round per candidate), "
+            "or None for max_rounds."
+        )
+
+
+def num_candidates(num_kept: int, prompt_oversampling: float) -> int:
+    """C = ⌈oversampling · B⌉ candidates for B kept prompts (1.0 → exactly B)."""
+    return max(num_kept, math.ceil(round(prompt_oversampling * num_kept, 9)))
+
+
+def no_signal_probability(alpha: np.ndarray, beta: np.ndarray, num_generations: int) -> np.ndarray:
+    """P(n completions are all negative or all positive) when p ~ Beta(alpha, beta): the chance of no signal."""
+    pmf = beta_binomial_pmf(num_generations, np.asarray(alpha), np.asarray(beta))
+    return pmf[:, 0] + pmf[:, num_generations]
+
+
+def skip_before_rollout(
+    alpha: np.ndarray,
+    beta: np.ndarray,
+    memory_hits: np.ndarray,
+    num_generations: int,
+    skip_threshold: float | None,
+    skip_exploration: float,
+    uniforms: np.ndarray,
+) -> np.ndarray:
+    """Which candidates are skipped before any completion: a memory hit whose no-signal probability is at least
+    `skip_threshold`, unless its uniform draw (`uniforms`, one per candidate, the same on every process) is below
+    `skip_exploration`."""
+    hits = np.asarray(memory_hits, dtype=bool)
+    if skip_threshold is None:
+        return np.zeros(hits.shape, dtype=bool)
+    futile = no_signal_probability(alpha, beta, num_generations) >= skip_threshold
+    return hits & futile & (np.asarray(uniforms) >= skip_exploration)
+
+
+@dataclass(frozen=True)
+class RefillStatistics:
+    """What the candidates did in one step; fractions are over the kept (trained) prompts."""
+
+    candidates: int
+    skipped: int
+    sampled: int
+    kept: int
+    consumed: int
+    effective_kept_fraction: float
+    samples_per_kept_prompt: float
+    hard_kept_fraction: float
+    ineffective_kept_fraction: float
+    exhausted: bool
+
+    def as_metrics(self, prefix: str = "") -> dict[str, float]:
+        """Flat `name -> value` pairs under `refill/`."""
+        return {f"{prefix}refill/{name}": float(value) for name, value in self.__dict__.items()}
+
+
+@dataclass
+class RefillSampler(AdaptiveSampler):
+    """An [`AdaptiveSampler`] over `num_prompts` candidates that keeps `num_kept` of them (see the module docstring).
+
+    `skipped` flags candidates skipped before rollout (`skip_before_rollout`); `rounds_per_prompt` caps the rounds
+    of one candidate (its cap is `samples_per_round * rounds_per_prompt`), `max_rounds` those of the step. With
+    `num_kept = num_prompts`, no skip and `rounds_per_prompt = max_rounds` it samples as [`AdaptiveSampler`] does.
+    """
+
+    num_kept: int | None = None
+    rounds_per_prompt: int | None = None
+    skipped: Sequence[bool] | None = None
+    admitted: list[bool] = field(init=False)
+    exhausted: bool = field(init=False, default=False)
+    _examined: int = field(init=False, default=0)
+
+    def __post_init__(self) -> None:
+        c = self.num_prompts
+        self.num_kept = c if self.num_kept is None else self.num_kept
+        if isinstance(self.num_kept, bool) or not isinstance(self.num_kept, int) or not 1 <= self.num_kept <= c:
+            raise ValueError(f"num_kept={self.num_kept!r}: must be an integer in [1, num_prompts={c}].")
+        validate_refill(1.0, None, 0.0, self.rounds_per_prompt)
+        self.skipped = [False] * c if self.skipped is None else [bool(flag) for flag in self.skipped]
+        if len(self.skipped) != c:
+            raise ValueError(f"skipped has {len(self.skipped)} flags; expected one per candidate ({c}).")
+        super().__post_init__()
+        self.rounds_per_prompt = min(self.rounds_per_prompt or self.max_rounds, self.max_rounds)
+        if self.cap < self.num_generations:
+            raise ValueError(
+                f"samples_per_round * rounds_per_prompt = {self.cap} is smaller than num_generations="
+                f"{self.num_generations}: a candidate could never fill its group. Raise rounds_per_prompt."
+            )
+        if self.sample_budget is not None:
+            self._budget_total = math.floor(self.sample_budget * self.num_kept)
+        self.admitted = [False] * c
+
+    # -- state ---------------------------------------------------------------------------------
+
+    @property
+    def cap(self) -> int:
+        """The most completions one candidate may draw in the step: M · `rounds_per_prompt`."""
+        return self.samples_per_round * (self.rounds_per_prompt or self.max_rounds)
+
+    @property
+    def active(self) -> list[int]:
+        """Admitted candidates still sampling, in draw order."""
+        return [p for p in super().active if self.admitted[p]]
+
+    @property
+    def done(self) -> bool:
+        """The round cap is reached, the budget is spent, or nothing can sample and no free slot can be refilled."""
+        if self.round >= self.max_rounds or self._budget_spent():
+            return True
+        if any(len(self.pools[p]) < self.cap for p in self.active):
+            return False
+        return not (self.round == 0 or (self._free_slots() > 0 and self._refillable()))
+
+    def is_effective(self, prompt: int) -> bool:
+        """The candidate's pool fills a group and holds a positive and a negative: its kept group is mixed."""
+        positives, negatives = self.counts(prompt)
+        return len(self.pools[prompt]) >= self.num_generations and positives > 0 and negatives > 0
+
+    def _holds_slot(self, prompt: int) -> bool:
+        can_sample = self.exit_round[prompt] is None and not self.stopped[prompt]
+        can_sample &= len(self.pools[prompt]) < self.cap
+        return self.exit_round[prompt] is not None or can_sample or self.is_effective(prompt)
+
+    def _free_slots(self) -> int:
+        return self.num_kept - sum(self._holds_slot(p) for p in range(self.num_prompts) if self.admitted[p])
+
+    def _refillable(self) -> bool:
+        """A candidate admitted now could still fill its group in the rounds left."""
+        return self.samples_per_round * (self.max_rounds - self.round) >= self.num_generations
+
+    def _admit(self) -> None:
+        """Round 1: the first `num_kept` candidates not skipped. Later: one new candidate per free slot."""
+        free = self.num_kept if self.round == 0 else self._free_slots()
+        if free <= 0 or not self._refillable():
+            return
+        while free and self._examined < self.num_prompts:
+            p = self._examined
+            self._examined += 1
+            if not self.skipped[p]:
+                self.admitted[p] = True
+                free -= 1
+        if self.round == 0 and free:  # too few candidates survive the skip: the batch still needs num_kept
+            for p in [p for p in range(self.num_prompts) if not self.admitted[p]][:free]:
+                self.admitted[p] = True
+        elif free:
+            self.exhausted = True
+
+    def _still_needed(self) -> int:
+        return sum(max(self.num_generations - len(pool), 0) for p, pool in enumerate(self.pools) if self.admitted[p])
+
+    # -- rounds --------------------------------------------------------------------------------
+
+    def plan_round(self) -> list[int]:
+        """Admit candidates into free slots (see the module docstring), then plan as [`AdaptiveSampler`] does."""
+        if self.done:
+            raise RuntimeError("Sampling is finished: no candidate can sample, max_rounds is reached or budget spent.")
+        self._admit()
+        return super().plan_round()
+
+    # -- results -------------------------------------------------------------------------------
+
+    def kept_prompts(self) -> list[int]:
+        """The `num_kept` kept candidates, in draw order: effective ones first, then the others, each by draw order."""
+        if not self.done:
+            raise RuntimeError("Prompts are kept once sampling is done.")
+        filled = [p for p in range(self.num_prompts) if len(self.pools[p]) >= self.num_generations]
+        if len(filled) < self.num_kept:
+            raise RuntimeError(f"Only {len(filled)} candidates filled a group; {self.num_kept} must be kept.")
+        ranked = sorted(filled, key=lambda p: (not self.is_effective(p), p))
+        return sorted(ranked[: self.num_kept])
+
+    def select_groups(self) -> list[list[int]]:
+        """For every kept candidate (`kept_prompts` order), the pool indices of its n kept samples."""
+        return [
+            select_group(self.is_positive(p), self.num_generations, self.is_scored(p), self.masked[p])
+            for p in self.kept_prompts()
+        ]
+
+    def kept_rewards(self) -> np.ndarray:
+        """(num_kept, n) rewards of the kept samples, in `kept_prompts` and group order."""
+        kept = self.kept_prompts()
+        return np.array(
+            [[self.pools[p][i] for i in group] for p, group in zip(kept, self.select_groups(), strict=True)]
+        )
+
+    def refill_statistics(self) -> RefillStatistics:
+        """Candidates drawn, skipped, sampled, kept and consumed; effective and hard shares of the kept prompts."""
+        kept = self.kept_prompts()
+        sampled = [p for p in range(self.num_prompts) if self.pools[p]]
+        effective = [self.is_effective(p) for p in kept]
+        first = [self._first_round_pass_rate(p) for p in kept]
+        return RefillStatistics(
+            candidates=self.num_prompts,
+            skipped=sum(self.skipped),
+            sampled=len(sampled),
+            kept=len(kept),
+            consumed=self._examined,
+            effective_kept_fraction=float(np.mean(effective)),
+            samples_per_kept_prompt=self.samples_drawn / len(kept),
+            hard_kept_fraction=float(np.mean([rate < HARD_PASS_RATE for rate in first])),
+            ineffective_kept_fraction=1.0 - float(np.mean(effective)),
+            exhausted=self.exhausted,
+        )
