@@ -36,7 +36,8 @@ from benchmarks.common import (
     write_json,
 )
 from trl_ada.memory import PassRateMemory
-from trl_ada.simulation import LearningPrompts, SimulatedPolicy, simulate_step
+from trl_ada.refill import HARD_PASS_RATE, num_candidates
+from trl_ada.simulation import LearningPrompts, SimulatedPolicy, simulate_refill_step, simulate_step
 
 POSITIVE_THRESHOLD = 0.7
 NUM_GENERATIONS = 4
@@ -104,6 +105,10 @@ class SamplerSpec:
     later_rounds: str = "fixed"
     futility_threshold: float = 0.0
     sample_budget: float | None = None
+    prompt_oversampling: float = 1.0  # candidates beyond the batch (family "refill", multi-epoch mode)
+    rounds_per_prompt: int | None = None
+    skip_threshold: float | None = None
+    skip_exploration: float = 0.0
 
     @property
     def estimation_kwargs(self) -> dict[str, Any]:
@@ -149,6 +154,8 @@ class StepResult:
     realized_pass_rate_sum: float = 0.0  # ... sum over hits of the first round's pass rate
     calibration_error_sum: float = 0.0  # ... sum over hits of |predicted - realised|
     futile: int = 0  # prompts stopped as futile
+    skipped: int = 0  # candidates skipped before rollout (refill)
+    hard_kept: int = 0  # trained prompts whose first round's pass rate is below HARD_PASS_RATE
 
 
 def is_low_pass(pass_rates: np.ndarray) -> np.ndarray:
@@ -205,6 +212,7 @@ def run_adaptive_step(
         realized_pass_rate_sum=float(realized.sum()),
         calibration_error_sum=float(np.abs(predicted - realized).sum()),
         futile=int(sum(sampler.stopped)),
+        hard_kept=sum(sampler._first_round_pass_rate(p) < HARD_PASS_RATE for p in range(len(pass_rates))),
     ), mixed
 
 
@@ -224,7 +232,7 @@ def dapo_rounds(spec: SamplerSpec, pass_rates: np.ndarray, ids: np.ndarray, fres
     """
     batch = len(pass_rates)
     generation_batch = spec.generation_batch_factor * batch
-    filled = samples = rounds = drawn = low_drawn = low_kept = 0
+    filled = samples = rounds = drawn = low_drawn = low_kept = hard_kept = 0
     trained = []
     while filled < batch and rounds < spec.max_rounds:
         fresh_rates, fresh_ids = fresh(rng, generation_batch if rounds else generation_batch - batch)
@@ -237,11 +245,13 @@ def dapo_rounds(spec: SamplerSpec, pass_rates: np.ndarray, ids: np.ndarray, fres
         filled += int(kept.sum())
         low_drawn += int(low.sum())
         low_kept += int((low & kept).sum())
+        hard_kept += int((kept & (rewards.mean(axis=1) < HARD_PASS_RATE)).sum())
         samples += rewards.size
         drawn += rates.size
         rounds += 1
         trained.append(round_ids[kept])
-    return StepResult(batch, samples, filled, rounds, drawn, low_drawn, low_kept), np.concatenate(trained)
+    result = StepResult(batch, samples, filled, rounds, drawn, low_drawn, low_kept, hard_kept=hard_kept)
+    return result, np.concatenate(trained)
 
 
 def run_step(spec: SamplerSpec, prompt_set: PromptSet, pass_rates: np.ndarray, seed: int) -> StepResult:
@@ -478,7 +488,12 @@ MULTI_EPOCH_METRICS = (
     "predicted_pass_rate",
     "realized_pass_rate",
     "calibration_error",
+    "skipped_per_slot",
+    "hard_kept_fraction",
+    "epochs_consumed",
 )
+SKIP_THRESHOLD = 0.9
+SKIP_EXPLORATION = 0.05
 
 
 def build_multi_epoch_samplers() -> list[SamplerSpec]:
@@ -547,7 +562,133 @@ def build_multi_epoch_samplers() -> list[SamplerSpec]:
                 **est,
             )
         )
+    refill = {"family": "refill", "num_generations": NUM_GENERATIONS}
+    dapo_mode = {**refill, "exit_rule": "mixed", "samples_per_round": 4, "rounds_per_prompt": 1}
+    skip = {"memory": True, "skip_threshold": SKIP_THRESHOLD, "skip_exploration": SKIP_EXPLORATION}
+    specs += [
+        SamplerSpec("DAPO mode 3x, 4 rounds", label="DAPO mode", max_rounds=4, prompt_oversampling=3.0, **dapo_mode),
+        SamplerSpec("DAPO mode 3x, 8 rounds", label="DAPO 8r", max_rounds=8, prompt_oversampling=3.0, **dapo_mode),
+        SamplerSpec(
+            "DAPO mode 3x, 8 rounds + skip",
+            label="DAPO+skip",
+            max_rounds=8,
+            prompt_oversampling=3.0,
+            **dapo_mode,
+            **skip,
+        ),
+    ]
+    balance = {**refill, "exit_rule": "balance", "samples_per_round": 8, "max_rounds": 4}
+    specs += [
+        SamplerSpec(
+            "balance 8x4 + refill 2x (2 rounds/prompt)",
+            "refill",
+            "bal+refill",
+            rounds_per_prompt=2,
+            prompt_oversampling=2.0,
+            **{k: v for k, v in balance.items() if k != "family"},
+        ),
+        SamplerSpec(
+            "balance 8x4 + refill 2x (2 r/p) + skip",
+            "refill",
+            "bal+refill+skip",
+            rounds_per_prompt=2,
+            prompt_oversampling=2.0,
+            **{k: v for k, v in balance.items() if k != "family"},
+            **skip,
+        ),
+        SamplerSpec(
+            "balance 8x4 + refill 2x (1 r/p) + skip",
+            "refill",
+            "bal 1r+skip",
+            rounds_per_prompt=1,
+            prompt_oversampling=2.0,
+            **{k: v for k, v in balance.items() if k != "family"},
+            **skip,
+        ),
+        SamplerSpec(
+            "mixed 8x4 + refill 2x (1 r/p) + skip",
+            "refill",
+            "mixed8+skip",
+            rounds_per_prompt=1,
+            prompt_oversampling=2.0,
+            **{**{k: v for k, v in balance.items() if k != "family"}, "exit_rule": "mixed"},
+            **skip,
+        ),
+        SamplerSpec(
+            "Est budget 8 + refill 2x (2 r/p) + skip",
+            "refill",
+            "est+refill",
+            rounds_per_prompt=2,
+            prompt_oversampling=2.0,
+            sample_budget=8,
+            first_round="prior",
+            **{**{k: v for k, v in balance.items() if k != "family"}},
+            **skip,
+        ),
+    ]
     return specs
+
+
+class CandidateStream:
+    """The data order of the refill samplers: each prompt once per epoch (seeded permutation); candidates a step
+    did not examine stay at the front of the stream. At an epoch's end the next permutation follows, with the
+    prompts still in the step moved to its end, so no prompt repeats inside a step."""
+
+    def __init__(self, dataset: int, rng: np.random.Generator):
+        self.dataset, self.rng = dataset, rng
+        self.order, self.position = rng.permutation(dataset), 0
+
+    def peek(self, size: int) -> np.ndarray:
+        """The next `size` candidates (not consumed yet)."""
+        if self.position + size > self.order.size:
+            rest = self.order[self.position :]
+            new = self.rng.permutation(self.dataset)
+            in_rest = np.isin(new, rest)
+            self.order, self.position = np.concatenate([rest, new[~in_rest], new[in_rest]]), 0
+        return self.order[self.position : self.position + size]
+
+    def consume(self, count: int) -> None:
+        """The first `count` candidates of the last `peek` were examined: they leave the stream."""
+        self.position += count
+
+
+def run_refill_step(
+    spec: SamplerSpec, rates: np.ndarray, ids: np.ndarray, num_kept: int, seed: int, memory: PassRateMemory | None
+) -> tuple[StepResult, np.ndarray, np.ndarray, int]:
+    """One refill step over candidates `ids`: (result, kept ids, their effectiveness, candidates consumed)."""
+    sampler = simulate_refill_step(
+        SimulatedPolicy(rates[ids], seed=seed),
+        num_kept,
+        memory,
+        ids,
+        skip_threshold=spec.skip_threshold,
+        skip_exploration=spec.skip_exploration,
+        num_generations=spec.num_generations,
+        samples_per_round=spec.samples_per_round,
+        max_rounds=spec.max_rounds,
+        rounds_per_prompt=spec.rounds_per_prompt,
+        positive_threshold=POSITIVE_THRESHOLD,
+        exit_rule=spec.exit_rule,
+        **spec.estimation_kwargs,
+    )
+    stats = sampler.refill_statistics()
+    kept = np.array(sampler.kept_prompts())
+    effective = np.array([sampler.is_effective(p) for p in kept])
+    low = is_low_pass(rates[ids[: stats.consumed]])
+    low_effective = is_low_pass(rates[ids[kept]]) & effective
+    result = StepResult(
+        num_prompts=num_kept,
+        samples=sampler.samples_drawn,
+        effective_groups=int(effective.sum()),
+        rounds=sampler.round,
+        prompts_drawn=stats.consumed,
+        low_pass_drawn=int(low.sum()),
+        low_pass_effective=int(low_effective.sum()),
+        futile=int(sum(sampler.stopped)),
+        skipped=stats.skipped,
+        hard_kept=round(stats.hard_kept_fraction * num_kept),
+    )
+    return result, ids[kept], effective, stats.consumed
 
 
 def draw_from_dataset(rates: np.ndarray, rng: np.random.Generator, size: int) -> tuple[np.ndarray, np.ndarray]:
@@ -570,13 +711,23 @@ def run_multi_epoch(spec: SamplerSpec, prompt_set: PromptSet, seed: int, sizes: 
     )
     order_rng = np.random.default_rng(derive_seed(seed, prompt_set.name, "order"))
     memory = PassRateMemory(decay=MEMORY_DECAY) if spec.memory else None
+    stream = CandidateStream(dataset, order_rng) if spec.family == "refill" else None
     results = []
     for epoch in range(sizes["epochs"]):
-        order = order_rng.permutation(dataset)
+        order = order_rng.permutation(dataset) if stream is None else None
         for step in range(dataset // batch):
-            ids = order[step * batch : (step + 1) * batch]
             rates = prompts.current
             step_seed = derive_seed(seed, prompt_set.name, epoch, step, spec.name)
+            if stream is not None:  # the same number of trained steps; the stream says how many epochs they took
+                candidates = stream.peek(num_candidates(batch, spec.prompt_oversampling))
+                result, trained, effective, consumed = run_refill_step(
+                    spec, rates, candidates, batch, step_seed, memory
+                )
+                stream.consume(consumed)
+                prompts.learn(trained, effective)
+                results.append(result)
+                continue
+            ids = order[step * batch : (step + 1) * batch]
             if spec.family == "dapo":
                 fresh = partial(draw_from_dataset, rates)
                 result, trained = dapo_rounds(spec, rates[ids], ids, fresh, np.random.default_rng(step_seed))
@@ -589,11 +740,15 @@ def run_multi_epoch(spec: SamplerSpec, prompt_set: PromptSet, seed: int, sizes: 
     return results
 
 
-def multi_epoch_seed_metrics(steps: Sequence[StepResult]) -> dict[str, float]:
-    """`seed_metrics` plus memory hits, futile stops and first-round calibration on memory hits."""
+def multi_epoch_seed_metrics(steps: Sequence[StepResult], dataset: int) -> dict[str, float]:
+    """`seed_metrics` plus memory hits, futile stops, first-round calibration on memory hits, candidates skipped,
+    the hard share of trained prompts and the epochs of data the steps consumed."""
     metrics = seed_metrics(steps)
     hits = sum(s.memory_hits for s in steps)
     prompts = sum(s.num_prompts for s in steps)
+    metrics["skipped_per_slot"] = sum(s.skipped for s in steps) / prompts
+    metrics["hard_kept_fraction"] = sum(s.hard_kept for s in steps) / prompts
+    metrics["epochs_consumed"] = sum(s.prompts_drawn for s in steps) / dataset
     metrics["memory_hit_fraction"] = hits / prompts
     metrics["futile_fraction"] = sum(s.futile for s in steps) / prompts
     for name, field_name in (
@@ -612,7 +767,9 @@ def run_multi_epoch_set(
     per_seed: dict[str, list[dict[str, float]]] = {spec.name: [] for spec in specs}
     tasks = [(seed, spec) for seed in seeds for spec in specs]
     for seed, spec in progress(tasks, total=len(tasks), desc=f"{prompt_set.name} multi-epoch", enabled=show):
-        per_seed[spec.name].append(multi_epoch_seed_metrics(run_multi_epoch(spec, prompt_set, seed, sizes)))
+        per_seed[spec.name].append(
+            multi_epoch_seed_metrics(run_multi_epoch(spec, prompt_set, seed, sizes), sizes["dataset"])
+        )
     summaries = {}
     for name, values in per_seed.items():
         summaries[name] = {}
@@ -635,6 +792,9 @@ def multi_epoch_table(prompt_set: PromptSet, summaries: dict[str, dict[str, floa
         "futile",
         "pred./real. pass",
         "calib. MAE",
+        "skipped",
+        "hard kept",
+        "epochs",
     ]
     rows = []
     for name, v in summaries.items():
@@ -651,6 +811,9 @@ def multi_epoch_table(prompt_set: PromptSet, summaries: dict[str, dict[str, floa
                 f"{v['futile_fraction']:.3f}",
                 f"{v['predicted_pass_rate']:.3f}/{v['realized_pass_rate']:.3f}" if calibrated else "-",
                 f"{v['calibration_error']:.3f}" if calibrated else "-",
+                f"{v['skipped_per_slot']:.2f}",
+                f"{v['hard_kept_fraction']:.3f}",
+                f"{v['epochs_consumed']:.2f}",
             ]
         )
     title = (
@@ -665,7 +828,7 @@ def plot_multi_epoch(summaries: dict[str, dict[str, float]], specs: Sequence[Sam
     """Samples per prompt (x) against effective-group fraction and low-pass coverage (y), one point per sampler."""
     plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(12.0, 5.0))
-    colors = {**{family: style[0] for family, style in FAMILY_STYLE.items()}, "est": "tab:red"}
+    colors = {**{family: style[0] for family, style in FAMILY_STYLE.items()}, "est": "tab:red", "refill": "tab:purple"}
     for ax, metric, label in (
         (axes[0], "effective_fraction", "effective-group fraction"),
         (axes[1], "low_pass_effective_fraction", "low-pass coverage (0 < p < 0.1)"),
@@ -694,7 +857,9 @@ def plot_multi_epoch(summaries: dict[str, dict[str, float]], specs: Sequence[Sam
         ax.set_xlabel("samples per prompt (log scale)")
         ax.set_ylabel(label)
         ax.grid(True, alpha=0.3)
-    fig.suptitle("Multi-epoch simulation (base prompts): GRPO (grey), DAPO (green), balance (blue), Est (red)")
+    fig.suptitle(
+        "Multi-epoch simulation (base prompts): GRPO (grey), DAPO (green), balance (blue), Est (red), refill (purple)"
+    )
     return save_figure(fig, path)
 
 

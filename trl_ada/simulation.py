@@ -13,9 +13,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from .memory import PassRateMemory
+from .refill import RefillSampler, skip_before_rollout
 from .sampling import AdaptiveSampler
 
-__all__ = ["LearningPrompts", "SimulatedPolicy", "simulate_step"]
+__all__ = ["LearningPrompts", "SimulatedPolicy", "simulate_refill_step", "simulate_step"]
 
 
 @dataclass
@@ -63,6 +64,41 @@ def simulate_step(
     if memory is not None:
         counts = np.array([sampler.counts(p) for p in range(sampler.num_prompts)])
         memory.update(keys, counts[:, 0], counts[:, 1])
+    return sampler
+
+
+def simulate_refill_step(
+    policy: SimulatedPolicy,
+    num_kept: int,
+    memory: PassRateMemory | None = None,
+    prompt_ids: Sequence[int] | None = None,
+    skip_threshold: float | None = None,
+    skip_exploration: float = 0.0,
+    **sampler_kwargs,
+) -> RefillSampler:
+    """One step over the policy's prompts as candidates (in order), keeping `num_kept`; returns the finished sampler.
+
+    With a `memory` (keys as in `simulate_step`), candidates are skipped before rollout by `skip_before_rollout`
+    (exploration draws from the policy's generator), and every sampled candidate's pool is written back as one visit.
+    """
+    num = len(policy.pass_rates)
+    skipped = None
+    if memory is not None:
+        ids = np.arange(num) if prompt_ids is None else np.asarray(prompt_ids)
+        keys = ids.astype(np.uint64) + np.uint64(1)
+        alpha, beta, hits = memory.posterior(keys)
+        n = sampler_kwargs.get("num_generations", 4)
+        uniforms = policy.rng.random(num)
+        skipped = skip_before_rollout(alpha, beta, hits, n, skip_threshold, skip_exploration, uniforms)
+        sampler_kwargs.update(prior_alpha=alpha, prior_beta=beta, memory_hits=hits)
+    sampler = RefillSampler(num_prompts=num, num_kept=num_kept, skipped=skipped, **sampler_kwargs)
+    while not sampler.done:
+        prompts = sampler.plan_round()
+        sampler.ingest(policy.sample(prompts, sampler.plan_sizes))
+    if memory is not None:
+        sampled = np.array([p for p in range(num) if sampler.pools[p]], dtype=int)
+        counts = np.array([sampler.counts(p) for p in sampled]).reshape(-1, 2)
+        memory.update(keys[sampled], counts[:, 0], counts[:, 1])
     return sampler
 
 
