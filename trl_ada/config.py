@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from trl import GRPOConfig
 
 from .advantages import ADVANTAGE_BASELINES
+from .refill import validate_refill
 from .sampling import exit_rule_names, get_exit_rule, validate_estimation, validate_sampling
 
 __all__ = ["ReinforceAdaConfig"]
@@ -64,6 +65,26 @@ class ReinforceAdaConfig(GRPOConfig):
             Average completions per prompt one step may draw (>= `num_generations`); `None` = no budget. Each round
             first fills every group, then spends an equal share of what is left over the rounds left, one completion
             at a time where it most raises the posterior probability of a mixed group.
+
+        > Parameters of dynamic sampling: candidates, refill and pre-rollout skipping (all off by default)
+
+        prompt_oversampling (`float`, *optional*, defaults to `1.0`):
+            >= 1: a generation batch of B prompts samples over C = ⌈prompt_oversampling · B⌉ candidate prompts and
+            keeps exactly B (the batch keeps TRL's shape B × n). Round 1 admits the first B candidates not skipped;
+            before each later round every free slot (its prompt finished without signal) admits the next candidate.
+            The kept B are the candidates with an effective (mixed) group first, then the others, each in draw order.
+            1.0 = today, bit for bit.
+        rounds_per_prompt (`int` or `None`, *optional*, defaults to `None`):
+            Rounds one candidate may sample (its cap is `samples_per_round * rounds_per_prompt`); `max_rounds` stays
+            the cap of the step. `None` = `max_rounds`. DAPO's dynamic sampling is `exit_rule="mixed"`,
+            `samples_per_round=num_generations`, `rounds_per_prompt=1` with `prompt_oversampling` > 1.
+        skip_threshold (`float` or `None`, *optional*, defaults to `None`):
+            In (0, 1]; `None` = never skip. A candidate the pass-rate memory has seen is skipped before any completion
+            when its posterior probability that `num_generations` completions are all right or all wrong is at least
+            this value. Needs `pass_rate_memory=True`.
+        skip_exploration (`float`, *optional*, defaults to `0.05`):
+            In [0, 1]: the probability that a skippable candidate is sampled anyway (a seeded draw, the same on every
+            process), so that a prompt the policy has learned since is seen again.
 
         > Parameters that control the run directory
 
@@ -139,6 +160,25 @@ class ReinforceAdaConfig(GRPOConfig):
         metadata={"help": "Average completions per prompt a step may draw (>= num_generations); None = no budget."},
     )
 
+    prompt_oversampling: float = field(
+        default=1.0,
+        metadata={"help": "Candidate prompts drawn per trained prompt (>= 1.0); the batch keeps exactly B of them."},
+    )
+    rounds_per_prompt: int | None = field(
+        default=None,
+        metadata={"help": "Rounds one candidate may sample (1 = DAPO); None = max_rounds."},
+    )
+    skip_threshold: float | None = field(
+        default=None,
+        metadata={
+            "help": "Skip a remembered candidate whose chance of a group without signal is >= this; None = off."
+        },
+    )
+    skip_exploration: float = field(
+        default=0.05,
+        metadata={"help": "Probability in [0, 1] that a skippable candidate is sampled anyway."},
+    )
+
     # Paper defaults where TRL's differ
     num_generations: int | None = field(
         default=4,
@@ -179,6 +219,7 @@ class ReinforceAdaConfig(GRPOConfig):
         plan = (self.samples_per_round, self.max_rounds) if self.is_adaptive else (self.num_generations, 1)
         validate_sampling(self.num_generations, *plan, self.positive_threshold)
         self._validate_estimation()
+        self._validate_refill()
         if self.scale_rewards not in ("none", "group", "batch", True, False):
             raise ValueError(f"scale_rewards={self.scale_rewards!r}: choose one of ['none', 'group', 'batch'].")
 
@@ -202,6 +243,31 @@ class ReinforceAdaConfig(GRPOConfig):
             self.futility_threshold,
             self.sample_budget,
         )
+
+    def _validate_refill(self) -> None:
+        validate_refill(self.prompt_oversampling, self.skip_threshold, self.skip_exploration, self.rounds_per_prompt)
+        if self.skip_threshold is not None and not self.pass_rate_memory:
+            raise ValueError(
+                f"skip_threshold={self.skip_threshold!r} skips candidates from the pass-rate memory, but "
+                "pass_rate_memory=False. Set pass_rate_memory=True, or skip_threshold=None."
+            )
+        if self.rounds_per_prompt is not None and self.is_adaptive:
+            if self.rounds_per_prompt > self.max_rounds:
+                raise ValueError(
+                    f"rounds_per_prompt={self.rounds_per_prompt} is more than max_rounds={self.max_rounds}, the "
+                    "rounds of the whole step. Lower rounds_per_prompt, or raise max_rounds."
+                )
+            if self.samples_per_round * self.rounds_per_prompt < self.num_generations:
+                raise ValueError(
+                    f"samples_per_round * rounds_per_prompt = {self.samples_per_round} * {self.rounds_per_prompt} is "
+                    f"smaller than num_generations={self.num_generations}: a candidate could never fill its group. "
+                    "Raise rounds_per_prompt or samples_per_round."
+                )
+
+    @property
+    def uses_candidates(self) -> bool:
+        """True when a step samples over candidates beyond its batch or may skip some (`RefillSampler`)."""
+        return self.prompt_oversampling > 1.0 or self.skip_threshold is not None or self.rounds_per_prompt is not None
 
     @property
     def estimation_kwargs(self) -> dict:
