@@ -148,7 +148,6 @@ class RefillSampler(AdaptiveSampler):
     rounds_per_prompt: int | None = None
     skipped: Sequence[bool] | None = None
     admitted: list[bool] = field(init=False)
-    exhausted: bool = field(init=False, default=False)
     _examined: int = field(init=False, default=0)
 
     def __post_init__(self) -> None:
@@ -192,6 +191,11 @@ class RefillSampler(AdaptiveSampler):
             return False
         return not (self.round == 0 or (self._free_slots() > 0 and self._refillable()))
 
+    @property
+    def exhausted(self) -> bool:
+        """Slots are free and no candidate is left to refill them (every one examined or skipped)."""
+        return self._free_slots() > 0 and all(self.skipped[self._examined :])
+
     def is_effective(self, prompt: int) -> bool:
         """The candidate's pool fills a group and holds a positive and a negative: its kept group is mixed."""
         positives, negatives = self.counts(prompt)
@@ -206,13 +210,14 @@ class RefillSampler(AdaptiveSampler):
         return self.num_kept - sum(self._holds_slot(p) for p in range(self.num_prompts) if self.admitted[p])
 
     def _refillable(self) -> bool:
-        """A candidate admitted now could still fill its group in the rounds left."""
-        return self.samples_per_round * (self.max_rounds - self.round) >= self.num_generations
+        """A candidate not examined yet and not skipped remains, and it could fill its group in the rounds left."""
+        time_left = self.samples_per_round * (self.max_rounds - self.round) >= self.num_generations
+        return time_left and not all(self.skipped[self._examined :])
 
     def _admit(self) -> None:
         """Round 1: the first `num_kept` candidates not skipped. Later: one new candidate per free slot."""
         free = self.num_kept if self.round == 0 else self._free_slots()
-        if free <= 0 or not self._refillable():
+        if free <= 0 or (self.round and not self._refillable()):
             return
         while free and self._examined < self.num_prompts:
             p = self._examined
@@ -223,8 +228,6 @@ class RefillSampler(AdaptiveSampler):
         if self.round == 0 and free:  # too few candidates survive the skip: the batch still needs num_kept
             for p in [p for p in range(self.num_prompts) if not self.admitted[p]][:free]:
                 self.admitted[p] = True
-        elif free:
-            self.exhausted = True
 
     def _still_needed(self) -> int:
         return sum(max(self.num_generations - len(pool), 0) for p, pool in enumerate(self.pools) if self.admitted[p])
