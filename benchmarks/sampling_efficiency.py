@@ -492,7 +492,7 @@ MULTI_EPOCH_METRICS = (
     "hard_kept_fraction",
     "epochs_consumed",
 )
-SKIP_THRESHOLD = 0.9
+SKIP_THRESHOLD = 0.8
 SKIP_EXPLORATION = 0.05
 
 
@@ -562,70 +562,25 @@ def build_multi_epoch_samplers() -> list[SamplerSpec]:
                 **est,
             )
         )
-    refill = {"family": "refill", "num_generations": NUM_GENERATIONS}
+    refill = {"family": "refill", "num_generations": NUM_GENERATIONS, "prompt_oversampling": 3.0}
     dapo_mode = {**refill, "exit_rule": "mixed", "samples_per_round": 4, "rounds_per_prompt": 1}
     skip = {"memory": True, "skip_threshold": SKIP_THRESHOLD, "skip_exploration": SKIP_EXPLORATION}
     specs += [
-        SamplerSpec("DAPO mode 3x, 4 rounds", label="DAPO mode", max_rounds=4, prompt_oversampling=3.0, **dapo_mode),
-        SamplerSpec("DAPO mode 3x, 8 rounds", label="DAPO 8r", max_rounds=8, prompt_oversampling=3.0, **dapo_mode),
-        SamplerSpec(
-            "DAPO mode 3x, 8 rounds + skip",
-            label="DAPO+skip",
-            max_rounds=8,
-            prompt_oversampling=3.0,
-            **dapo_mode,
-            **skip,
-        ),
+        SamplerSpec("DAPO mode 3x, 4 rounds", label="DAPO mode", max_rounds=4, **dapo_mode),
+        SamplerSpec("DAPO mode 3x, 8 rounds", label="DAPO 8r", max_rounds=8, **dapo_mode),
+        SamplerSpec("DAPO mode 3x, 8 rounds + skip", label="DAPO+skip", max_rounds=8, **dapo_mode, **skip),
     ]
-    balance = {**refill, "exit_rule": "balance", "samples_per_round": 8, "max_rounds": 4}
-    specs += [
-        SamplerSpec(
-            "balance 8x4 + refill 2x (2 rounds/prompt)",
-            "refill",
-            "bal+refill",
-            rounds_per_prompt=2,
-            prompt_oversampling=2.0,
-            **{k: v for k, v in balance.items() if k != "family"},
-        ),
-        SamplerSpec(
-            "balance 8x4 + refill 2x (2 r/p) + skip",
-            "refill",
-            "bal+refill+skip",
-            rounds_per_prompt=2,
-            prompt_oversampling=2.0,
-            **{k: v for k, v in balance.items() if k != "family"},
-            **skip,
-        ),
-        SamplerSpec(
-            "balance 8x4 + refill 2x (1 r/p) + skip",
-            "refill",
-            "bal 1r+skip",
-            rounds_per_prompt=1,
-            prompt_oversampling=2.0,
-            **{k: v for k, v in balance.items() if k != "family"},
-            **skip,
-        ),
-        SamplerSpec(
-            "mixed 8x4 + refill 2x (1 r/p) + skip",
-            "refill",
-            "mixed8+skip",
-            rounds_per_prompt=1,
-            prompt_oversampling=2.0,
-            **{**{k: v for k, v in balance.items() if k != "family"}, "exit_rule": "mixed"},
-            **skip,
-        ),
-        SamplerSpec(
-            "Est budget 8 + refill 2x (2 r/p) + skip",
-            "refill",
-            "est+refill",
-            rounds_per_prompt=2,
-            prompt_oversampling=2.0,
-            sample_budget=8,
-            first_round="prior",
-            **{**{k: v for k, v in balance.items() if k != "family"}},
-            **skip,
-        ),
-    ]
+    mixed = {**refill, "exit_rule": "mixed", "samples_per_round": 4, "max_rounds": 12}
+    balance = {**refill, "exit_rule": "balance", "samples_per_round": 4, "max_rounds": 8}
+    for rounds in (3, 4, 8):
+        specs.append(
+            SamplerSpec(f"mixed 4x12, {rounds} r/p, 3x", label=f"mix{rounds}", rounds_per_prompt=rounds, **mixed)
+        )
+    specs.append(SamplerSpec("mixed 4x12, 4 r/p, 3x + skip", label="mix4+skip", rounds_per_prompt=4, **mixed, **skip))
+    specs.append(SamplerSpec("balance 4x8, 4 r/p, 3x", label="bal4", rounds_per_prompt=4, **balance))
+    specs.append(
+        SamplerSpec("balance 4x8, 4 r/p, 3x + skip", label="bal4+skip", rounds_per_prompt=4, **balance, **skip)
+    )
     return specs
 
 
