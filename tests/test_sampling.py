@@ -96,12 +96,12 @@ def test_misspelled_exit_rule_names_the_value_lists_valid_names_and_suggests_a_f
         get_exit_rule("balanse")
     message = str(info.value)
     assert "exit_rule='balanse'" in message
-    assert "['balance', 'none', 'pos']" in message
+    assert "['balance', 'mixed', 'none', 'pos']" in message
     assert "Did you mean 'balance'?" in message
 
 
 def test_unknown_exit_rule_is_rejected_by_the_sampler():
-    with pytest.raises(ValueError, match=r"exit_rule='greedy'.*\['balance', 'none', 'pos'\]"):
+    with pytest.raises(ValueError, match=r"exit_rule='greedy'.*\['balance', 'mixed', 'none', 'pos'\]"):
         AdaptiveSampler(num_prompts=1, exit_rule="greedy")
 
 

@@ -1,0 +1,217 @@
+"""Candidates beyond the batch: refill, the keep rule, pre-rollout skipping, and their configuration."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from trl_ada.memory import PassRateMemory
+from trl_ada.refill import RefillSampler, no_signal_probability, num_candidates, skip_before_rollout
+from trl_ada.sampling import AdaptiveSampler
+from trl_ada.simulation import SimulatedPolicy, simulate_refill_step
+
+DAPO = {"num_generations": 2, "samples_per_round": 2, "rounds_per_prompt": 1, "exit_rule": "mixed"}
+
+
+def run_scripted(sampler: RefillSampler, script: dict[int, list[float]]) -> list[list[int]]:
+    """Drive `sampler` with each candidate's rewards taken in order from `script`; returns each round's plan."""
+    plans = []
+    while not sampler.done:
+        plan = sampler.plan_round()
+        plans.append(plan)
+        rewards = []
+        for prompt, size in zip(plan, sampler.plan_sizes, strict=True):
+            rewards += script[prompt][:size]
+            script[prompt] = script[prompt][size:]
+        sampler.ingest(rewards)
+    return plans
+
+
+def test_dapo_mode_drops_zero_variance_groups_and_refills_from_the_candidates():
+    # B=2 of C=4; one round of n=2 per candidate. Candidate 0 is all right, 2 all wrong: both free their slot.
+    sampler = RefillSampler(num_prompts=4, num_kept=2, max_rounds=3, **DAPO)
+    plans = run_scripted(sampler, {0: [1, 1], 1: [1, 0], 2: [0, 0], 3: [0, 1]})
+    assert plans == [[0, 1], [2], [3]]
+    assert sampler.kept_prompts() == [1, 3]
+    assert sampler.kept_rewards().tolist() == [[1.0, 0.0], [0.0, 1.0]]
+    stats = sampler.refill_statistics()
+    assert (stats.candidates, stats.sampled, stats.kept, stats.consumed) == (4, 4, 2, 4)
+    assert stats.effective_kept_fraction == 1.0 and stats.samples_per_kept_prompt == 4.0
+    assert stats.exhausted is False
+
+
+def test_candidates_running_out_under_fill_the_batch_in_draw_order_and_say_so():
+    sampler = RefillSampler(num_prompts=3, num_kept=2, max_rounds=4, **DAPO)
+    plans = run_scripted(sampler, {0: [1, 1], 1: [0, 1], 2: [0, 0]})
+    assert plans == [[0, 1], [2]]  # no candidate left for round 3: the step ends early
+    assert sampler.kept_prompts() == [0, 1]  # effective 1 first, then the first-drawn of the rest
+    stats = sampler.refill_statistics()
+    assert stats.ineffective_kept_fraction == 0.5 and stats.exhausted is True
+
+
+def test_round_cap_limits_refill():
+    sampler = RefillSampler(num_prompts=6, num_kept=2, max_rounds=2, **DAPO)
+    plans = run_scripted(sampler, {0: [1, 1], 1: [0, 1], 2: [0, 0], 3: [0, 1], 4: [1, 0], 5: [1, 0]})
+    assert plans == [[0, 1], [2]]
+    assert sampler.kept_prompts() == [0, 1]
+    assert sampler.refill_statistics().consumed == 3  # candidates 3-5 were never examined: not consumed
+    assert sampler.exhausted is False  # slots are free because of the round cap, not for lack of candidates
+
+
+def test_a_candidate_that_can_still_sample_holds_its_slot():
+    # B=1, balance with n=2 and two rounds per candidate: candidate 1 enters only once 0 has hit its cap (4) without
+    # signal; candidate 2 is never needed.
+    kwargs = {"num_generations": 2, "samples_per_round": 2, "max_rounds": 4, "rounds_per_prompt": 2}
+    sampler = RefillSampler(num_prompts=3, num_kept=1, exit_rule="balance", **kwargs)
+    plans = run_scripted(sampler, {0: [0, 0, 0, 0], 1: [1, 0], 2: [1, 0]})
+    assert plans == [[0], [0], [1]]
+    assert sampler.kept_prompts() == [1]
+
+
+def test_a_skipped_candidate_gets_no_completion_and_refill_passes_over_it():
+    sampler = RefillSampler(num_prompts=4, num_kept=2, max_rounds=3, skipped=[True, False, True, False], **DAPO)
+    plans = run_scripted(sampler, {1: [1, 0], 3: [0, 1]})
+    assert plans == [[1, 3]]
+    assert sampler.pools[0] == [] and sampler.pools[2] == []
+    assert sampler.refill_statistics().skipped == 2
+
+
+def test_too_few_unskipped_candidates_still_fill_the_batch():
+    sampler = RefillSampler(num_prompts=3, num_kept=2, max_rounds=1, skipped=[True, True, False], **DAPO)
+    plans = run_scripted(sampler, {0: [1, 0], 1: [1, 1], 2: [0, 1]})
+    assert plans == [[0, 2]]  # candidate 2, then the first skipped one: the batch keeps B prompts
+    assert sampler.kept_prompts() == [0, 2]
+
+
+def test_without_candidates_it_samples_exactly_as_the_adaptive_sampler():
+    rates = np.random.default_rng(0).random(40)
+    kwargs = {"num_generations": 4, "samples_per_round": 8, "max_rounds": 4, "exit_rule": "balance"}
+    reference, refill = AdaptiveSampler(num_prompts=40, **kwargs), RefillSampler(num_prompts=40, **kwargs)
+    for sampler in (reference, refill):
+        policy = SimulatedPolicy(rates, seed=3)
+        while not sampler.done:
+            plan = sampler.plan_round()
+            sampler.ingest(policy.sample(plan, sampler.plan_sizes))
+    assert refill.pools == reference.pools
+    assert refill.select_groups() == reference.select_groups()
+    assert refill.kept_prompts() == list(range(40))
+
+
+def test_budget_counts_the_kept_prompts():
+    sampler = RefillSampler(
+        num_prompts=8, num_kept=4, num_generations=2, samples_per_round=4, max_rounds=2, sample_budget=3
+    )
+    assert sampler._budget_total == 12
+
+
+def test_no_signal_probability_is_the_beta_binomial_tails():
+    # Beta(1, 9), n = 4: P(all wrong) = 9/10 * 10/11 * 11/12 * 12/13 = 9/13; P(all right) = 1*2*3*4 / (10*11*12*13)
+    expected = 9 / 13 + 24 / 17160
+    assert no_signal_probability(np.array([1.0]), np.array([9.0]), 4)[0] == pytest.approx(expected)
+
+
+def test_skip_needs_a_memory_hit_a_high_no_signal_probability_and_no_exploration_draw():
+    alpha, beta = np.array([1.0, 1.0, 1.0, 1.0]), np.array([9.0, 9.0, 9.0, 1.0])
+    hits = np.array([True, False, True, True])
+    uniforms = np.array([0.5, 0.5, 0.01, 0.5])
+    skipped = skip_before_rollout(alpha, beta, hits, 4, 0.69, 0.05, uniforms)
+    assert skipped.tolist() == [True, False, False, False]  # miss; explored; Beta(1,1) has P(no signal) = 0.4
+    assert not skip_before_rollout(alpha, beta, hits, 4, 0.7, 0.05, uniforms).any()  # 0.6937 < 0.7
+    assert not skip_before_rollout(alpha, beta, hits, 4, None, 0.0, uniforms).any()
+
+
+def test_a_prompt_remembered_as_unsolvable_is_skipped_on_its_next_visit():
+    memory = PassRateMemory(decay=1.0)
+    kwargs = {"num_generations": 4, "samples_per_round": 8, "max_rounds": 4, "exit_rule": "balance"}
+    policy = SimulatedPolicy([0.0, 0.5], seed=0)
+    first = simulate_refill_step(policy, 2, memory, [0, 1], skip_threshold=0.9, **kwargs)
+    assert first.refill_statistics().skipped == 0  # nothing remembered yet
+    # prompt 0 drew 32 wrong answers: Beta(1, 33) gives P(4 wrong) = 33/37 > 0.9
+    second = simulate_refill_step(
+        SimulatedPolicy([0.0, 0.5, 0.5], seed=1), 2, memory, [0, 1, 2], skip_threshold=0.85, **kwargs
+    )
+    assert second.skipped == [True, False, False]
+    assert second.kept_prompts() == [1, 2]
+
+
+def test_num_candidates():
+    assert num_candidates(256, 1.0) == 256
+    assert num_candidates(256, 3.0) == 768
+    assert num_candidates(3, 1.5) == 5
+    assert num_candidates(10, 1.1) == 11  # no float noise: 1.1 * 10 is 11, not 12
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    rates=st.lists(st.sampled_from([0.0, 0.05, 0.3, 0.7, 1.0]), min_size=2, max_size=24),
+    kept=st.integers(1, 24),
+    rule=st.sampled_from(["mixed", "balance", "pos"]),
+    samples_per_round=st.integers(1, 4),
+    rounds=st.integers(2, 6),
+    seed=st.integers(0, 2**16),
+)
+def test_the_batch_keeps_exactly_num_kept_distinct_prompts_effective_first(
+    rates, kept, rule, samples_per_round, rounds, seed
+):
+    kept = min(kept, len(rates))
+    sampler = RefillSampler(
+        num_prompts=len(rates),
+        num_kept=kept,
+        num_generations=2,
+        samples_per_round=samples_per_round,
+        max_rounds=rounds,
+        rounds_per_prompt=max(1, -(-2 // samples_per_round)),
+        exit_rule=rule,
+    )
+    policy = SimulatedPolicy(rates, seed=seed)
+    while not sampler.done:
+        plan = sampler.plan_round()
+        assert len(set(plan)) == len(plan)
+        sampler.ingest(policy.sample(plan, sampler.plan_sizes))
+    chosen = sampler.kept_prompts()
+    assert len(chosen) == kept and chosen == sorted(set(chosen))
+    assert sampler.kept_rewards().shape == (kept, 2)
+    effective = [p for p in range(len(rates)) if sampler.is_effective(p)]
+    assert sum(sampler.is_effective(p) for p in chosen) == min(kept, len(effective))
+
+
+@pytest.mark.parametrize(
+    ("overrides", "match"),
+    [
+        ({"prompt_oversampling": 0.5}, r"prompt_oversampling=0.5: must be >= 1.0"),
+        ({"prompt_oversampling": float("nan")}, r"prompt_oversampling=nan"),
+        ({"skip_exploration": 1.5}, r"skip_exploration=1.5: must be a probability in \[0, 1\]"),
+        ({"skip_exploration": -0.1}, r"skip_exploration=-0.1"),
+        ({"skip_threshold": 0.0, "pass_rate_memory": True}, r"skip_threshold=0.0: must be in \(0, 1\]"),
+        ({"skip_threshold": 0.9}, r"skip_threshold=0.9 .*pass_rate_memory=False"),
+        ({"rounds_per_prompt": 5}, r"rounds_per_prompt=5 is more than max_rounds=4"),
+        ({"rounds_per_prompt": 0}, r"rounds_per_prompt=0: must be an integer >= 1"),
+        ({"rounds_per_prompt": 1, "samples_per_round": 2}, r"samples_per_round \* rounds_per_prompt = 2 \* 1"),
+    ],
+)
+def test_bad_refill_config_names_the_field_and_the_fix(tmp_path, overrides, match):
+    from trl_ada import ReinforceAdaConfig
+
+    fields = {"output_dir": str(tmp_path), "report_to": "none", "use_cpu": True, "max_rounds": 4, **overrides}
+    with pytest.raises(ValueError, match=match):
+        ReinforceAdaConfig(**fields)
+
+
+def test_dapo_dynamic_sampling_is_a_valid_configuration(tmp_path):
+    from trl_ada import ReinforceAdaConfig
+
+    config = ReinforceAdaConfig(
+        output_dir=str(tmp_path),
+        report_to="none",
+        use_cpu=True,
+        exit_rule="mixed",
+        num_generations=4,
+        samples_per_round=4,
+        rounds_per_prompt=1,
+        max_rounds=4,
+        prompt_oversampling=3.0,
+    )
+    assert config.uses_candidates and config.is_adaptive
+    assert not ReinforceAdaConfig(output_dir=str(tmp_path), report_to="none", use_cpu=True).uses_candidates
