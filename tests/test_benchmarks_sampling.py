@@ -137,6 +137,12 @@ def test_multi_epoch_mode_writes_every_sampler_with_consistent_numbers(benchmark
             assert spec.num_generations <= values["samples_per_prompt"] <= spec.sample_budget
         if spec.family != "dapo":
             assert values["rounds"] <= spec.max_rounds
+        if spec.family == "refill":  # candidates: every trained prompt keeps n; at least the epochs' prompts consumed
+            assert values["samples_per_prompt"] >= spec.num_generations
+            assert values["prompts_drawn_per_slot"] >= 1.0 and values["epochs_consumed"] >= 2.0
+            assert (values["skipped_per_slot"] > 0) <= (spec.skip_threshold is not None)
+            continue
+        assert values["epochs_consumed"] == (2.0 if spec.family != "dapo" else values["prompts_drawn_per_slot"] * 2)
         # 2 epochs: the second visits every prompt again, so a memory hits on exactly half of the visits
         assert values["memory_hit_fraction"] == (0.5 if spec.memory else 0.0)
         assert (values["futile_fraction"] > 0) <= (spec.futility_threshold > 0)

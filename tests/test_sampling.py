@@ -86,7 +86,7 @@ def test_none_rule_is_always_met(num_positive, num_negative):
 
 
 def test_builtin_rules_are_registered():
-    assert exit_rule_names() == ["balance", "none", "pos"]
+    assert exit_rule_names() == ["balance", "mixed", "none", "pos"]
     for name in exit_rule_names():
         assert get_exit_rule(name).name == name
 
@@ -137,7 +137,7 @@ def test_registering_a_taken_name_raises_unless_overwriting(exit_rule_registry):
 def test_registering_something_that_is_not_a_rule_raises_type_error(exit_rule_registry):
     with pytest.raises(TypeError, match="is_met"):
         register_exit_rule(object())
-    assert exit_rule_names() == ["balance", "none", "pos"]
+    assert exit_rule_names() == ["balance", "mixed", "none", "pos"]
 
 
 # --------------------------------------------------------------------------------------------
