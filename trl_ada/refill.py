@@ -27,7 +27,7 @@ n per candidate, zero-variance groups dropped, refilled from the candidates up t
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -36,6 +36,7 @@ from .sampling import AdaptiveSampler, beta_binomial_pmf, select_group
 
 __all__ = [
     "HARD_PASS_RATE",
+    "CandidateStream",
     "RefillSampler",
     "RefillStatistics",
     "no_signal_probability",
@@ -285,3 +286,59 @@ class RefillSampler(AdaptiveSampler):
             ineffective_kept_fraction=1.0 - float(np.mean(effective)),
             exhausted=self.exhausted,
         )
+
+
+@dataclass
+class CandidateStream:
+    """Dataset indices for the candidates beyond a batch: every index once per pass, passes in permutations seeded by
+    (`seed`, pass number), so every process walks the same stream and a checkpoint restores it from two numbers.
+
+    `peek` looks at the next candidates without consuming them; `consume(k)` moves past the first k it returned
+    (and past the indices it passed over before them), so candidates a step did not examine are offered again.
+    """
+
+    size: int
+    seed: int
+    epoch: int = 0
+    position: int = 0
+    _marks: list[tuple[int, int]] = field(init=False, default_factory=list, repr=False)
+    _orders: dict[int, np.ndarray] = field(init=False, default_factory=dict, repr=False)
+
+    def order(self, epoch: int) -> np.ndarray:
+        """The permutation of pass `epoch`."""
+        if epoch not in self._orders:
+            self._orders = {epoch: np.random.default_rng([self.seed, epoch]).permutation(self.size)}
+        return self._orders[epoch]
+
+    def peek(self, count: int, accept: Callable[[int], bool] = lambda index: True) -> list[int]:
+        """Up to `count` next indices that `accept` takes (e.g. not a prompt of the batch), within two passes."""
+        epoch, position, taken = self.epoch, self.position, []
+        self._marks = []
+        for _ in range(2 * self.size):
+            if len(taken) == count:
+                break
+            if position == self.size:
+                epoch, position = epoch + 1, 0
+            index = int(self.order(epoch)[position])
+            position += 1
+            if accept(index):
+                taken.append(index)
+                self._marks.append((epoch, position))
+        return taken
+
+    def consume(self, count: int) -> None:
+        """Move past the first `count` indices of the last `peek`."""
+        if count > len(self._marks):
+            raise ValueError(f"consume({count}): the last peek returned only {len(self._marks)} indices.")
+        if count:
+            self.epoch, self.position = self._marks[count - 1]
+        self._marks = []
+
+    def state_dict(self) -> dict[str, int]:
+        """What a checkpoint stores."""
+        return {"size": self.size, "seed": self.seed, "epoch": self.epoch, "position": self.position}
+
+    @classmethod
+    def from_state_dict(cls, state: dict[str, int]) -> CandidateStream:
+        """The stream a checkpoint stored."""
+        return cls(int(state["size"]), int(state["seed"]), int(state["epoch"]), int(state["position"]))
