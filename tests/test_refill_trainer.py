@@ -1,0 +1,133 @@
+"""Dynamic sampling in the trainer: candidates beyond the batch, DAPO's refill as configuration, checkpoints."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from datasets import Dataset
+
+from trl_ada import ReinforceAdaConfig, ReinforceAdaTrainer
+
+pytestmark = pytest.mark.xdist_group("trainer")
+
+
+def _text(message) -> str:
+    return message if isinstance(message, str) else message[-1]["content"]
+
+
+class KindReward:
+    """'right …' always 1, 'wrong …' always 0, 'mixed …' 1/0/1/0 per prompt; counts the completions it scores."""
+
+    __name__ = "kind"
+
+    def __init__(self):
+        self.scored = Counter()
+
+    def __call__(self, prompts, completions, **kwargs):
+        rewards = []
+        for prompt in prompts:
+            key = _text(prompt)
+            k = self.scored[key]
+            self.scored[key] += 1
+            kind = key.split()[0]
+            rewards.append({"right": 1.0, "wrong": 0.0, "mixed": float(k % 2 == 0)}[kind])
+        return rewards
+
+
+def _dataset(mixed: int, uniform: int) -> Dataset:
+    names = [f"mixed {i}" for i in range(mixed)]
+    names += [f"{'right' if i % 2 else 'wrong'} {i}" for i in range(uniform)]
+    return Dataset.from_dict({"prompt": [[{"role": "user", "content": name}] for name in names]})
+
+
+def _config(tmp_path, **overrides) -> ReinforceAdaConfig:
+    fields = dict(
+        output_dir=str(tmp_path / "out"),
+        num_generations=4,
+        per_device_train_batch_size=16,  # B = 4 prompts per step
+        max_completion_length=4,
+        max_steps=1,
+        learning_rate=1e-2,
+        logging_steps=1,
+        report_to="none",
+        use_cpu=True,
+        save_strategy="no",
+        seed=0,
+        # DAPO's dynamic sampling: one round of n per candidate, zero-variance groups dropped and refilled
+        exit_rule="mixed",
+        samples_per_round=4,
+        rounds_per_prompt=1,
+        max_rounds=5,
+        prompt_oversampling=2.0,
+    )
+    fields.update(overrides)
+    return ReinforceAdaConfig(**fields)
+
+
+def test_dapo_mode_trains_exactly_b_effective_prompts_refilled_from_the_candidates(tiny_model_dir, tmp_path):
+    reward = KindReward()
+    trainer = ReinforceAdaTrainer(
+        model=tiny_model_dir, reward_funcs=[reward], args=_config(tmp_path), train_dataset=_dataset(4, 4)
+    )
+    seen = []
+    original = trainer._compute_loss
+
+    def spy(model, inputs):
+        seen.append(inputs)
+        return original(model, inputs)
+
+    trainer._compute_loss = spy
+    trainer.train()
+    # 8 candidates = the whole dataset; 5 rounds are enough to reach all 4 mixed prompts whatever the order
+    assert seen[0]["completion_ids"].shape[0] == 16  # TRL's shape: B x n
+    texts = [trainer.processing_class.decode(ids) for ids in seen[0]["prompt_ids"]]
+    kept = Counter(next(f"mixed {i}" for i in range(4) if f"mixed {i}" in text) for text in texts)
+    assert kept == {f"mixed {i}": 4 for i in range(4)}
+    assert sorted(seen[0]["advantages"].tolist()) == [-0.5] * 8 + [0.5] * 8  # pool [1, 0, 1, 0] of each
+    sampled = [name for name, count in reward.scored.items() if count]
+    assert all(count == 4 for count in reward.scored.values())  # one round of n per sampled candidate
+    log = trainer.state.log_history[0]
+    assert log["reinforce_ada/refill/candidates"] == 8
+    assert log["reinforce_ada/refill/kept"] == 4
+    assert log["reinforce_ada/refill/sampled"] == len(sampled)
+    assert log["reinforce_ada/refill/effective_kept_fraction"] == 1.0
+    assert log["reinforce_ada/refill/samples_per_kept_prompt"] == 4 * len(sampled) / 4
+    assert log["reinforce_ada/samples"] == 4 * len(sampled)
+
+
+def test_a_dataset_smaller_than_one_steps_candidates_names_the_field(tiny_model_dir, tmp_path):
+    with pytest.raises(
+        ValueError, match=r"prompt_oversampling=3: one step samples over 12 candidate prompts.*has only 8"
+    ):
+        ReinforceAdaTrainer(
+            model=tiny_model_dir,
+            reward_funcs=[KindReward()],
+            args=_config(tmp_path, prompt_oversampling=3.0),
+            train_dataset=_dataset(4, 4),
+        )
+
+
+def test_checkpoint_restores_the_candidate_stream(tiny_model_dir, tmp_path):
+    args = {"max_steps": 2, "save_strategy": "steps", "save_steps": 1}
+    first = ReinforceAdaTrainer(
+        model=tiny_model_dir, reward_funcs=[KindReward()], args=_config(tmp_path, **args), train_dataset=_dataset(8, 8)
+    )
+    states = []
+    advance = first._advance_candidate_stream
+
+    def record(sampler, batch_size):
+        advance(sampler, batch_size)
+        states.append(first.candidate_stream.state_dict())
+
+    first._advance_candidate_stream = record
+    first.train()
+    saved = json.loads((Path(first.args.output_dir) / "checkpoint-1" / "candidate_stream.json").read_text())
+    assert saved == states[0] and states[0] != states[1]
+    resumed = ReinforceAdaTrainer(
+        model=tiny_model_dir, reward_funcs=[KindReward()], args=_config(tmp_path, **args), train_dataset=_dataset(8, 8)
+    )
+    resumed.train(resume_from_checkpoint=str(Path(first.args.output_dir) / "checkpoint-1"))
+    assert resumed.candidate_stream.state_dict() == states[1]  # step 2 drew and consumed the same candidates
