@@ -131,3 +131,26 @@ def test_checkpoint_restores_the_candidate_stream(tiny_model_dir, tmp_path):
     )
     resumed.train(resume_from_checkpoint=str(Path(first.args.output_dir) / "checkpoint-1"))
     assert resumed.candidate_stream.state_dict() == states[1]  # step 2 drew and consumed the same candidates
+
+
+@pytest.mark.slow
+def test_two_processes_keep_identical_candidate_skip_and_keep_decisions(tiny_model_dir, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    script = Path(__file__).parent / "scripts" / "distributed_refill.py"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
+    result = subprocess.run(
+        [*command, str(script), tiny_model_dir, str(tmp_path)], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
+    assert len(ranks[0]["steps"]) == 3
+    assert ranks[0]["steps"] == ranks[1]["steps"]  # candidates, skips, pools, kept prompts, stream position
+    for step in ranks[0]["steps"]:
+        assert len(step["candidates"]) == 6 == len(set(step["candidates"]))  # 2 x 3 candidates, no prompt twice
+        assert len(step["kept"]) == 3
+    assert any(any(step["skipped"]) for step in ranks[0]["steps"][1:])  # the memory skipped some candidates
+    assert ranks[0]["rows"] == ranks[1]["rows"] == [6, 6, 6]  # 3 kept prompts x n=4 over 2 ranks, every step

@@ -1,0 +1,86 @@
+"""Two-process run with candidates beyond the batch, used by tests/test_refill_trainer.py (torchrun, gloo on CPU).
+
+Each rank writes, per step, its candidates, skip flags, pools, kept prompts and candidate-stream position, and the
+rows that reached its loss, to OUT/rank{r}.json.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import torch
+from datasets import Dataset
+
+from trl_ada import ReinforceAdaConfig, ReinforceAdaTrainer
+
+
+def reward(prompts, completion_ids, **kwargs):
+    """0/1 rewards from the data: a prompt of a multiple of 3 characters is never solved, the others about half."""
+    return [
+        0.0 if len(p[-1]["content"]) % 3 == 0 else float((sum(ids) + len(p[-1]["content"])) % 2 == 0)
+        for p, ids in zip(prompts, completion_ids, strict=True)
+    ]
+
+
+def main(model_dir: str, out: str) -> None:
+    dataset = Dataset.from_dict({"prompt": [[{"role": "user", "content": "x" * k}] for k in range(1, 13)]})
+    args = ReinforceAdaConfig(
+        output_dir=out,
+        num_generations=4,
+        exit_rule="mixed",
+        samples_per_round=4,
+        rounds_per_prompt=1,
+        max_rounds=3,
+        prompt_oversampling=2.0,
+        pass_rate_memory=True,
+        skip_threshold=0.5,
+        skip_exploration=0.3,
+        per_device_train_batch_size=6,  # 3 prompts per step over 2 ranks: the middle prompt straddles them
+        max_completion_length=4,
+        max_steps=3,
+        logging_steps=1,
+        report_to="none",
+        use_cpu=True,
+        save_strategy="no",
+        seed=0,
+    )
+    trainer = ReinforceAdaTrainer(model=model_dir, reward_funcs=[reward], args=args, train_dataset=dataset)
+    rank = trainer.accelerator.process_index
+    steps, rows = [], []
+    new_sampler = trainer._new_refill_sampler
+    advance = trainer._advance_candidate_stream
+
+    def record_candidates(batch_inputs):
+        candidates, sampler = new_sampler(batch_inputs)
+        steps.append({"candidates": [len(x["prompt"][-1]["content"]) for x in candidates], "skipped": sampler.skipped})
+        return candidates, sampler
+
+    def record_kept(sampler, batch_size):
+        advance(sampler, batch_size)
+        steps[-1].update(
+            pools=sampler.pools, kept=sampler.kept_prompts(), stream=trainer.candidate_stream.state_dict()
+        )
+
+    trainer._new_refill_sampler = record_candidates
+    trainer._advance_candidate_stream = record_kept
+    compute_loss = trainer._compute_loss
+
+    def spy(model, inputs):
+        rows.append(inputs["completion_ids"].shape[0])
+        return compute_loss(model, inputs)
+
+    trainer._compute_loss = spy
+    trainer.train()
+    Path(out, f"rank{rank}.json").write_text(json.dumps({"steps": steps, "rows": rows}))
+    trainer.accelerator.wait_for_everyone()
+    torch.distributed.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)  # skip interpreter finalization: gloo's threads can abort there after both ranks finished
