@@ -1,12 +1,12 @@
 """trl_ada: Reinforce-Ada adaptive sampling (arXiv 2510.04996) for TRL's GRPOTrainer.
 
-The pure core (`trl_ada.sampling`, `trl_ada.memory`, `trl_ada.advantages`) imports neither torch nor TRL; the
-trainer, the config and the rewards are loaded on first use, so `import trl_ada` stays cheap. The `if TYPE_CHECKING:`
-imports below give type checkers and IDEs the real types of the lazily loaded names.
+The pure core (`trl_ada.sampling`, `trl_ada.refill`, `trl_ada.memory`, `trl_ada.advantages`) imports neither torch
+nor TRL; the trainer, the config and the rewards are loaded on first use, so `import trl_ada` stays cheap. The
+`if TYPE_CHECKING:` imports below give type checkers and IDEs the real types of the lazily loaded names.
 
-Layout: the library is `config`, `trainer`, `sampling`, `memory`, `advantages`, `data`, `rewards/`, `evaluation` and
-`simulation`; `toy/` is the tiny offline model, the toy task and the experiments on them; `cli/` is the `trl-ada`
-command line, which nothing else imports.
+Layout: the library is `config`, `trainer`, `sampling`, `refill`, `memory`, `advantages`, `data`, `rewards/`,
+`evaluation` and `simulation`; `toy/` is the tiny offline model, the toy task and the experiments on them; `cli/` is
+the `trl-ada` command line, which nothing else imports.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from .advantages import compute_advantages
     from .config import ReinforceAdaConfig
     from .memory import PassRateMemory
+    from .refill import RefillSampler
     from .rewards import get_reward_funcs, math_reward, register_reward
     from .sampling import AdaptiveSampler, ExitRule, QuotaRule, SamplingStatistics, get_exit_rule, register_exit_rule
     from .trainer import ReinforceAdaTrainer
@@ -34,6 +35,7 @@ _LAZY = {
     "get_exit_rule": "sampling",
     "register_exit_rule": "sampling",
     "PassRateMemory": "memory",
+    "RefillSampler": "refill",
     "compute_advantages": "advantages",
     "math_reward": "rewards",
     "register_reward": "rewards",
@@ -46,6 +48,7 @@ __all__ = [
     "PassRateMemory",
     "QuotaRule",
     "ReinforceAdaConfig",
+    "RefillSampler",
     "ReinforceAdaTrainer",
     "SamplingStatistics",
     "__version__",
