@@ -66,7 +66,7 @@ class ReinforceAdaConfig(GRPOConfig):
             first fills every group, then spends an equal share of what is left over the rounds left, one completion
             at a time where it most raises the posterior probability of a mixed group.
 
-        > Parameters of dynamic sampling: candidates, refill and pre-rollout skipping (all off by default)
+        > Parameters that control dynamic sampling: candidates, refill and pre-rollout skipping (all off by default)
 
         prompt_oversampling (`float`, *optional*, defaults to `1.0`):
             >= 1: a generation batch of B prompts samples over C = ⌈prompt_oversampling · B⌉ candidate prompts and
