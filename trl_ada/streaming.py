@@ -29,7 +29,16 @@ from dataclasses import dataclass, field
 
 from .sampling import AdaptiveSampler, _as_rewards
 
-__all__ = ["Request", "StreamingScheduler", "Update", "validate_streaming"]
+__all__ = [
+    "GENERATION_SCHEDULES",
+    "Request",
+    "StreamingScheduler",
+    "Update",
+    "validate_schedule",
+    "validate_streaming",
+]
+
+GENERATION_SCHEDULES = ("rounds", "streaming")
 
 
 @dataclass(frozen=True)
@@ -49,6 +58,27 @@ class Update:
     issue: list[Request] = field(default_factory=list)
     cancel: list[Request] = field(default_factory=list)
     exited: list[int] = field(default_factory=list)
+
+
+def validate_schedule(args) -> None:
+    """Check a `ReinforceAdaConfig`'s `generation_schedule` and the options it needs (ValueError naming the fix)."""
+    schedule = args.generation_schedule
+    if schedule not in GENERATION_SCHEDULES:
+        raise ValueError(f"generation_schedule={schedule!r}: choose one of {list(GENERATION_SCHEDULES)}.")
+    if schedule == "rounds":
+        return
+    if not args.use_vllm or args.vllm_mode != "server":
+        raise ValueError(
+            f"generation_schedule='streaming' sends requests to a vLLM server, but use_vllm={args.use_vllm!r} and "
+            f"vllm_mode={args.vllm_mode!r}. Set use_vllm=True and vllm_mode='server', or use "
+            "generation_schedule='rounds' (the default, which every backend supports)."
+        )
+    if not isinstance(args.streaming_max_retries, int) or args.streaming_max_retries < 0:
+        raise ValueError(f"streaming_max_retries={args.streaming_max_retries!r}: must be an integer >= 0.")
+    if not args.streaming_request_timeout > 0:
+        raise ValueError(f"streaming_request_timeout={args.streaming_request_timeout!r}: must be > 0 seconds.")
+    if args.exit_rule != "none":
+        validate_streaming(args.first_round, args.later_rounds)
 
 
 def validate_streaming(first_round: str, later_rounds: str) -> None:
