@@ -150,3 +150,25 @@ def test_futility_stops_and_cancels():
 def test_prior_sized_rounds_are_refused():
     with pytest.raises(ValueError, match="first_round='prior'.*generation_schedule='streaming'.*'fixed'"):
         StreamingScheduler(make(2, first_round="prior"))
+
+
+def config(**fields):
+    from trl_ada import ReinforceAdaConfig
+
+    return ReinforceAdaConfig("/tmp/trl-ada-streaming-config", report_to="none", **fields)
+
+
+def test_config_streaming_needs_the_vllm_server():
+    with pytest.raises(
+        ValueError, match=r"generation_schedule='streaming'.*use_vllm=False.*vllm_mode='colocate'.*'rounds'"
+    ):
+        config(generation_schedule="streaming")
+    with pytest.raises(ValueError, match=r"generation_schedule='stream': choose one of \['rounds', 'streaming'\]"):
+        config(generation_schedule="stream")
+    with pytest.raises(ValueError, match=r"later_rounds='prior'.*generation_schedule='streaming'"):
+        config(generation_schedule="streaming", use_vllm=True, vllm_mode="server", later_rounds="prior")
+    with pytest.raises(ValueError, match="streaming_max_retries=-1"):
+        config(generation_schedule="streaming", use_vllm=True, vllm_mode="server", streaming_max_retries=-1)
+    args = config(generation_schedule="streaming", use_vllm=True, vllm_mode="server")
+    assert (args.generation_schedule, args.streaming_max_retries) == ("streaming", 2)
+    assert config().generation_schedule == "rounds"

@@ -4,6 +4,7 @@ arrive, cancellation on the server, the engine's own log-probs on every kept row
 from __future__ import annotations
 
 import re
+import time
 
 import pytest
 
@@ -82,3 +83,29 @@ def test_streaming_balance_trains_with_the_engine_logprobs_and_leaves_nothing_ru
     assert server_gauge(vllm_server.base_url, "vllm:num_requests_waiting") == 0
     cancelled = sum(h["reinforce_ada/streaming/cancelled_requests"] for h in logs)
     print(f"measured: cancelled requests {cancelled:.0f}; kept-row token gap <= {max(map(max, row_gaps)):.1e}")
+
+
+def test_cancelling_a_request_stops_the_engine_work_for_it(vllm_server, servable_model_dir):
+    """Closing a request's connection makes the server abort it: the engine stops generating its tokens."""
+    from trl.generation.vllm_client import parse_logprobs
+
+    from trl_ada.server_requests import ServerCompletions
+
+    base_url = vllm_server.base_url
+    model = requests.get(f"{base_url}/v1/models", timeout=10).json()["data"][0]["id"]
+    sampling = {"max_tokens": 200, "ignore_eos": True, "temperature": 1.0, "logprobs": 0}
+    client = ServerCompletions(base_url, model, sampling, parse_logprobs)
+    tokens_before = server_gauge(base_url, "vllm:generation_tokens_total")
+    for key in range(48):  # 48 x 200 = 9600 tokens: seconds of work for the CPU engine
+        client.submit(key, [1, 2, 3, 4], n=1)
+    deadline = time.monotonic() + 30
+    while server_gauge(base_url, "vllm:num_requests_running") == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    client.close()  # cancels all 48
+    time.sleep(1.0)
+    assert server_gauge(base_url, "vllm:num_requests_running") == 0
+    assert server_gauge(base_url, "vllm:num_requests_waiting") == 0
+    spent = server_gauge(base_url, "vllm:generation_tokens_total") - tokens_before
+    print(f"measured: tokens generated for 48 cancelled requests of 200 tokens: {spent:.0f}")
+    assert spent < 0.5 * 48 * 200
+    assert client.cancelled == 48 and client.pending == 0
