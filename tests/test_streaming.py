@@ -155,7 +155,7 @@ def test_prior_sized_rounds_are_refused():
 def config(**fields):
     from trl_ada import ReinforceAdaConfig
 
-    return ReinforceAdaConfig("/tmp/trl-ada-streaming-config", report_to="none", **fields)
+    return ReinforceAdaConfig("/tmp/trl-ada-streaming-config", report_to="none", use_cpu=True, bf16=False, **fields)
 
 
 def test_config_streaming_needs_the_vllm_server():
