@@ -74,6 +74,9 @@ class ReinforceAdaConfig(GRPOConfig):
             process): completions are requested one by one, up to `samples_per_round` of each active prompt in
             flight; exits are decided as results arrive, in the order each prompt's completions were requested (no
             bias towards short completions), and the requests of a prompt that exits are cancelled on the server.
+        streaming_chunk (`int`, *optional*, defaults to `1`):
+            With `generation_schedule="streaming"`: completions asked for per request. 1 cancels at the finest grain;
+            larger values send fewer requests (less HTTP overhead), but a request's completions return together.
         streaming_max_retries (`int`, *optional*, defaults to `2`):
             With `generation_schedule="streaming"`: times a failed or timed-out request is sent again before the
             step fails.
@@ -123,6 +126,10 @@ class ReinforceAdaConfig(GRPOConfig):
             "help": "'rounds' (one batched call per round) or 'streaming' (vLLM server mode: per-completion requests, "
             "exits as results arrive, unneeded requests cancelled)."
         },
+    )
+    streaming_chunk: int = field(
+        default=1,
+        metadata={"help": "Streaming: completions per request (1: finest cancellation; more: fewer requests)."},
     )
     streaming_max_retries: int = field(
         default=2,

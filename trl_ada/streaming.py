@@ -73,6 +73,11 @@ def validate_schedule(args) -> None:
             f"vllm_mode={args.vllm_mode!r}. Set use_vllm=True and vllm_mode='server', or use "
             "generation_schedule='rounds' (the default, which every backend supports)."
         )
+    if not isinstance(args.streaming_chunk, int) or not 1 <= args.streaming_chunk <= args.samples_per_round:
+        raise ValueError(
+            f"streaming_chunk={args.streaming_chunk!r}: completions per request must be an integer in [1, "
+            f"samples_per_round={args.samples_per_round}]."
+        )
     if not isinstance(args.streaming_max_retries, int) or args.streaming_max_retries < 0:
         raise ValueError(f"streaming_max_retries={args.streaming_max_retries!r}: must be an integer >= 0.")
     if not args.streaming_request_timeout > 0:

@@ -511,7 +511,7 @@ class ReinforceAdaTrainer(GRPOTrainer):
         n = self.num_generations
         step_inputs = inputs[::n]
         sampler = self._new_sampler(step_inputs)
-        scheduler = StreamingScheduler(sampler)
+        scheduler = StreamingScheduler(sampler, chunk=self.args.streaming_chunk)
         prompt_rows = self._prepare_round([dict(x) for x in step_inputs])
         prompt_ids = self._tokenize_prompts(prompt_rows)[0]
         if self.state.global_step != self._last_loaded_step:  # weights reach the server once, before generation
