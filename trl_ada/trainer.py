@@ -11,6 +11,11 @@ Glue only; the algorithm lives in `sampling.py` and `advantages.py`. Per trainin
    in TRL's order, with TRL's generation metrics computed on that kept batch.
 3. `_calculate_rewards` hands TRL the cached rewards of the kept samples instead of scoring them twice.
 
+With `generation_schedule="streaming"` (vLLM server mode, one process) step 2 is `_generate_streaming` instead: a
+`StreamingScheduler` (`streaming.py`) issues per-prompt requests to the server, every arrived batch is decoded by
+TRL's `_generate` (fed the server's answers through `_generate_single_turn`) and scored by `_calculate_rewards`,
+and requests of prompts that exited are cancelled.
+
 Old/ref log-probs, importance sampling and the loss stay TRL's.
 """
 
