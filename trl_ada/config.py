@@ -9,6 +9,7 @@ from trl import GRPOConfig
 from .advantages import ADVANTAGE_BASELINES
 from .refill import validate_refill
 from .sampling import exit_rule_names, get_exit_rule, validate_estimation, validate_sampling
+from .streaming import validate_schedule
 
 __all__ = ["ReinforceAdaConfig"]
 
@@ -86,6 +87,23 @@ class ReinforceAdaConfig(GRPOConfig):
             In [0, 1]: the probability that a skippable candidate is sampled anyway (a seeded draw, the same on every
             process), so that a prompt the policy has learned since is seen again.
 
+        > Parameters that control how generation is scheduled (vLLM server mode)
+
+        generation_schedule (`str`, *optional*, defaults to `"rounds"`):
+            `"rounds"`: each round is one batched generation call for the active prompts, and the next round waits
+            for its longest completion. `"streaming"` (needs `use_vllm=True`, `vllm_mode="server"` and one training
+            process): completions are requested one by one, up to `samples_per_round` of each active prompt in
+            flight; exits are decided as results arrive, in the order each prompt's completions were requested (no
+            bias towards short completions), and the requests of a prompt that exits are cancelled on the server.
+        streaming_chunk (`int`, *optional*, defaults to `1`):
+            With `generation_schedule="streaming"`: completions asked for per request. 1 cancels at the finest grain;
+            larger values send fewer requests (less HTTP overhead), but a request's completions return together.
+        streaming_max_retries (`int`, *optional*, defaults to `2`):
+            With `generation_schedule="streaming"`: times a failed or timed-out request is sent again before the
+            step fails.
+        streaming_request_timeout (`float`, *optional*, defaults to `600.0`):
+            With `generation_schedule="streaming"`: seconds one request may wait for the server's answer.
+
         > Parameters that control the run directory
 
         overwrite_output_dir (`bool`, *optional*, defaults to `False`):
@@ -122,6 +140,25 @@ class ReinforceAdaConfig(GRPOConfig):
             "help": "'pool': advantage = reward - mean of every reward drawn for the prompt this step (the paper's). "
             "'group': reward - mean of the kept num_generations (GRPO's)."
         },
+    )
+    generation_schedule: str = field(
+        default="rounds",
+        metadata={
+            "help": "'rounds' (one batched call per round) or 'streaming' (vLLM server mode: per-completion requests, "
+            "exits as results arrive, unneeded requests cancelled)."
+        },
+    )
+    streaming_chunk: int = field(
+        default=1,
+        metadata={"help": "Streaming: completions per request (1: finest cancellation; more: fewer requests)."},
+    )
+    streaming_max_retries: int = field(
+        default=2,
+        metadata={"help": "Streaming: times a failed or timed-out request is sent again before the step fails."},
+    )
+    streaming_request_timeout: float = field(
+        default=600.0,
+        metadata={"help": "Streaming: seconds one request may wait for the server's answer."},
     )
     overwrite_output_dir: bool = field(
         default=False,
@@ -198,6 +235,7 @@ class ReinforceAdaConfig(GRPOConfig):
 
     def __post_init__(self) -> None:
         self._validate_adaptive_sampling()
+        validate_schedule(self)
         super().__post_init__()
 
     @property

@@ -11,6 +11,11 @@ Glue only; the algorithm lives in `sampling.py` and `advantages.py`. Per trainin
    in TRL's order, with TRL's generation metrics computed on that kept batch.
 3. `_calculate_rewards` hands TRL the cached rewards of the kept samples instead of scoring them twice.
 
+With `generation_schedule="streaming"` (vLLM server mode, one process) step 2 is `_generate_streaming` instead: a
+`StreamingScheduler` (`streaming.py`) issues per-prompt requests to the server, every arrived batch is decoded by
+TRL's `_generate` (fed the server's answers through `_generate_single_turn`) and scored by `_calculate_rewards`,
+and requests of prompts that exited are cancelled.
+
 Old/ref log-probs, importance sampling and the loss stay TRL's.
 """
 
@@ -41,6 +46,8 @@ from .memory import PassRateMemory, prompt_key, prompt_keys
 from .refill import CandidateStream, RefillSampler, num_candidates, skip_before_rollout
 from .run_dir import claim_run_dir, complete_checkpoint
 from .sampling import AdaptiveSampler
+from .server_requests import ServerCompletions
+from .streaming import StreamingScheduler
 
 __all__ = ["ReinforceAdaTrainer"]
 
@@ -175,6 +182,7 @@ class ReinforceAdaTrainer(GRPOTrainer):
     _pool_rewards_per_func: list[np.ndarray] | None = None
     _preparing_round: bool = False
     _kept_inputs: list[dict] | None = None
+    _streamed: tuple[list, list | None] | None = None
     pass_rate_memory: PassRateMemory | None = None
     candidate_stream: CandidateStream | None = None
 
@@ -203,6 +211,8 @@ class ReinforceAdaTrainer(GRPOTrainer):
         self.pass_rate_memory = PassRateMemory(decay=args.memory_decay) if args.pass_rate_memory else None
         if args.uses_candidates:
             self.candidate_stream = self._new_candidate_stream(kwargs.get("environment_factory"))
+        if args.generation_schedule == "streaming":
+            self._check_streaming()
 
     # ----------------------------------------------------------------------------------------------------------
     # TRL joints
@@ -227,12 +237,20 @@ class ReinforceAdaTrainer(GRPOTrainer):
         if self._step_inputs is None:  # evaluation
             return super()._generate(prompts)
         with self._kept_step_state():
-            outputs = self._generate_adaptively(prompts, self._step_inputs)
+            if self.args.generation_schedule == "streaming":
+                outputs = self._generate_streaming(prompts, self._step_inputs)
+            else:
+                outputs = self._generate_adaptively(prompts, self._step_inputs)
         if self._kept_inputs is not None:  # candidates: TRL's rows become the kept prompts (logs, row count)
             self._step_inputs[:] = self._kept_inputs
             prompts[:] = [x["prompt"] for x in self._kept_inputs]
             self._kept_inputs = None
         return outputs
+
+    def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
+        if self._streamed is not None:  # streaming: the server already generated these rows
+            return self._streamed
+        return super()._generate_single_turn(prompt_ids, images, multimodal_fields, num_generations, has_tool_images)
 
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
         if self._kept_rewards_per_func is not None:  # the kept samples were scored during the rounds
@@ -473,6 +491,157 @@ class ReinforceAdaTrainer(GRPOTrainer):
                         logs.metric_rows[name] += num_rows
             pending.clear()
             pending.update(saved)
+
+    # ----------------------------------------------------------------------------------------------------------
+    # Streaming generation (generation_schedule="streaming", vLLM server mode)
+    # ----------------------------------------------------------------------------------------------------------
+
+    def _check_streaming(self) -> None:
+        """Streaming supports single-turn text generation by one process; refuse the rest at construction."""
+        unsupported = {
+            "num_processes > 1": self.accelerator.num_processes > 1,
+            "tools": bool(self.tools),
+            "environment_factory": getattr(self, "environment_factories", None) is not None,
+            "rollout_func": self.rollout_func is not None,
+            "a vision-language model": bool(getattr(self, "_is_vlm", False)),
+        }
+        found = [name for name, present in unsupported.items() if present]
+        if found:
+            raise ValueError(
+                f"generation_schedule='streaming' does not support {', '.join(found)} (it drives one vLLM server "
+                "from a single training process, one text completion per request). Use generation_schedule='rounds'."
+            )
+
+    def _streaming_requests(self) -> ServerCompletions:
+        """Concurrent requests to the vLLM server with TRL's sampling settings (`VLLMGeneration`'s)."""
+        from trl.generation.vllm_client import parse_logprobs
+
+        generation, args = self.vllm_generation, self.args
+        sampling = {
+            "repetition_penalty": generation.repetition_penalty,
+            "temperature": generation.temperature,
+            "top_p": generation.top_p,
+            "top_k": generation.top_k,
+            "min_p": 0.0 if generation.min_p is None else generation.min_p,
+            "max_tokens": generation.max_completion_length,
+            "logprobs": 0,
+        }
+        if generation.structured_outputs_regex is not None:
+            sampling["structured_outputs"] = {"regex": generation.structured_outputs_regex}
+        sampling.update(generation.generation_kwargs or {})
+        client = generation.vllm_client
+        return ServerCompletions(
+            client.base_url,
+            client.model,
+            sampling,
+            parse_logprobs,
+            request_timeout=args.streaming_request_timeout,
+            max_retries=args.streaming_max_retries,
+        )
+
+    def _generate_streaming(self, prompts: list, inputs: list[dict]):
+        """One step's sampling as a stream of per-completion requests (see `streaming.py`); single process."""
+        n = self.num_generations
+        step_inputs = inputs[::n]
+        sampler = self._new_sampler(step_inputs)
+        scheduler = StreamingScheduler(sampler, chunk=self.args.streaming_chunk)
+        prompt_rows = self._prepare_round([dict(x) for x in step_inputs])
+        prompt_ids = self._tokenize_prompts(prompt_rows)[0]
+        if self.state.global_step != self._last_loaded_step:  # weights reach the server once, before generation
+            self.vllm_generation.sync_weights()
+            self._last_loaded_step = self.state.global_step
+
+        owned: dict[tuple[int, int], _Sample] = {}
+        rewards_by_key: dict[tuple[int, int], np.ndarray] = {}
+        row_stats: dict[tuple[int, int], np.ndarray] = {}
+        logs, columns = _RoundLogs(), set()
+        returned_tokens = 0
+        requests = self._streaming_requests()
+        start = time.perf_counter()
+        try:
+            for request in scheduler.start():
+                requests.submit(request, prompt_ids[request.prompt], request.size)
+            while not scheduler.done:
+                if not requests.pending:
+                    raise RuntimeError("Streaming: the scheduler waits for requests that are no longer running.")
+                results = [r for r in requests.results() if r.key.id in scheduler.in_flight]
+                if not results:
+                    continue
+                rows = [(r, k) for r in results for k in range(r.key.size)]
+                row_inputs = [dict(step_inputs[r.key.prompt]) for r, _ in rows]
+                row_prompts = [prompt_rows[r.key.prompt] for r, _ in rows]
+                completion_ids = [r.completion_ids[k] for r, k in rows]
+                logprobs = None if results[0].logprobs is None else [r.logprobs[k] for r, k in rows]
+                self._streamed = (completion_ids, logprobs)
+                try:
+                    with self._generations_per_prompt(1), self._held_generation_metrics(logs, len(rows)):
+                        row_ids, completion_ids, _, completions, logprobs, _, _, _ = GRPOTrainer._generate(
+                            self, row_prompts
+                        )
+                finally:
+                    self._streamed = None
+                with self._held_reward_metrics(logs, len(rows)):
+                    rewards = GRPOTrainer._calculate_rewards(
+                        self, row_inputs, row_prompts, completions, completion_ids
+                    ).float()
+                rewards = rewards.cpu().numpy()
+                stats = self._gather_row_stats(row_ids, completion_ids, None)
+                extra_logs = self._take_extra_logs(len(rows))
+                columns.update(extra_logs)
+                returned_tokens += int(stats[:, 1].sum())
+                guarded = self._reward_guard.aggregate(rewards, completions)
+                masked = stats[:, 2].astype(bool) if self.mask_truncated_completions else np.zeros(len(rows), bool)
+                for row, ((result, k), reward, stat) in enumerate(zip(rows, rewards, stats, strict=True)):
+                    key = (result.key.prompt, result.key.first + k)
+                    rewards_by_key[key], row_stats[key] = reward, stat
+                    owned[key] = _Sample(
+                        prompt_ids=row_ids[row],
+                        completion_ids=completion_ids[row],
+                        completion=completions[row],
+                        logprobs=None if logprobs is None else logprobs[row],
+                        images=None,
+                        tool_mask=None,
+                        tool_images=[],
+                        extra_fields={},
+                        extra_logs={column: values[row] for column, values in extra_logs.items()},
+                    )
+                offset = 0
+                for result in results:
+                    size = result.key.size
+                    update = scheduler.receive(
+                        result.key.id, guarded[offset : offset + size], masked[offset : offset + size]
+                    )
+                    offset += size
+                    for cancelled in update.cancel:
+                        requests.cancel(cancelled)
+                    for request in update.issue:
+                        requests.submit(request, prompt_ids[request.prompt], request.size)
+                    if update.exited:
+                        _forget_unselectable(sampler, update.exited, owned)
+        finally:
+            requests.close()
+        generation_time = time.perf_counter() - start
+
+        self._sampler = sampler
+        self._reward_guard.end_step()
+        self._remember_pass_rates(sampler, step_inputs)
+        self._pool_rewards_per_func = [
+            np.stack([rewards_by_key[(j, i)] for i in range(len(pool))]) for j, pool in enumerate(sampler.pools)
+        ]
+        kept = [(j, i) for j, group in enumerate(sampler.select_groups()) for i in group]
+        kept_rewards = np.stack([self._pool_rewards_per_func[j][i] for j, i in kept])
+        self._kept_rewards_per_func = torch.tensor(kept_rewards, dtype=torch.float32, device=self.accelerator.device)
+        used_tokens = sum(int(row_stats[(j, i)][1]) for j, pool in enumerate(sampler.pools) for i in range(len(pool)))
+        self._log_sampling_metrics(sampler, used_tokens)
+        metrics = self._metrics["train"]
+        metrics[f"{METRIC_PREFIX}generation_time/streaming"].append(generation_time)
+        metrics[f"{METRIC_PREFIX}streaming/requests"].append(float(scheduler.requested_total))
+        metrics[f"{METRIC_PREFIX}streaming/cancelled_requests"].append(float(requests.cancelled))
+        metrics[f"{METRIC_PREFIX}streaming/returned_tokens"].append(float(returned_tokens))
+        metrics[f"{METRIC_PREFIX}streaming/unused_returned_tokens"].append(float(returned_tokens - used_tokens))
+        self._log_kept_generation_metrics(np.stack([row_stats[key] for key in kept]), logs)
+        self._flush_reward_metrics(logs)
+        return self._local_outputs(kept, owned, slice(0, len(prompts)), sorted(columns))
 
     # ----------------------------------------------------------------------------------------------------------
     # Reinforce-Ada-Est: pass-rate memory

@@ -38,7 +38,7 @@ def test_step_time_benchmark_smoke(vllm_server, tmp_path):
     assert result.returncode == 0, result.stderr[-5000:]
     print(result.stdout)
     summary = {row["method"]: row for row in json.loads((tmp_path / "results.json").read_text())["summary"]}
-    assert list(summary) == ["grpo", "none", "pos", "balance"]
+    assert list(summary) == ["grpo", "none", "pos", "balance", "streaming"]
     assert summary["grpo"]["ratio_to_grpo"] == 1.0
     # smoke: 4 prompts, n = 4, M = 4, N = 2; GRPO and `none` draw n per prompt in one request
     for method in ("grpo", "none"):
@@ -46,9 +46,14 @@ def test_step_time_benchmark_smoke(vllm_server, tmp_path):
     for method in ("pos", "balance"):
         assert 16 <= summary[method]["samples"] <= 32 and 1 <= summary[method]["rounds"] <= 2
         assert 0.0 <= summary[method]["rounds_2_to_N_share"] < 1.0
+    # streaming balance: the pools hold n..M·N per prompt; requests include those cancelled after an exit
+    streaming = summary["streaming"]
+    assert 16 <= streaming["used_samples"] <= streaming["samples"] <= 32 and streaming["rounds"] is None
+    assert streaming["cancelled_requests"] >= 0 and streaming["cancelled_tokens"] >= 0
+    assert summary["balance"]["ratio_to_balance"] == 1.0
     assert all(row["length_min"] <= row["tokens_per_sample"] <= row["length_max"] <= 16 for row in summary.values())
     for method in summary:
         assert f"| {method} |" in result.stdout
     table_rows = [line for line in (tmp_path / "table.md").read_text().splitlines() if line.startswith("| ")]
-    assert len(table_rows) == 2 + 4  # header, separator, one row per method
+    assert len(table_rows) == 2 + 5  # header, separator, one row per method
     assert (tmp_path / "steps.csv").is_file()

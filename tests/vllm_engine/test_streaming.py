@@ -1,0 +1,111 @@
+"""`generation_schedule="streaming"` against a real vLLM server on CPU: per-completion requests, exits as results
+arrive, cancellation on the server, the engine's own log-probs on every kept row, one weight sync per step."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+
+pytest.importorskip("vllm")
+
+import requests  # noqa: E402
+import scripted  # noqa: E402
+from datasets import Dataset  # noqa: E402
+from scripted import ALTERNATING, ONE_IN_FOUR, PROMPTS, RIGHT, STEPS, TOLERANCE, WRONG, ScriptedReward  # noqa: E402
+
+from trl_ada import ReinforceAdaTrainer  # noqa: E402
+
+pytestmark = [pytest.mark.vllm, pytest.mark.slow]
+
+
+def server_gauge(base_url: str, name: str) -> float:
+    """Sum of a Prometheus gauge or counter over its label sets, read from the server's `/metrics`."""
+    text = requests.get(f"{base_url}/metrics", timeout=10).text
+    values = re.findall(rf"^{re.escape(name)}(?:{{[^}}]*}})? ([0-9.eE+-]+)$", text, flags=re.M)
+    assert values, f"{name} not in the server's /metrics"
+    return sum(float(v) for v in values)
+
+
+def test_streaming_balance_trains_with_the_engine_logprobs_and_leaves_nothing_running(
+    vllm_server, servable_model_dir, cpu_sync, tmp_path
+):
+    args = scripted.make_config("balance", "server", tmp_path, vllm_server.base_url, generation_schedule="streaming")
+    reward = ScriptedReward()
+    dataset = Dataset.from_dict({"prompt": [[{"role": "user", "content": p}] for p in PROMPTS]})
+    trainer = ReinforceAdaTrainer(model=servable_model_dir, reward_funcs=[reward], args=args, train_dataset=dataset)
+    generation = trainer.vllm_generation
+    syncs, sync_weights = [], generation.sync_weights
+
+    def counted_sync():
+        syncs.append(trainer.state.global_step)
+        sync_weights()
+
+    generation.sync_weights = counted_sync
+    row_gaps, shapes = [], []
+    compute_loss = trainer._compute_loss
+
+    def spy(model, inputs):
+        mask = inputs["completion_mask"].bool()
+        gap = (inputs["old_per_token_logps"] - inputs["sampling_per_token_logps"]).abs().masked_fill(~mask, 0)
+        row_gaps.append(gap.max(dim=1).values.tolist())
+        shapes.append(tuple(inputs["completion_ids"].shape))
+        return compute_loss(model, inputs)
+
+    trainer._compute_loss = spy
+    trainer.train()
+
+    assert trainer.state.global_step == STEPS
+    assert syncs == [0, 1, 2]  # once per step, before its generation
+    # exact kept shapes: 4 prompts x n = 4 rows per loss batch, at most max_completion_length tokens
+    assert len(shapes) == STEPS and all(rows == 16 and length <= 8 for rows, length in shapes)
+    logs = [h for h in trainer.state.log_history if "reinforce_ada/samples" in h]
+    assert len(logs) == STEPS
+    for h in logs:
+        # always-right and always-wrong never meet balance: each draws exactly its cap M·N = 12 and nothing is
+        # cancelled for them; alternating and one-in-four do meet it within 12 (any 12 of their scorings hold >= 2
+        # of each class), so half the prompts exit and the pools hold 24 + 2 * (4..12) completions
+        assert h["reinforce_ada/exited_fraction"] == 0.5
+        assert h["reinforce_ada/unresolved_all_positive_fraction"] == 0.25
+        assert h["reinforce_ada/unresolved_all_negative_fraction"] == 0.25
+        assert h["reinforce_ada/mixed_group_fraction"] == 0.5
+        assert 32 <= h["reinforce_ada/samples"] <= 48
+        assert h["reinforce_ada/streaming/requests"] >= h["reinforce_ada/samples"]
+    assert reward.scored[RIGHT] == reward.scored[WRONG] == 12 * STEPS
+    assert reward.scored[ALTERNATING] >= 4 * STEPS and reward.scored[ONE_IN_FOUR] >= 4 * STEPS
+    # every kept row carries the engine's log-probs of its own tokens
+    assert max(max(rows) for rows in row_gaps) < TOLERANCE
+    logp_gaps = [h["sampling/sampling_logp_difference/mean"] for h in trainer.state.log_history if "loss" in h]
+    assert len(logp_gaps) == STEPS and max(logp_gaps) < TOLERANCE
+    # nothing left running or queued on the server after the steps
+    assert server_gauge(vllm_server.base_url, "vllm:num_requests_running") == 0
+    assert server_gauge(vllm_server.base_url, "vllm:num_requests_waiting") == 0
+    cancelled = sum(h["reinforce_ada/streaming/cancelled_requests"] for h in logs)
+    print(f"measured: cancelled requests {cancelled:.0f}; kept-row token gap <= {max(map(max, row_gaps)):.1e}")
+
+
+def test_cancelling_a_request_stops_the_engine_work_for_it(vllm_server, servable_model_dir):
+    """Closing a request's connection makes the server abort it: the engine stops generating its tokens."""
+    from trl.generation.vllm_client import parse_logprobs
+
+    from trl_ada.server_requests import ServerCompletions
+
+    base_url = vllm_server.base_url
+    model = requests.get(f"{base_url}/v1/models", timeout=10).json()["data"][0]["id"]
+    sampling = {"max_tokens": 200, "ignore_eos": True, "temperature": 1.0, "logprobs": 0}
+    client = ServerCompletions(base_url, model, sampling, parse_logprobs)
+    tokens_before = server_gauge(base_url, "vllm:generation_tokens_total")
+    for key in range(48):  # 48 x 200 = 9600 tokens: seconds of work for the CPU engine
+        client.submit(key, [1, 2, 3, 4], n=1)
+    deadline = time.monotonic() + 30
+    while server_gauge(base_url, "vllm:num_requests_running") == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    client.close()  # cancels all 48
+    time.sleep(1.0)
+    assert server_gauge(base_url, "vllm:num_requests_running") == 0
+    assert server_gauge(base_url, "vllm:num_requests_waiting") == 0
+    spent = server_gauge(base_url, "vllm:generation_tokens_total") - tokens_before
+    print(f"measured: tokens generated for 48 cancelled requests of 200 tokens: {spent:.0f}")
+    assert spent < 0.5 * 48 * 200
+    assert client.cancelled == 48 and client.pending == 0

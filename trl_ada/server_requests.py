@@ -1,0 +1,174 @@
+"""Concurrent, cancellable completion requests to a vLLM server's OpenAI-compatible `/v1/completions` (no torch).
+
+TRL's `VLLMClient.generate` sends one blocking request per call. Streaming needs many requests in flight at once,
+results as each finishes, and a way to stop a request the step no longer needs: every request here runs in its own
+thread on its own HTTP connection, and cancelling it closes that connection, which makes vLLM's server abort the
+request so the engine stops generating for it. A failed or timed-out request is sent again, at most `max_retries`
+times; after that the step fails with an error naming the request, the server and the options to change.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import json
+import socket
+import threading
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlparse
+
+__all__ = ["CompletionResult", "RequestCancelled", "ServerCompletions"]
+
+
+class RequestCancelled(Exception):
+    """The request was cancelled before its answer was read."""
+
+
+@dataclass
+class CompletionResult:
+    """The answer to one request: `n` completions of one prompt, with the sampled tokens' log-probs."""
+
+    key: Any
+    completion_ids: list[list[int]]
+    logprobs: list[list[float]] | None
+    attempts: int
+
+
+@dataclass
+class _Call:
+    key: Any
+    payload: bytes
+    attempts: int = 0
+    cancelled: bool = False
+    connection: http.client.HTTPConnection | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class ServerCompletions:
+    """Requests to `base_url`'s `/v1/completions` in flight at the same time; results as they finish.
+
+    `sampling` holds the request fields TRL's client would send (temperature, top_p, max_tokens, logprobs, ...).
+    `parse_logprobs` turns the choices' `logprobs` into per-token lists (TRL's own parser is passed in).
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        sampling: dict[str, Any],
+        parse_logprobs: Callable[[list], tuple[list | None, list | None]],
+        request_timeout: float = 600.0,
+        max_retries: int = 2,
+        max_concurrency: int = 256,
+    ):
+        parsed = urlparse(base_url)
+        self.host, self.port = parsed.hostname, parsed.port or (443 if parsed.scheme == "https" else 80)
+        self.path = parsed.path.rstrip("/") + "/v1/completions"
+        self.base_url, self.model, self.sampling = base_url, model, dict(sampling)
+        self.parse_logprobs = parse_logprobs
+        self.request_timeout, self.max_retries = request_timeout, max_retries
+        self._pool = ThreadPoolExecutor(max_workers=max_concurrency, thread_name_prefix="trl-ada-request")
+        self._futures: dict[Future, _Call] = {}
+        self._calls: dict[Any, _Call] = {}
+        self.cancelled = 0
+
+    # -- public --------------------------------------------------------------------------------
+
+    def submit(self, key: Any, prompt_ids: list[int], n: int) -> None:
+        """Ask for `n` completions of the token ids `prompt_ids`; `key` names the request in results and cancels."""
+        body = {
+            **self.sampling,
+            "model": self.model,
+            "prompt": [list(prompt_ids)],
+            "n": n,
+            "return_token_ids": True,
+            "return_tokens_as_token_ids": True,
+        }
+        call = _Call(key, json.dumps(body).encode())
+        self._calls[key] = call
+        self._send(call)
+
+    def cancel(self, key: Any) -> None:
+        """Stop the request `key`: its connection is closed, the server aborts it, its result never comes back."""
+        call = self._calls.pop(key, None)
+        if call is None:
+            return
+        with call.lock:
+            call.cancelled = True
+            connection = call.connection
+        if connection is not None and connection.sock is not None:
+            with contextlib.suppress(OSError):  # already closed
+                connection.sock.shutdown(socket.SHUT_RDWR)
+        self.cancelled += 1
+
+    @property
+    def pending(self) -> int:
+        """Requests sent and neither answered nor cancelled."""
+        return len(self._calls)
+
+    def results(self) -> list[CompletionResult]:
+        """Wait until at least one request finishes; return every finished one (retrying those that failed)."""
+        finished: list[CompletionResult] = []
+        while not finished and self._futures:
+            done, _ = wait(list(self._futures), return_when=FIRST_COMPLETED)
+            for future in done:
+                call = self._futures.pop(future)
+                if call.cancelled:
+                    continue
+                error = future.exception()
+                if error is None:
+                    self._calls.pop(call.key, None)
+                    finished.append(future.result())
+                elif call.attempts <= self.max_retries:
+                    self._send(call)
+                else:
+                    self.close()
+                    raise RuntimeError(
+                        f"A completion request to {self.base_url}{self.path} (key {call.key!r}) failed "
+                        f"{call.attempts} times, the last time with {type(error).__name__}: {error}. Check that the "
+                        "vLLM server is up and serves this model; raise streaming_max_retries or "
+                        "streaming_request_timeout if it is only overloaded."
+                    ) from error
+        return finished
+
+    def close(self) -> None:
+        """Cancel every request still running and stop the threads."""
+        for key in list(self._calls):
+            self.cancel(key)
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+    # -- internals -----------------------------------------------------------------------------
+
+    def _send(self, call: _Call) -> None:
+        call.attempts += 1
+        self._futures[self._pool.submit(self._post, call)] = call
+
+    def _post(self, call: _Call) -> CompletionResult:
+        connection = http.client.HTTPConnection(self.host, self.port, timeout=self.request_timeout)
+        with call.lock:
+            if call.cancelled:
+                raise RequestCancelled(call.key)
+            call.connection = connection
+        try:
+            connection.request("POST", self.path, call.payload, {"Content-Type": "application/json"})
+            response = connection.getresponse()
+            text = response.read()
+        except (OSError, http.client.HTTPException) as error:
+            if call.cancelled:
+                raise RequestCancelled(call.key) from error
+            raise
+        finally:
+            connection.close()
+        if response.status != 200:
+            raise ConnectionError(f"HTTP {response.status}: {text[-500:].decode(errors='replace')}")
+        choices = json.loads(text)["choices"]
+        logprobs, _ = self.parse_logprobs([choice["logprobs"] for choice in choices])
+        return CompletionResult(
+            key=call.key,
+            completion_ids=[choice["token_ids"] for choice in choices],
+            logprobs=None if logprobs is None else [[position[0] for position in seq] for seq in logprobs],
+            attempts=call.attempts,
+        )
