@@ -8,6 +8,7 @@ from unittest.mock import patch
 import numpy as np
 import pytest
 from datasets import Dataset
+from tiny import tiny_config
 
 from trl_ada import ReinforceAdaConfig, ReinforceAdaTrainer
 from trl_ada.memory import PassRateMemory, prompt_key
@@ -51,20 +52,13 @@ def _dataset() -> Dataset:
 
 def _config(tmp_path, **overrides) -> ReinforceAdaConfig:
     fields = dict(
-        output_dir=str(tmp_path / "out"),
         num_generations=4,
         samples_per_round=4,
         max_rounds=3,
         per_device_train_batch_size=16,  # 4 of the 8 prompts per step: steps 1-2 are epoch 1, steps 3-4 epoch 2
-        max_completion_length=4,
         max_steps=4,
-        learning_rate=1e-2,
-        logging_steps=1,
-        report_to="none",
-        use_cpu=True,
         save_strategy="steps",
         save_steps=1,
-        seed=0,
         shuffle_dataset=False,  # TRL draws a new order for an epoch after a resume; keep the batches comparable
         pass_rate_memory=True,
         memory_decay=0.5,
@@ -73,8 +67,7 @@ def _config(tmp_path, **overrides) -> ReinforceAdaConfig:
         futility_threshold=0.05,
         sample_budget=6,
     )
-    fields.update(overrides)
-    return ReinforceAdaConfig(**fields)
+    return tiny_config(tmp_path, **(fields | overrides))
 
 
 def _trainer(tiny_model_dir, tmp_path, reward=None, **overrides) -> ReinforceAdaTrainer:

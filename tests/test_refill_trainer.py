@@ -8,14 +8,11 @@ from pathlib import Path
 
 import pytest
 from datasets import Dataset
+from tiny import prompt_text, tiny_config
 
 from trl_ada import ReinforceAdaConfig, ReinforceAdaTrainer
 
 pytestmark = pytest.mark.xdist_group("trainer")
-
-
-def _text(message) -> str:
-    return message if isinstance(message, str) else message[-1]["content"]
 
 
 class KindReward:
@@ -29,7 +26,7 @@ class KindReward:
     def __call__(self, prompts, completions, **kwargs):
         rewards = []
         for prompt in prompts:
-            key = _text(prompt)
+            key = prompt_text(prompt)
             k = self.scored[key]
             self.scored[key] += 1
             kind = key.split()[0]
@@ -45,17 +42,8 @@ def _dataset(mixed: int, uniform: int) -> Dataset:
 
 def _config(tmp_path, **overrides) -> ReinforceAdaConfig:
     fields = dict(
-        output_dir=str(tmp_path / "out"),
         num_generations=4,
         per_device_train_batch_size=16,  # B = 4 prompts per step
-        max_completion_length=4,
-        max_steps=1,
-        learning_rate=1e-2,
-        logging_steps=1,
-        report_to="none",
-        use_cpu=True,
-        save_strategy="no",
-        seed=0,
         # DAPO's dynamic sampling: one round of n per candidate, zero-variance groups dropped and refilled
         exit_rule="mixed",
         samples_per_round=4,
@@ -63,8 +51,7 @@ def _config(tmp_path, **overrides) -> ReinforceAdaConfig:
         max_rounds=5,
         prompt_oversampling=2.0,
     )
-    fields.update(overrides)
-    return ReinforceAdaConfig(**fields)
+    return tiny_config(tmp_path, **(fields | overrides))
 
 
 def test_dapo_mode_trains_exactly_b_effective_prompts_refilled_from_the_candidates(tiny_model_dir, tmp_path):

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 from datasets import Dataset
+from tiny import prompt_text, tiny_config
 
 from trl_ada import ReinforceAdaConfig, ReinforceAdaTrainer
 from trl_ada.trainer import split_round
@@ -16,10 +17,6 @@ from trl_ada.trainer import split_round
 pytestmark = pytest.mark.xdist_group("trainer")
 
 PROMPTS = {"always right": 1, "always wrong": 0, "alternating": None, "one in four": None}
-
-
-def _text(message) -> str:
-    return message if isinstance(message, str) else message[-1]["content"]
 
 
 class ScriptedReward:
@@ -33,7 +30,7 @@ class ScriptedReward:
     def __call__(self, prompts, completions, **kwargs):
         rewards = []
         for prompt in prompts:
-            key = _text(prompt)
+            key = prompt_text(prompt)
             k = self.scored[key]
             self.scored[key] += 1
             rewards.append(
@@ -53,23 +50,8 @@ def _dataset(repeats: int = 1) -> Dataset:
 
 
 def _config(tmp_path, **overrides) -> ReinforceAdaConfig:
-    fields = dict(
-        output_dir=str(tmp_path / "out"),
-        num_generations=4,
-        samples_per_round=4,
-        max_rounds=3,
-        per_device_train_batch_size=16,  # 4 distinct prompts per step
-        max_completion_length=4,
-        max_steps=1,
-        learning_rate=1e-2,
-        logging_steps=1,
-        report_to="none",
-        use_cpu=True,
-        save_strategy="no",
-        seed=0,
-    )
-    fields.update(overrides)
-    return ReinforceAdaConfig(**fields)
+    fields = dict(num_generations=4, samples_per_round=4, max_rounds=3, per_device_train_batch_size=16)  # 4 prompts
+    return tiny_config(tmp_path, **(fields | overrides))
 
 
 class LossSpy:
@@ -214,7 +196,7 @@ def test_prompt_no_function_can_score_stops_after_its_first_round(tiny_model_dir
 
     def except_always_wrong(prompts, completions, **kwargs):
         scores = scripted(prompts, completions)
-        return [None if _text(p) == "always wrong" else r for p, r in zip(prompts, scores, strict=True)]
+        return [None if prompt_text(p) == "always wrong" else r for p, r in zip(prompts, scores, strict=True)]
 
     trainer = ReinforceAdaTrainer(
         model=tiny_model_dir, reward_funcs=[except_always_wrong], args=_config(tmp_path), train_dataset=_dataset()
@@ -366,7 +348,7 @@ class ScriptedRollout:
     def __call__(self, prompts, trainer):
         output = {key: [] for key in ("prompt_ids", "completion_ids", "logprobs", "scripted_reward")}
         for prompt in prompts:
-            key = _text(prompt)
+            key = prompt_text(prompt)
             reward, length, eos = self.script[key][self.episodes[key]]
             self.episodes[key] += 1
             text = self.tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=False)

@@ -15,6 +15,7 @@ import pytest
 import torch
 import trl
 from datasets import Dataset
+from tiny import tiny_config
 from transformers import AutoTokenizer, Qwen2Config, Qwen2ForSequenceClassification
 
 from trl_ada import ReinforceAdaConfig, ReinforceAdaTrainer
@@ -39,24 +40,9 @@ def _dataset(num_prompts: int = 4) -> Dataset:
 
 
 def _config(tmp_path, exit_rule: str, **overrides) -> ReinforceAdaConfig:
-    fields = dict(
-        output_dir=str(tmp_path / "out"),
-        exit_rule=exit_rule,
-        num_generations=N,
-        samples_per_round=4,
-        max_rounds=2,
-        per_device_train_batch_size=8,  # 2 prompts per step
-        max_completion_length=4,
-        max_steps=1,
-        learning_rate=1e-2,
-        logging_steps=1,
-        report_to="none",
-        use_cpu=True,
-        save_strategy="no",
-        seed=0,
-    )
-    fields.update(overrides)
-    return ReinforceAdaConfig(**fields)
+    fields = dict(exit_rule=exit_rule, num_generations=N, samples_per_round=4, max_rounds=2)
+    fields["per_device_train_batch_size"] = 8  # 2 prompts per step
+    return tiny_config(tmp_path, **(fields | overrides))
 
 
 class BatchSpy:
