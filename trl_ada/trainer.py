@@ -1,14 +1,15 @@
 """`ReinforceAdaTrainer`: TRL's `GRPOTrainer` with Reinforce-Ada's adaptive sampling.
 
-Glue only; the algorithm lives in `sampling.py` and `advantages.py`. Per training step:
+Glue only; the algorithm lives in `sampling.py`, `advantages.py`, `memory.py`, `refill.py` and `streaming.py`.
+Per training step:
 
 1. `_generate_and_score_completions` keeps the step's inputs, lets TRL run, then swaps in pool-baseline advantages.
 2. `_generate` (training only) runs the rounds: every process holds the same `AdaptiveSampler` (driven by gathered
-   rewards). A round is M samples of each active prompt, split evenly over the processes at sample level; each
-   process prepares its rows with TRL's own preamble (environments reset, tool dicts, images), generates them with
-   TRL's own `_generate` (single turn, tools, environments or `rollout_func`) and scores them with TRL's
-   `_calculate_rewards`. At the end the kept n per prompt are exchanged once and each process returns its own slice,
-   in TRL's order, with TRL's generation metrics computed on that kept batch.
+   rewards). A round is each active prompt's planned samples (M, or sized by Reinforce-Ada-Est), split evenly over
+   the processes at sample level; each process prepares its rows with TRL's own preamble (environments reset, tool
+   dicts, images), generates them with TRL's own `_generate` (single turn, tools, environments or `rollout_func`)
+   and scores them with TRL's `_calculate_rewards`. At the end the kept n per prompt are exchanged once and each
+   process returns its own slice, in TRL's order, with TRL's generation metrics computed on that kept batch.
 3. `_calculate_rewards` hands TRL the cached rewards of the kept samples instead of scoring them twice.
 
 With `generation_schedule="streaming"` (vLLM server mode, one process) step 2 is `_generate_streaming` instead: a
