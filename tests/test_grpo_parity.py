@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 from datasets import Dataset
+from tiny import TINY_RUN
 from transformers import set_seed
 from trl import GRPOConfig, GRPOTrainer
 
@@ -40,17 +41,12 @@ def _dataset() -> Dataset:
 def _run(trainer_class, config_class, model_dir, tmp_path, **overrides):
     """Two steps of training; returns per-step (completion ids, advantages, loss) and the logged history."""
     fields = dict(
+        TINY_RUN,
         output_dir=str(tmp_path / trainer_class.__name__),
         num_generations=4,
         per_device_train_batch_size=8,  # 2 prompts per step
         max_completion_length=6,
         max_steps=2,
-        learning_rate=1e-2,
-        logging_steps=1,
-        report_to="none",
-        use_cpu=True,
-        save_strategy="no",
-        seed=0,
         loss_type="dapo",
         epsilon=0.2,
         epsilon_high=0.28,

@@ -8,30 +8,20 @@ from pathlib import Path
 
 import pytest
 from datasets import Dataset
-from tiny import prompt_text, tiny_config
+from tiny import CountingReward, tiny_config
 
 from trl_ada import ReinforceAdaConfig, ReinforceAdaTrainer
 
 pytestmark = pytest.mark.xdist_group("trainer")
 
 
-class KindReward:
+class KindReward(CountingReward):
     """'right …' always 1, 'wrong …' always 0, 'mixed …' 1/0/1/0 per prompt; counts the completions it scores."""
 
     __name__ = "kind"
 
-    def __init__(self):
-        self.scored = Counter()
-
-    def __call__(self, prompts, completions, **kwargs):
-        rewards = []
-        for prompt in prompts:
-            key = prompt_text(prompt)
-            k = self.scored[key]
-            self.scored[key] += 1
-            kind = key.split()[0]
-            rewards.append({"right": 1.0, "wrong": 0.0, "mixed": float(k % 2 == 0)}[kind])
-        return rewards
+    def rule(self, prompt: str, k: int) -> float:
+        return {"right": 1.0, "wrong": 0.0, "mixed": float(k % 2 == 0)}[prompt.split()[0]]
 
 
 def _dataset(mixed: int, uniform: int) -> Dataset:

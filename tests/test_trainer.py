@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 from datasets import Dataset
-from tiny import prompt_text, tiny_config
+from tiny import CountingReward, prompt_text, tiny_config
 
 from trl_ada import ReinforceAdaConfig, ReinforceAdaTrainer
 from trl_ada.trainer import split_round
@@ -19,29 +19,18 @@ pytestmark = pytest.mark.xdist_group("trainer")
 PROMPTS = {"always right": 1, "always wrong": 0, "alternating": None, "one in four": None}
 
 
-class ScriptedReward:
+class ScriptedReward(CountingReward):
     """Rewards by prompt: always 1, always 0, 1/0/1/0..., or 1/0/0/0/1...; counts every completion scored."""
 
     __name__ = "scripted"
 
-    def __init__(self):
-        self.scored = Counter()
-
-    def __call__(self, prompts, completions, **kwargs):
-        rewards = []
-        for prompt in prompts:
-            key = prompt_text(prompt)
-            k = self.scored[key]
-            self.scored[key] += 1
-            rewards.append(
-                {
-                    "always right": 1.0,
-                    "always wrong": 0.0,
-                    "alternating": float(k % 2 == 0),
-                    "one in four": float(k % 4 == 0),
-                }[key]
-            )
-        return rewards
+    def rule(self, prompt: str, k: int) -> float:
+        return {
+            "always right": 1.0,
+            "always wrong": 0.0,
+            "alternating": float(k % 2 == 0),
+            "one in four": float(k % 4 == 0),
+        }[prompt]
 
 
 def _dataset(repeats: int = 1) -> Dataset:

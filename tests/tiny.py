@@ -1,7 +1,9 @@
-"""What the tiny-model trainer tests share: the CPU run settings of one short step, and a prompt's text."""
+"""What the tiny-model trainer tests share: the CPU run settings of one short step, a prompt's text, and rewards
+scripted by prompt."""
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from trl_ada import ReinforceAdaConfig
@@ -27,3 +29,25 @@ def tiny_config(tmp_path, **fields: Any) -> ReinforceAdaConfig:
 def prompt_text(prompt: str | list[dict[str, str]]) -> str:
     """The text of a prompt: the string itself, or the content of a conversation's last message."""
     return prompt if isinstance(prompt, str) else prompt[-1]["content"]
+
+
+class CountingReward:
+    """A TRL reward function scripted by prompt: the k-th completion of a prompt scored gets `rule(text, k)`,
+    whatever it says; `scored[text]` counts the completions scored per prompt."""
+
+    __name__ = "counting"
+
+    def __init__(self):
+        self.scored = Counter()
+
+    def rule(self, prompt: str, k: int) -> float:
+        """Reward of the k-th completion (from 0) of the prompt whose text is `prompt`."""
+        raise NotImplementedError
+
+    def __call__(self, prompts, completions, **kwargs) -> list[float]:
+        rewards = []
+        for prompt in prompts:
+            key = prompt_text(prompt)
+            rewards.append(self.rule(key, self.scored[key]))
+            self.scored[key] += 1
+        return rewards

@@ -12,21 +12,13 @@ import sys
 from pathlib import Path
 
 import torch
-from datasets import Dataset
+from distributed_train import prompts_of_lengths, reward  # this script's folder is on sys.path
 
 from trl_ada import ReinforceAdaConfig, ReinforceAdaTrainer
 
 
-def reward(prompts, completion_ids, **kwargs):
-    """0/1 rewards from the data: a prompt of a multiple of 3 characters is never solved, the others about half."""
-    return [
-        0.0 if len(p[-1]["content"]) % 3 == 0 else float((sum(ids) + len(p[-1]["content"])) % 2 == 0)
-        for p, ids in zip(prompts, completion_ids, strict=True)
-    ]
-
-
 def main(model_dir: str, out: str) -> None:
-    dataset = Dataset.from_dict({"prompt": [[{"role": "user", "content": "x" * k}] for k in range(1, 13)]})
+    dataset = prompts_of_lengths()
     args = ReinforceAdaConfig(
         output_dir=out,
         num_generations=4,

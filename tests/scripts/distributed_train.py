@@ -27,8 +27,13 @@ def reward(prompts, completion_ids, **kwargs):
     ]
 
 
+def prompts_of_lengths(lengths: range = range(1, 13)) -> Dataset:
+    """Prompts "x", "xx", ...: their length drives `reward`."""
+    return Dataset.from_dict({"prompt": [[{"role": "user", "content": "x" * k}] for k in lengths]})
+
+
 def main(model_dir: str, out: str) -> None:
-    dataset = Dataset.from_dict({"prompt": [[{"role": "user", "content": "x" * k}] for k in range(1, 13)]})
+    dataset = prompts_of_lengths()
     args = ReinforceAdaConfig(
         output_dir=out,
         num_generations=4,

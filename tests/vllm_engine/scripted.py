@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from tiny import CountingReward
 from trl import GRPOConfig
 from vllm_support.server import MAX_MODEL_LEN
 
@@ -26,24 +27,13 @@ ROUNDS = {
 }
 
 
-class ScriptedReward:
+class ScriptedReward(CountingReward):
     """1 always, 0 always, 1/0/1/0..., or 1/0/0/0/1... by prompt, whatever the completion; counts what it scored."""
 
     __name__ = "scripted"
 
-    def __init__(self):
-        self.scored = Counter()
-
-    def __call__(self, prompts, completions, **kwargs):
-        rewards = []
-        for prompt in prompts:
-            key = prompt[-1]["content"]
-            k = self.scored[key]
-            self.scored[key] += 1
-            rewards.append(
-                {RIGHT: 1.0, WRONG: 0.0, ALTERNATING: float(k % 2 == 0), ONE_IN_FOUR: float(k % 4 == 0)}[key]
-            )
-        return rewards
+    def rule(self, prompt: str, k: int) -> float:
+        return {RIGHT: 1.0, WRONG: 0.0, ALTERNATING: float(k % 2 == 0), ONE_IN_FOUR: float(k % 4 == 0)}[prompt]
 
 
 def make_config(method: str, mode: str, output_dir, server_url: str | None = None, **overrides):
