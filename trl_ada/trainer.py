@@ -12,10 +12,11 @@ Per training step:
    process returns its own slice, in TRL's order, with TRL's generation metrics computed on that kept batch.
 3. `_calculate_rewards` hands TRL the cached rewards of the kept samples instead of scoring them twice.
 
-With `generation_schedule="streaming"` (vLLM server mode, one process) step 2 is `_generate_streaming` instead: a
-`StreamingScheduler` (`streaming.py`) issues per-prompt requests to the server, every arrived batch is decoded by
-TRL's `_generate` (fed the server's answers through `_generate_single_turn`) and scored by `_calculate_rewards`,
-and requests of prompts that exited are cancelled.
+With `generation_schedule="streaming"` (vLLM server mode) step 2 is `_generate_streaming` instead: a
+`StreamingScheduler` (`streaming.py`, the same on every process) issues per-prompt requests to the server from the
+main process, every arrived batch is broadcast, decoded by TRL's `_generate` (fed the server's answers through
+`_generate_single_turn`) and scored by `_calculate_rewards` with its rows split over the processes, and requests of
+prompts that exited are cancelled.
 
 Old/ref log-probs, importance sampling and the loss stay TRL's.
 """
@@ -36,7 +37,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from accelerate.utils import gather_object
+from accelerate.utils import broadcast_object_list, gather_object
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from trl import GRPOTrainer
 
@@ -150,6 +151,20 @@ class _RoundLogs:
     tool_calls: float = 0.0
     tool_failures: float = 0.0
     tool_rows: int = 0
+
+
+@dataclass
+class _Stream:
+    """Per-step state of streaming generation: the step's prompts and what their arrived completions gave."""
+
+    step_inputs: list[dict]
+    prompt_rows: list
+    owned: dict[tuple[int, int], _Sample] = field(default_factory=dict)  # (prompt, pool index) -> local sample
+    rewards: dict[tuple[int, int], np.ndarray] = field(default_factory=dict)  # ... -> rewards per function
+    row_stats: dict[tuple[int, int], np.ndarray] = field(default_factory=dict)  # ... -> prompt length, length, cut
+    logs: _RoundLogs = field(default_factory=_RoundLogs)
+    columns: set[str] = field(default_factory=set)
+    returned_tokens: int = 0
 
 
 class ReinforceAdaTrainer(GRPOTrainer):
@@ -498,9 +513,8 @@ class ReinforceAdaTrainer(GRPOTrainer):
     # ----------------------------------------------------------------------------------------------------------
 
     def _check_streaming(self) -> None:
-        """Streaming supports single-turn text generation by one process; refuse the rest at construction."""
+        """Streaming supports single-turn text generation; refuse the rest at construction."""
         unsupported = {
-            "num_processes > 1": self.accelerator.num_processes > 1,
             "tools": bool(self.tools),
             "environment_factory": getattr(self, "environment_factories", None) is not None,
             "rollout_func": self.rollout_func is not None,
@@ -509,8 +523,8 @@ class ReinforceAdaTrainer(GRPOTrainer):
         found = [name for name, present in unsupported.items() if present]
         if found:
             raise ValueError(
-                f"generation_schedule='streaming' does not support {', '.join(found)} (it drives one vLLM server "
-                "from a single training process, one text completion per request). Use generation_schedule='rounds'."
+                f"generation_schedule='streaming' does not support {', '.join(found)} (it asks the vLLM server for "
+                "single-turn text completions, one request per few completions). Use generation_schedule='rounds'."
             )
 
     def _streaming_requests(self) -> ServerCompletions:
@@ -541,9 +555,15 @@ class ReinforceAdaTrainer(GRPOTrainer):
         )
 
     def _generate_streaming(self, prompts: list, inputs: list[dict]):
-        """One step's sampling as a stream of per-completion requests (see `streaming.py`); single process."""
-        n = self.num_generations
-        step_inputs = inputs[::n]
+        """One step's sampling as a stream of per-completion requests (see `streaming.py`).
+
+        Every process holds the same `StreamingScheduler`. The main process alone talks to the server; each batch of
+        results it receives is broadcast, split over the processes at row level for decoding and scoring (TRL's
+        `_generate` and `_calculate_rewards`), and the gathered rewards drive every process's scheduler alike.
+        """
+        rank, world = self.accelerator.process_index, self.accelerator.num_processes
+        all_inputs = gather_object(inputs) if world > 1 else inputs
+        step_inputs = all_inputs[:: self.num_generations]  # TRL's sampler repeats each prompt n times in a row
         sampler = self._new_sampler(step_inputs)
         scheduler = StreamingScheduler(sampler, chunk=self.args.streaming_chunk)
         prompt_rows = self._prepare_round([dict(x) for x in step_inputs])
@@ -552,60 +572,14 @@ class ReinforceAdaTrainer(GRPOTrainer):
             self.vllm_generation.sync_weights()
             self._last_loaded_step = self.state.global_step
 
-        owned: dict[tuple[int, int], _Sample] = {}
-        rewards_by_key: dict[tuple[int, int], np.ndarray] = {}
-        row_stats: dict[tuple[int, int], np.ndarray] = {}
-        logs, columns = _RoundLogs(), set()
-        returned_tokens = 0
-        requests = self._streaming_requests()
+        stream = _Stream(step_inputs, prompt_rows)
+        requests = self._streaming_requests() if self.accelerator.is_main_process else None
         start = time.perf_counter()
         try:
-            for request in scheduler.start():
-                requests.submit(request, prompt_ids[request.prompt], request.size)
+            self._send_requests(requests, prompt_ids, scheduler.start())
             while not scheduler.done:
-                if not requests.pending:
-                    raise RuntimeError("Streaming: the scheduler waits for requests that are no longer running.")
-                results = [r for r in requests.results() if r.key.id in scheduler.in_flight]
-                if not results:
-                    continue
-                rows = [(r, k) for r in results for k in range(r.key.size)]
-                row_inputs = [dict(step_inputs[r.key.prompt]) for r, _ in rows]
-                row_prompts = [prompt_rows[r.key.prompt] for r, _ in rows]
-                completion_ids = [r.completion_ids[k] for r, k in rows]
-                logprobs = None if results[0].logprobs is None else [r.logprobs[k] for r, k in rows]
-                self._streamed = (completion_ids, logprobs)
-                try:
-                    with self._generations_per_prompt(1), self._held_generation_metrics(logs, len(rows)):
-                        row_ids, completion_ids, _, completions, logprobs, _, _, _ = GRPOTrainer._generate(
-                            self, row_prompts
-                        )
-                finally:
-                    self._streamed = None
-                with self._held_reward_metrics(logs, len(rows)):
-                    rewards = GRPOTrainer._calculate_rewards(
-                        self, row_inputs, row_prompts, completions, completion_ids
-                    ).float()
-                rewards = rewards.cpu().numpy()
-                stats = self._gather_row_stats(row_ids, completion_ids, None)
-                extra_logs = self._take_extra_logs(len(rows))
-                columns.update(extra_logs)
-                returned_tokens += int(stats[:, 1].sum())
-                guarded = self._reward_guard.aggregate(rewards, completions)
-                masked = stats[:, 2].astype(bool) if self.mask_truncated_completions else np.zeros(len(rows), bool)
-                for row, ((result, k), reward, stat) in enumerate(zip(rows, rewards, stats, strict=True)):
-                    key = (result.key.prompt, result.key.first + k)
-                    rewards_by_key[key], row_stats[key] = reward, stat
-                    owned[key] = _Sample(
-                        prompt_ids=row_ids[row],
-                        completion_ids=completion_ids[row],
-                        completion=completions[row],
-                        logprobs=None if logprobs is None else logprobs[row],
-                        images=None,
-                        tool_mask=None,
-                        tool_images=[],
-                        extra_fields={},
-                        extra_logs={column: values[row] for column, values in extra_logs.items()},
-                    )
+                results = self._next_results(requests, scheduler)
+                guarded, masked = self._score_streamed(results, stream)
                 offset = 0
                 for result in results:
                     size = result.key.size
@@ -613,36 +587,122 @@ class ReinforceAdaTrainer(GRPOTrainer):
                         result.key.id, guarded[offset : offset + size], masked[offset : offset + size]
                     )
                     offset += size
-                    for cancelled in update.cancel:
+                    for cancelled in update.cancel if requests is not None else ():
                         requests.cancel(cancelled)
-                    for request in update.issue:
-                        requests.submit(request, prompt_ids[request.prompt], request.size)
-                    if update.exited:
-                        _forget_unselectable(sampler, update.exited, owned)
+                    self._send_requests(requests, prompt_ids, update.issue)
+                    _forget_unselectable(sampler, update.exited, stream.owned)
         finally:
-            requests.close()
+            if requests is not None:
+                requests.close()
         generation_time = time.perf_counter() - start
 
         self._sampler = sampler
         self._reward_guard.end_step()
         self._remember_pass_rates(sampler, step_inputs)
         self._pool_rewards_per_func = [
-            np.stack([rewards_by_key[(j, i)] for i in range(len(pool))]) for j, pool in enumerate(sampler.pools)
+            np.stack([stream.rewards[(j, i)] for i in range(len(pool))]) for j, pool in enumerate(sampler.pools)
         ]
         kept = [(j, i) for j, group in enumerate(sampler.select_groups()) for i in group]
         kept_rewards = np.stack([self._pool_rewards_per_func[j][i] for j, i in kept])
         self._kept_rewards_per_func = torch.tensor(kept_rewards, dtype=torch.float32, device=self.accelerator.device)
-        used_tokens = sum(int(row_stats[(j, i)][1]) for j, pool in enumerate(sampler.pools) for i in range(len(pool)))
+        used_tokens = sum(
+            int(stream.row_stats[(j, i)][1]) for j, pool in enumerate(sampler.pools) for i in range(len(pool))
+        )
         self._log_sampling_metrics(sampler, used_tokens)
+        cancelled = self._main_process_value(0 if requests is None else requests.cancelled)
         metrics = self._metrics["train"]
         metrics[f"{METRIC_PREFIX}generation_time/streaming"].append(generation_time)
         metrics[f"{METRIC_PREFIX}streaming/requests"].append(float(scheduler.requested_total))
-        metrics[f"{METRIC_PREFIX}streaming/cancelled_requests"].append(float(requests.cancelled))
-        metrics[f"{METRIC_PREFIX}streaming/returned_tokens"].append(float(returned_tokens))
-        metrics[f"{METRIC_PREFIX}streaming/unused_returned_tokens"].append(float(returned_tokens - used_tokens))
-        self._log_kept_generation_metrics(np.stack([row_stats[key] for key in kept]), logs)
-        self._flush_reward_metrics(logs)
-        return self._local_outputs(kept, owned, slice(0, len(prompts)), sorted(columns))
+        metrics[f"{METRIC_PREFIX}streaming/cancelled_requests"].append(float(cancelled))
+        metrics[f"{METRIC_PREFIX}streaming/returned_tokens"].append(float(stream.returned_tokens))
+        metrics[f"{METRIC_PREFIX}streaming/unused_returned_tokens"].append(float(stream.returned_tokens - used_tokens))
+        self._log_kept_generation_metrics(np.stack([stream.row_stats[key] for key in kept]), stream.logs)
+        self._flush_reward_metrics(stream.logs)
+        return self._local_outputs(kept, stream.owned, local_rows(rank, len(prompts)), sorted(stream.columns))
+
+    @staticmethod
+    def _send_requests(requests: ServerCompletions | None, prompt_ids: list, issued: list) -> None:
+        """The main process sends the scheduler's new requests; the other processes only track them."""
+        for request in issued if requests is not None else ():
+            requests.submit(request, prompt_ids[request.prompt], request.size)
+
+    def _next_results(self, requests: ServerCompletions | None, scheduler: StreamingScheduler) -> list:
+        """The next results the scheduler still waits for, received by the main process and shared with the others.
+
+        A failure on the main process (retries spent, nothing left running) is raised on every process alike.
+        """
+        payload: list = [None]
+        if requests is not None:
+            try:
+                results: list = []
+                while not results:
+                    if not requests.pending:
+                        raise RuntimeError("Streaming: the scheduler waits for requests that are no longer running.")
+                    results = [r for r in requests.results() if r.key.id in scheduler.in_flight]
+                payload = [results]
+            except RuntimeError as error:
+                payload = [str(error)]
+        if self.accelerator.num_processes > 1:
+            broadcast_object_list(payload, from_process=0)
+        if isinstance(payload[0], str):
+            raise RuntimeError(payload[0])
+        return payload[0]
+
+    def _score_streamed(self, results: list, stream: _Stream) -> tuple[np.ndarray, np.ndarray]:
+        """Decode and score arrived completions, split over the processes; their rewards and truncation flags.
+
+        TRL's gathers need the same number of rows on every process: the last row is repeated to even them out, and
+        the repeat's score is dropped.
+        """
+        rank, world = self.accelerator.process_index, self.accelerator.num_processes
+        rows = [(result, k) for result in results for k in range(result.key.size)]
+        per_process = math.ceil(len(rows) / world)
+        mine = [min(r, len(rows) - 1) for r in range(rank * per_process, (rank + 1) * per_process)]
+        num_real = sum(r < len(rows) for r in range(rank * per_process, (rank + 1) * per_process))
+        row_inputs = [dict(stream.step_inputs[rows[r][0].key.prompt]) for r in mine]
+        row_prompts = [stream.prompt_rows[rows[r][0].key.prompt] for r in mine]
+        completion_ids = [rows[r][0].completion_ids[rows[r][1]] for r in mine]
+        logprobs = None if results[0].logprobs is None else [rows[r][0].logprobs[rows[r][1]] for r in mine]
+        self._streamed = (completion_ids, logprobs)
+        try:
+            with self._generations_per_prompt(1), self._held_generation_metrics(stream.logs, per_process * world):
+                row_ids, completion_ids, _, completions, logprobs, _, _, _ = GRPOTrainer._generate(self, row_prompts)
+        finally:
+            self._streamed = None
+        with self._held_reward_metrics(stream.logs, num_real):
+            rewards = GRPOTrainer._calculate_rewards(self, row_inputs, row_prompts, completions, completion_ids)
+        rewards = rewards.float().cpu().numpy()[: len(rows)]
+        stats = self._gather_row_stats(row_ids, completion_ids, None)[: len(rows)]
+        extra_logs = self._take_extra_logs(len(mine))
+        stream.columns.update(extra_logs)
+        stream.returned_tokens += int(stats[:, 1].sum())
+        for (result, k), reward, stat in zip(rows, rewards, stats, strict=True):
+            key = (result.key.prompt, result.key.first + k)
+            stream.rewards[key], stream.row_stats[key] = reward, stat
+        for local, r in enumerate(mine[:num_real]):
+            result, k = rows[r]
+            stream.owned[(result.key.prompt, result.key.first + k)] = _Sample(
+                prompt_ids=row_ids[local],
+                completion_ids=completion_ids[local],
+                completion=completions[local],
+                logprobs=None if logprobs is None else logprobs[local],
+                images=None,
+                tool_mask=None,
+                tool_images=[],
+                extra_fields={},
+                extra_logs={column: values[local] for column, values in extra_logs.items()},
+            )
+        guarded = self._reward_guard.aggregate(rewards, completions, offset=rank * per_process)
+        masked = stats[:, 2].astype(bool) if self.mask_truncated_completions else np.zeros(len(rows), bool)
+        return guarded, masked
+
+    def _main_process_value(self, value: int) -> int:
+        """`value` as the main process has it, on every process (what only the main process counts)."""
+        if self.accelerator.num_processes == 1:
+            return value
+        payload = [value]
+        broadcast_object_list(payload, from_process=0)
+        return payload[0]
 
     # ----------------------------------------------------------------------------------------------------------
     # Reinforce-Ada-Est: pass-rate memory

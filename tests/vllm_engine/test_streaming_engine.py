@@ -3,8 +3,13 @@ arrive, cancellation on the server, the engine's own log-probs on every kept row
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -83,6 +88,39 @@ def test_streaming_balance_trains_with_the_engine_logprobs_and_leaves_nothing_ru
     assert server_gauge(vllm_server.base_url, "vllm:num_requests_waiting") == 0
     cancelled = sum(h["reinforce_ada/streaming/cancelled_requests"] for h in logs)
     print(f"measured: cancelled requests {cancelled:.0f}; kept-row token gap <= {max(map(max, row_gaps)):.1e}")
+
+
+def test_two_processes_stream_from_one_server_and_agree_on_every_decision(vllm_server, servable_model_dir, tmp_path):
+    """torchrun, 2 CPU processes: rank 0 alone talks to the server; both take the same decisions from its results."""
+    tests = Path(__file__).parents[1]
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "OMP_NUM_THREADS": "1",
+        "CUDA_VISIBLE_DEVICES": "",
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(tests), os.environ.get("PYTHONPATH")])),
+    }
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
+    script = tests / "scripts" / "distributed_streaming.py"
+    result = subprocess.run(
+        [*command, str(script), servable_model_dir, str(tmp_path), "--server", vllm_server.base_url],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
+    assert [r["global_step"] for r in ranks] == [2, 2]
+    assert ranks[0]["decisions"] == ranks[1]["decisions"]  # pools, exit rounds and kept groups, step by step
+    assert [r["syncs"] for r in ranks] == [2, 2]  # TRL's collective weight sync, once per step on every rank
+    assert ranks[0]["scored"] == ranks[1]["scored"] > 0  # the arrived rows are split over the ranks
+    pooled = sum(len(pool) for d in ranks[0]["decisions"] for pool in d["pools"])
+    assert pooled <= ranks[0]["scored"] + ranks[1]["scored"]
+    # each rank's kept rows carry the engine's log-probs of their own tokens
+    assert max(gap for rank in ranks for gap in rank["kept_logprob_gaps"]) < TOLERANCE
+    assert server_gauge(vllm_server.base_url, "vllm:num_requests_running") == 0
+    assert server_gauge(vllm_server.base_url, "vllm:num_requests_waiting") == 0
 
 
 def test_cancelling_a_request_stops_the_engine_work_for_it(vllm_server, servable_model_dir):
