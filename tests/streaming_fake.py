@@ -39,6 +39,7 @@ class ScriptedCompletions:
         self.waiting: dict = {}
         self.answered, self.cancelled, self.closed = 0, 0, False
         self.submitted: list = []
+        self.first_wave: int | None = None  # requests sent before the first answer
 
     def submit(self, key, prompt_ids: list[int], n: int) -> None:
         self.submitted.append(key)
@@ -53,6 +54,8 @@ class ScriptedCompletions:
         return len(self.waiting)
 
     def results(self) -> list[CompletionResult]:
+        if self.first_wave is None:
+            self.first_wave = len(self.submitted)
         if self.fail_after is not None and self.answered >= self.fail_after:
             raise RuntimeError("A completion request to http://scripted/v1/completions failed 3 times (scripted).")
         keys = self.rng.sample(list(self.waiting), k=min(len(self.waiting), self.rng.randint(1, self.batch)))

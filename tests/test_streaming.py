@@ -171,6 +171,14 @@ def test_config_streaming_needs_the_vllm_server():
         config(generation_schedule="streaming", use_vllm=True, vllm_mode="server", streaming_max_retries=-1)
     with pytest.raises(ValueError, match=r"'streaming' with prompt_oversampling=2.0.*generation_schedule='rounds'"):
         config(generation_schedule="streaming", use_vllm=True, vllm_mode="server", prompt_oversampling=2.0)
+    with pytest.raises(
+        ValueError, match=r"streaming_window=33.*\[streaming_chunk=1, samples_per_round \* max_rounds=32\]"
+    ):
+        config(generation_schedule="streaming", use_vllm=True, vllm_mode="server", streaming_window=33)
+    with pytest.raises(ValueError, match=r"streaming_window=1.*\[streaming_chunk=2,"):
+        config(
+            generation_schedule="streaming", use_vllm=True, vllm_mode="server", streaming_chunk=2, streaming_window=1
+        )
     args = config(generation_schedule="streaming", use_vllm=True, vllm_mode="server")
-    assert (args.generation_schedule, args.streaming_max_retries) == ("streaming", 2)
+    assert (args.generation_schedule, args.streaming_max_retries, args.streaming_window) == ("streaming", 2, None)
     assert config().generation_schedule == "rounds"

@@ -29,11 +29,11 @@ def first_token_even(completion_ids, **kwargs) -> list[float]:
     return [float(ids[0] % 2 == 0) for ids in completion_ids]
 
 
-def streaming_run(model_dir: str, tmp_path: Path, arrival_seed: int, batch: int) -> dict:
+def streaming_run(model_dir: str, tmp_path: Path, arrival_seed: int, batch: int, window: int | None = None) -> dict:
     """Two balance steps (M=4, N=3, n=4) of 4 prompts against a scripted server answering in a seeded order."""
     dataset = Dataset.from_dict({"prompt": [[{"role": "user", "content": p}] for p in PROMPTS]})
     args = tiny_config(
-        tmp_path / f"run-{arrival_seed}-{batch}",
+        tmp_path / f"run-{arrival_seed}-{batch}-{window}",
         num_generations=4,
         samples_per_round=4,
         max_rounds=3,
@@ -43,6 +43,7 @@ def streaming_run(model_dir: str, tmp_path: Path, arrival_seed: int, batch: int)
         vllm_importance_sampling_clip_max=1e9,
     )
     trainer = ReinforceAdaTrainer(model=model_dir, reward_funcs=[first_token_even], args=args, train_dataset=dataset)
+    trainer.args.streaming_window = window
     server = ScriptedCompletions(len(trainer.processing_class), max_length=4, seed=arrival_seed, batch=batch)
     generation = attach_scripted_server(trainer, server)
     decisions, batches = [], []
@@ -83,6 +84,18 @@ def test_any_arrival_order_gives_the_same_steps_with_the_engine_logprobs(tiny_mo
         assert pooled == sum(log["reinforce_ada/samples"] for log in run["logs"])
         assert pooled <= server.answered_completions
     torch.testing.assert_close(shuffled["batches"][1]["completion_ids"], one_at_a_time["batches"][1]["completion_ids"])
+
+
+def test_a_wider_window_requests_more_up_front_and_decides_the_same(tiny_model_dir, tmp_path):
+    default = streaming_run(tiny_model_dir, tmp_path, arrival_seed=3, batch=2)
+    wide = streaming_run(tiny_model_dir, tmp_path, arrival_seed=3, batch=2, window=12)
+
+    assert default["server"].first_wave == 4 * 4  # samples_per_round = 4 of each of the 4 prompts
+    assert wide["server"].first_wave == 4 * 12  # the whole cap M·N = 12 of each prompt at once
+    assert wide["decisions"] == default["decisions"]  # pools are request-order prefixes: the same either way
+    requests = [sum(log["reinforce_ada/streaming/requests"] for log in run["logs"]) for run in (default, wide)]
+    assert requests[1] > requests[0]  # ... paid for with requests the exits cancel
+    assert wide["server"].cancelled > default["server"].cancelled
 
 
 def torchrun(model_dir: str, out: Path, *extra: str) -> subprocess.CompletedProcess:

@@ -91,13 +91,18 @@ class ReinforceAdaConfig(GRPOConfig):
 
         generation_schedule (`str`, *optional*, defaults to `"rounds"`):
             `"rounds"`: each round is one batched generation call for the active prompts, and the next round waits
-            for its longest completion. `"streaming"` (needs `use_vllm=True`, `vllm_mode="server"` and one training
-            process): completions are requested one by one, up to `samples_per_round` of each active prompt in
-            flight; exits are decided as results arrive, in the order each prompt's completions were requested (no
-            bias towards short completions), and the requests of a prompt that exits are cancelled on the server.
+            for its longest completion. `"streaming"` (needs `use_vllm=True` and `vllm_mode="server"`): completions
+            are requested one by one, up to `streaming_window` of each active prompt in flight; exits are decided as
+            results arrive, in the order each prompt's completions were requested (no bias towards short
+            completions), and the requests of a prompt that exits are cancelled on the server.
         streaming_chunk (`int`, *optional*, defaults to `1`):
             With `generation_schedule="streaming"`: completions asked for per request. 1 cancels at the finest grain;
             larger values send fewer requests (less HTTP overhead), but a request's completions return together.
+        streaming_window (`int` or `None`, *optional*, defaults to `None`):
+            With `generation_schedule="streaming"`: completions of one prompt requested and not yet used, at most;
+            `None` = `samples_per_round`. Up to `samples_per_round * max_rounds`: a wider window shortens the chain of
+            completions a hard prompt waits for one after another, at the price of tokens spent on requests that
+            its exit cancels (worth it on an engine with spare batch capacity).
         streaming_max_retries (`int`, *optional*, defaults to `2`):
             With `generation_schedule="streaming"`: times a failed or timed-out request is sent again before the
             step fails.
@@ -151,6 +156,10 @@ class ReinforceAdaConfig(GRPOConfig):
     streaming_chunk: int = field(
         default=1,
         metadata={"help": "Streaming: completions per request (1: finest cancellation; more: fewer requests)."},
+    )
+    streaming_window: int | None = field(
+        default=None,
+        metadata={"help": "Streaming: completions of a prompt in flight at most (None = samples_per_round)."},
     )
     streaming_max_retries: int = field(
         default=2,

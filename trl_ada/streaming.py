@@ -78,6 +78,14 @@ def validate_schedule(args) -> None:
             f"streaming_chunk={args.streaming_chunk!r}: completions per request must be an integer in [1, "
             f"samples_per_round={args.samples_per_round}]."
         )
+    cap = args.samples_per_round * args.max_rounds
+    window = args.streaming_window
+    if window is not None and (not isinstance(window, int) or not args.streaming_chunk <= window <= cap):
+        raise ValueError(
+            f"streaming_window={window!r}: completions of a prompt in flight must be an integer in "
+            f"[streaming_chunk={args.streaming_chunk}, samples_per_round * max_rounds={cap}], or None for "
+            f"samples_per_round={args.samples_per_round}."
+        )
     if not isinstance(args.streaming_max_retries, int) or args.streaming_max_retries < 0:
         raise ValueError(f"streaming_max_retries={args.streaming_max_retries!r}: must be an integer >= 0.")
     if not args.streaming_request_timeout > 0:

@@ -565,7 +565,7 @@ class ReinforceAdaTrainer(GRPOTrainer):
         all_inputs = gather_object(inputs) if world > 1 else inputs
         step_inputs = all_inputs[:: self.num_generations]  # TRL's sampler repeats each prompt n times in a row
         sampler = self._new_sampler(step_inputs)
-        scheduler = StreamingScheduler(sampler, chunk=self.args.streaming_chunk)
+        scheduler = StreamingScheduler(sampler, window=self.args.streaming_window, chunk=self.args.streaming_chunk)
         prompt_rows = self._prepare_round([dict(x) for x in step_inputs])
         prompt_ids = self._tokenize_prompts(prompt_rows)[0]
         if self.state.global_step != self._last_loaded_step:  # weights reach the server once, before generation
