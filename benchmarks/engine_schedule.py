@@ -7,8 +7,8 @@ capped at `max_length`; a completion is right with its prompt's pass rate (the p
 `sampling_efficiency`), independent of its length. The samplers are the library's own: `AdaptiveSampler` for GRPO
 n=4 and round-based balance (M=8, N=4), `StreamingScheduler` over it for streaming balance, with the default window
 (M completions of a prompt in flight) and with the whole cap M·N in flight (`streaming_window=32`). Rounds wait for
-their longest completion; streaming issues and cancels requests as results arrive. Scoring, weight sync and the loss are
-not modelled (they cost the same under both schedules), so the ratios are of engine time only.
+their longest completion; streaming issues and cancels requests as results arrive. Scoring, weight sync and the
+loss are not modelled (they cost the same under both schedules), so the ratios are of engine time only.
 
     python -m benchmarks.engine_schedule           # 4 engine settings x 4 methods x 5 seeds: ~1-2 min
     python -m benchmarks.engine_schedule --smoke   # 1 setting, 16 prompts, 1 seed: a second
