@@ -68,6 +68,7 @@ class Settings:
     max_rounds: int = 4
     max_completion_length: int = 32
     streaming_chunk: int = 1
+    streaming_window: int | None = None
     learning_rate: float = 1e-5  # small: the policy, hence the work per step, stays put over the run
 
     @classmethod
@@ -227,7 +228,10 @@ def run_method(method: str, repeat: int, settings: Settings, model_dir: Path, se
         rounds = {"samples_per_round": settings.samples_per_round, "max_rounds": settings.max_rounds}
         if method == "streaming":
             rounds.update(
-                exit_rule="balance", generation_schedule="streaming", streaming_chunk=settings.streaming_chunk
+                exit_rule="balance",
+                generation_schedule="streaming",
+                streaming_chunk=settings.streaming_chunk,
+                streaming_window=settings.streaming_window,
             )
         else:
             rounds.update(exit_rule=method)
@@ -382,11 +386,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--steps", type=int, help="steps per trainer, the first one dropped (default: 4, smoke: 2)")
     parser.add_argument("--server-url", help="use this running server (started with tests/vllm_support's flags)")
     parser.add_argument("--streaming-chunk", type=int, default=1, help="completions per streaming request")
+    parser.add_argument("--streaming-window", type=int, help="completions of a prompt in flight (default: M)")
     options = parser.parse_args(argv)
     settings = Settings.smoke() if options.smoke else Settings()
     settings.repeats = options.repeats or settings.repeats
     settings.steps = options.steps or settings.steps
-    settings.streaming_chunk = options.streaming_chunk
+    settings.streaming_chunk, settings.streaming_window = options.streaming_chunk, options.streaming_window
     if settings.steps < 2:
         parser.error(f"--steps={settings.steps}: the first step of each trainer is dropped, so at least 2 are needed")
 

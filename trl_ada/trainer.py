@@ -31,6 +31,7 @@ import time
 import urllib.error
 import urllib.request
 from collections import defaultdict
+from collections.abc import Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -576,7 +577,7 @@ class ReinforceAdaTrainer(GRPOTrainer):
         requests = self._streaming_requests() if self.accelerator.is_main_process else None
         start = time.perf_counter()
         try:
-            self._send_requests(requests, prompt_ids, scheduler.start())
+            _forward(requests, prompt_ids, scheduler.start())
             while not scheduler.done:
                 results = self._next_results(requests, scheduler)
                 guarded, masked = self._score_streamed(results, stream)
@@ -587,9 +588,7 @@ class ReinforceAdaTrainer(GRPOTrainer):
                         result.key.id, guarded[offset : offset + size], masked[offset : offset + size]
                     )
                     offset += size
-                    for cancelled in update.cancel if requests is not None else ():
-                        requests.cancel(cancelled)
-                    self._send_requests(requests, prompt_ids, update.issue)
+                    _forward(requests, prompt_ids, update.issue, update.cancel)
                     _forget_unselectable(sampler, update.exited, stream.owned)
         finally:
             if requests is not None:
@@ -620,12 +619,6 @@ class ReinforceAdaTrainer(GRPOTrainer):
         self._flush_reward_metrics(stream.logs)
         return self._local_outputs(kept, stream.owned, local_rows(rank, len(prompts)), sorted(stream.columns))
 
-    @staticmethod
-    def _send_requests(requests: ServerCompletions | None, prompt_ids: list, issued: list) -> None:
-        """The main process sends the scheduler's new requests; the other processes only track them."""
-        for request in issued if requests is not None else ():
-            requests.submit(request, prompt_ids[request.prompt], request.size)
-
     def _next_results(self, requests: ServerCompletions | None, scheduler: StreamingScheduler) -> list:
         """The next results the scheduler still waits for, received by the main process and shared with the others.
 
@@ -641,6 +634,8 @@ class ReinforceAdaTrainer(GRPOTrainer):
                     results = [r for r in requests.results() if r.key.id in scheduler.in_flight]
                 payload = [results]
             except RuntimeError as error:
+                if self.accelerator.num_processes == 1:
+                    raise
                 payload = [str(error)]
         if self.accelerator.num_processes > 1:
             broadcast_object_list(payload, from_process=0)
@@ -885,6 +880,16 @@ def _forget_unselectable(sampler: AdaptiveSampler, prompts: list[int], owned: di
         for i in range(len(sampler.pools[j])):
             if i not in keep:
                 owned.pop((j, i), None)
+
+
+def _forward(requests: ServerCompletions | None, prompt_ids: list, issue: list, cancel: Sequence = ()) -> None:
+    """The main process sends the scheduler's new requests and cancels stale ones; the others only track them."""
+    if requests is None:
+        return
+    for request in cancel:
+        requests.cancel(request)
+    for request in issue:
+        requests.submit(request, prompt_ids[request.prompt], request.size)
 
 
 def local_rows(rank: int, rows_per_process: int) -> slice:
