@@ -177,6 +177,54 @@ def test_the_batch_keeps_exactly_num_kept_distinct_prompts_effective_first(
     assert sum(sampler.is_effective(p) for p in chosen) == min(kept, len(effective))
 
 
+@settings(max_examples=60, deadline=None)
+@given(
+    rates=st.lists(st.sampled_from([0.0, 0.05, 0.3, 0.9, 1.0]), min_size=4, max_size=24),
+    kept=st.integers(1, 8),
+    budget=st.sampled_from([4, 5, 6, 8, 12]),
+    rounds_per_prompt=st.integers(1, 3),
+    seed=st.integers(0, 2**16),
+)
+def test_refill_stays_within_the_step_budget_and_still_fills_every_kept_group(
+    rates, kept, budget, rounds_per_prompt, seed
+):
+    """A refilled candidate is admitted only when the budget can still pay for its group."""
+    kept = min(kept, len(rates))
+    sampler = RefillSampler(
+        num_prompts=len(rates),
+        num_kept=kept,
+        num_generations=4,
+        samples_per_round=4,
+        max_rounds=6,
+        rounds_per_prompt=rounds_per_prompt,
+        exit_rule="mixed",
+        sample_budget=budget,
+    )
+    policy = SimulatedPolicy(rates, seed=seed)
+    while not sampler.done:
+        plan = sampler.plan_round()
+        sampler.ingest(policy.sample(plan, sampler.plan_sizes))
+    assert sampler.samples_drawn <= budget * kept
+    assert sampler.kept_rewards().shape == (kept, 4)
+
+
+def test_refill_waits_for_a_budget_that_can_pay_for_a_new_group():
+    # 2 kept of 4 candidates, n = 2, budget 3 per kept prompt = 6 completions. Round 1 draws 2 for each kept one
+    # (4 in all); both come back all wrong, so both slots are free, but the 2 left pay for only one new group.
+    sampler = RefillSampler(
+        num_prompts=4,
+        num_kept=2,
+        num_generations=2,
+        samples_per_round=2,
+        max_rounds=3,
+        sample_budget=3,
+        **{k: v for k, v in DAPO.items() if k not in ("num_generations", "samples_per_round")},
+    )
+    plans = run_scripted(sampler, {0: [0.0, 0.0], 1: [0.0, 0.0], 2: [1.0, 0.0], 3: [1.0, 0.0]})
+    assert plans == [[0, 1], [2]]
+    assert sampler.samples_drawn == 6 and sampler.kept_prompts() == [0, 2]
+
+
 @pytest.mark.parametrize(
     ("overrides", "match"),
     [

@@ -211,13 +211,20 @@ class RefillSampler(AdaptiveSampler):
         return self.num_kept - sum(self._holds_slot(p) for p in range(self.num_prompts) if self.admitted[p])
 
     def _refillable(self) -> bool:
-        """A candidate not examined yet and not skipped remains, and it could fill its group in the rounds left."""
+        """A candidate not examined yet and not skipped remains, and it could fill its group in the rounds left and
+        within the budget."""
         time_left = self.samples_per_round * (self.max_rounds - self.round) >= self.num_generations
-        return time_left and not all(self.skipped[self._examined :])
+        return time_left and self._refill_room() > 0 and not all(self.skipped[self._examined :])
+
+    def _refill_room(self) -> int:
+        """New candidates whose group the budget can still pay for, after the groups admitted ones still need."""
+        if self._budget_total is None:
+            return self.num_prompts
+        return max(self._budget_total - self.samples_drawn - self._still_needed(), 0) // self.num_generations
 
     def _admit(self) -> None:
         """Round 1: the first `num_kept` candidates not skipped. Later: one new candidate per free slot."""
-        free = self.num_kept if self.round == 0 else self._free_slots()
+        free = self.num_kept if self.round == 0 else min(self._free_slots(), self._refill_room())
         if free <= 0 or (self.round and not self._refillable()):
             return
         while free and self._examined < self.num_prompts:
