@@ -4,24 +4,15 @@ not one completion generated that no pool receives."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
+from tiny import run_two_processes
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("distributed")]
 
-SCRIPT = Path(__file__).parent / "scripts" / "distributed_train.py"
-
 
 def test_two_processes_agree_on_every_exit_decision(tiny_model_dir, tmp_path):
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
-    result = subprocess.run(
-        [*command, str(SCRIPT), tiny_model_dir, str(tmp_path)], env=env, capture_output=True, text=True, timeout=300
-    )
+    result = run_two_processes("distributed_train.py", tiny_model_dir, str(tmp_path))
     assert result.returncode == 0, result.stderr[-3000:]
     ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
     assert [r["world_size"] for r in ranks] == [2, 2]

@@ -5,23 +5,19 @@ decision while only the main process talks to the server."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 from datasets import Dataset
 from streaming_fake import ScriptedCompletions, attach_scripted_server, token_logprob
-from tiny import tiny_config
+from tiny import run_two_processes, tiny_config
 
 from trl_ada import ReinforceAdaTrainer
 
 pytestmark = pytest.mark.xdist_group("trainer")
 
-TESTS = Path(__file__).parent
-SCRIPT = TESTS / "scripts" / "distributed_streaming.py"
+SCRIPT = "distributed_streaming.py"
 PROMPTS = [f"question {k}" for k in range(4)]
 
 
@@ -98,24 +94,10 @@ def test_a_wider_window_requests_more_up_front_and_decides_the_same(tiny_model_d
     assert wide["server"].cancelled > default["server"].cancelled
 
 
-def torchrun(model_dir: str, out: Path, *extra: str) -> subprocess.CompletedProcess:
-    env = {
-        **os.environ,
-        "HF_HUB_OFFLINE": "1",
-        "OMP_NUM_THREADS": "1",
-        "CUDA_VISIBLE_DEVICES": "",
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")])),
-    }
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
-    return subprocess.run(
-        [*command, str(SCRIPT), model_dir, str(out), *extra], env=env, capture_output=True, text=True, timeout=300
-    )
-
-
 @pytest.mark.slow
 @pytest.mark.xdist_group("distributed")
 def test_two_processes_agree_on_every_streaming_decision(tiny_model_dir, tmp_path):
-    result = torchrun(tiny_model_dir, tmp_path)
+    result = run_two_processes(SCRIPT, tiny_model_dir, str(tmp_path))
     assert result.returncode == 0, result.stderr[-3000:]
     ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
     assert [r["global_step"] for r in ranks] == [2, 2]
@@ -137,7 +119,7 @@ def test_two_processes_agree_on_every_streaming_decision(tiny_model_dir, tmp_pat
 @pytest.mark.slow
 @pytest.mark.xdist_group("distributed")
 def test_a_server_failure_on_the_main_process_fails_every_process(tiny_model_dir, tmp_path):
-    result = torchrun(tiny_model_dir, tmp_path, "5")
+    result = run_two_processes(SCRIPT, tiny_model_dir, str(tmp_path), "5")
     assert result.returncode != 0
     for rank in range(2):  # no rank left waiting for a broadcast: each raised the main process's error
         assert "failed 3 times" in (tmp_path / f"error{rank}.txt").read_text()

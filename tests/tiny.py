@@ -3,7 +3,11 @@ scripted by prompt."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 from trl_ada import ReinforceAdaConfig
@@ -51,3 +55,21 @@ class CountingReward:
             rewards.append(self.rule(key, self.scored[key]))
             self.scored[key] += 1
         return rewards
+
+
+TESTS = Path(__file__).parent
+
+
+def run_two_processes(script: str, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    """`tests/scripts/<script>` under torchrun with 2 CPU processes (gloo), offline, with `tests/` importable."""
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "OMP_NUM_THREADS": "1",
+        "CUDA_VISIBLE_DEVICES": "",
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")])),
+    }
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
+    return subprocess.run(
+        [*command, str(TESTS / "scripts" / script), *args], env=env, capture_output=True, text=True, timeout=timeout
+    )

@@ -4,12 +4,8 @@ arrive, cancellation on the server, the engine's own log-probs on every kept row
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -19,6 +15,7 @@ import requests  # noqa: E402
 import scripted  # noqa: E402
 from datasets import Dataset  # noqa: E402
 from scripted import ALTERNATING, ONE_IN_FOUR, PROMPTS, RIGHT, STEPS, TOLERANCE, WRONG, ScriptedReward  # noqa: E402
+from tiny import run_two_processes  # noqa: E402
 
 from trl_ada import ReinforceAdaTrainer  # noqa: E402
 
@@ -92,22 +89,8 @@ def test_streaming_balance_trains_with_the_engine_logprobs_and_leaves_nothing_ru
 
 def test_two_processes_stream_from_one_server_and_agree_on_every_decision(vllm_server, servable_model_dir, tmp_path):
     """torchrun, 2 CPU processes: rank 0 alone talks to the server; both take the same decisions from its results."""
-    tests = Path(__file__).parents[1]
-    env = {
-        **os.environ,
-        "HF_HUB_OFFLINE": "1",
-        "OMP_NUM_THREADS": "1",
-        "CUDA_VISIBLE_DEVICES": "",
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(tests), os.environ.get("PYTHONPATH")])),
-    }
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
-    script = tests / "scripts" / "distributed_streaming.py"
-    result = subprocess.run(
-        [*command, str(script), servable_model_dir, str(tmp_path), "--server", vllm_server.base_url],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
+    result = run_two_processes(
+        "distributed_streaming.py", servable_model_dir, str(tmp_path), "--server", vllm_server.base_url, timeout=600
     )
     assert result.returncode == 0, result.stderr[-3000:]
     ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
