@@ -55,7 +55,15 @@ ADAPTIVE_METRICS = (
     "pool_pass_rate",
 )
 """`reinforce_ada/` metrics kept in each step record (besides first-round reward and samples)."""
-REFILL_METRICS = ("candidates", "skipped", "consumed", "effective_kept_fraction", "hard_kept_fraction", "exhausted")
+REFILL_METRICS = (
+    "candidates",
+    "skipped",
+    "sampled",
+    "consumed",
+    "effective_kept_fraction",
+    "hard_kept_fraction",
+    "exhausted",
+)
 """`reinforce_ada/refill/` metrics kept in each step record as `refill_<name>` (NaN without candidates)."""
 TRAINERS = ("grpo", "reinforce_ada")
 
