@@ -76,12 +76,12 @@ EST_OPTIONS = (
     ("futility_threshold", 0.05),
 )
 REFILL_SIZES = {"steps": 60, "seeds": 5, "prompts_per_step": 8, "workers": 2}
-REFILL_PROBE = {"eval_every": 2, "eval_samples": 16}
+REFILL_PROBE = {"eval_every": 2, "eval_samples": 8}
 PROMPT_OVERSAMPLING = 3.0
 SKIP_OPTIONS = (
     ("pass_rate_memory", True),
     ("memory_decay", 0.5),
-    ("skip_threshold", 0.8),
+    ("skip_threshold", 0.6),
     ("skip_exploration", 0.05),
 )
 SMOKE_SIZES = {"steps": 2, "seeds": 1, "prompts_per_step": 2, "workers": 1}
@@ -154,7 +154,9 @@ def build_refill_methods(smoke: bool = False) -> list[MethodSpec]:
 
     DAPO: `exit_rule="mixed"`, M = n = 4, one round per candidate, refilled up to 4 rounds. "n=4 + skip": the same
     with a single round, so it is GRPO n=4 whose batch swaps the candidates the memory predicts to give no signal.
-    Skipping uses the pass-rate memory (decay 0.5), `skip_threshold=0.8` and `skip_exploration=0.05`.
+    Skipping uses the pass-rate memory (decay 0.5), `skip_threshold=0.6` and `skip_exploration=0.05`: with visits of
+    4 completions and decay 0.5 the chance of no signal never exceeds 9/13 under the uniform prior, so the sampling
+    benchmark's 0.8 would never skip; at 0.6 two all-wrong (or all-right) visits in a row skip a prompt.
     """
     m, n = (4, 2) if smoke else (8, 4)
     candidates = (("prompt_oversampling", PROMPT_OVERSAMPLING),)
