@@ -370,7 +370,7 @@ def run_method(
         if work_dir is None:
             work_dir = stack.enter_context(tempfile.TemporaryDirectory(prefix="trl-ada-toy-"))
         stack.enter_context(quiet_training())
-        output_dir = Path(work_dir) / f"trainer-{spec.name}"
+        output_dir = Path(work_dir) / f"trainer-{spec.name}-seed{seed}"  # one run directory per parallel run
         trainer = build_method_trainer(spec, model_dir, dataset, settings, steps, seed, output_dir)
         probe = PassRateProbe(trainer.processing_class, settings, seed) if settings.eval_every > 0 else None
         recorder = StepRecorder(spec, settings.prompts_per_step, report, probe, settings.eval_every)
