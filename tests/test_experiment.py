@@ -94,3 +94,28 @@ def test_pass_rate_probe_scores_every_task_prompt_without_touching_the_training_
     assert probe(model, step=2) == first  # the same draws for every method probed at step 2
     assert first * 160 == round(first * 160)  # a mean over 40 prompts x 4 completions
     assert 0.05 < first < 0.35  # the random model: about 0.5 for k=1, near 0 for k >= 3
+
+
+def test_parallel_seeds_of_one_method_get_their_own_run_directory(monkeypatch, tmp_path):
+    # The learning benchmark runs two seeds of a method at once in one work dir; a shared output_dir is refused
+    # (one run per output_dir), so each (method, seed) needs its own.
+    used = []
+
+    class Trainer:
+        def __init__(self, output_dir):
+            used.append(output_dir)
+
+        def remove_callback(self, callback):
+            pass
+
+        def add_callback(self, callback):
+            pass
+
+        def train(self):
+            pass
+
+    monkeypatch.setattr(experiment, "build_method_trainer", lambda *args: Trainer(args[-1]))
+    spec = experiment.MethodSpec("grpo_n4", "GRPO n=4")
+    for seed in (0, 1):
+        experiment.run_method(spec, tmp_path / "model", None, seed=seed, steps=1, work_dir=tmp_path)
+    assert len(set(used)) == 2 and all(path.parent == tmp_path for path in used)
