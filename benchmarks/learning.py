@@ -95,12 +95,13 @@ class Curve:
     metric: str
     window: int
     title: str
+    note: str
 
 
 FIRST_ROUND = Curve(
-    "first_round_reward", SMOOTHING_WINDOW, f"first-round reward ({SMOOTHING_WINDOW}-step moving average)"
+    "first_round_reward", SMOOTHING_WINDOW, "first-round reward", f"({SMOOTHING_WINDOW}-step moving average)"
 )
-PASS_RATE = Curve("eval_pass_rate", 1, "pass rate on every task prompt (probe)")
+PASS_RATE = Curve("eval_pass_rate", 1, "pass rate", "(probe of every task prompt)")
 
 Runs = dict[str, dict[int, list[dict[str, Any]]]]
 """method label -> seed -> per-step records of `trl_ada.toy.experiment.run_method`."""
@@ -349,7 +350,7 @@ def target_table(
         rows.append(
             [label, f"{steps['reached']}/{num_seeds}", _pm(steps), _ratio(steps), _pm(samples), _ratio(samples)]
         )
-    title = f"Target: {curve.title} {target:g}; mean ± std over seeds"
+    title = f"Target: {curve.title} {target:g} {curve.note}; mean ± std over seeds"
     return format_table(headers, rows, title=title)
 
 
@@ -522,7 +523,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     title = task_title(settings, f"{seeds[0]}-{seeds[-1]}" if len(seeds) > 1 else seeds[0])
     figure = plot_curves(mean_curves(runs, curve), title + " (mean ± std)")
     if args.refill:
-        figure.axes[0].set_ylabel(f"{curve.title}")
+        figure.axes[0].set_ylabel(f"{curve.title} {curve.note}")
     figure = save_figure(figure, out / "learning.png")
     print(f"wrote {out / 'results.json'}, {out / 'steps.csv'}, {out / 'tables.txt'}, {figure}")
     return data
