@@ -262,19 +262,21 @@ class PassRateProbe:
         batch = batch.to(model.device)
         was_training = model.training
         model.eval()
-        with torch.random.fork_rng(devices=[]), torch.no_grad():
-            torch.manual_seed(self.seed * 100_003 + step)
-            output = model.generate(
-                **batch,
-                do_sample=True,
-                temperature=TOY_TEMPERATURE,
-                top_k=0,
-                top_p=1.0,
-                max_new_tokens=self.max_new_tokens,
-                num_return_sequences=self.num_samples,
-                pad_token_id=self.tokenizer.pad_token_id,
-            )
-        model.train(was_training)
+        try:
+            with torch.random.fork_rng(devices=[]), torch.no_grad():
+                torch.manual_seed(self.seed * 100_003 + step)  # one stream per (seed, step)
+                output = model.generate(
+                    **batch,
+                    do_sample=True,
+                    temperature=TOY_TEMPERATURE,
+                    top_k=0,
+                    top_p=1.0,
+                    max_new_tokens=self.max_new_tokens,
+                    num_return_sequences=self.num_samples,
+                    pad_token_id=self.tokenizer.pad_token_id,
+                )
+        finally:
+            model.train(was_training)
         texts = self.tokenizer.batch_decode(output[:, batch["input_ids"].shape[1] :], skip_special_tokens=True)
         repeat = self.num_samples  # generate returns the samples of prompt 0 first, then prompt 1, ...
         answers = [a for a in self.answers for _ in range(repeat)]
