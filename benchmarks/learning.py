@@ -7,6 +7,11 @@ smoothed first-round reward of 0.5 and 0.7, relative to GRPO n=4. Setup and resu
     python -m benchmarks.learning            # 3 seeds x 60 steps x 4 methods, 2-4 min on 2 CPUs
     python -m benchmarks.learning --smoke    # 1 seed, 2 steps, 2 prompts/step, in-process: seconds
     python -m benchmarks.learning --est      # GRPO n=4/8, balance and Reinforce-Ada-Est at budgets 8 and 4, 5 seeds
+    python -m benchmarks.learning --refill   # GRPO n=4/8, balance, Est, DAPO dynamic sampling and the combinations
+
+`--refill` measures the targets on an unbiased probe of the policy's pass rate (every distinct task prompt, every
+2 steps; `trl_ada.toy.experiment.PassRateProbe`) instead of the first-round reward, which pre-rollout skipping and
+candidate refill bias.
 
 Writes `results.json`, `steps.csv`, `tables.txt` and `learning.png` into `--out`
 (default `benchmarks/results/learning/`).
@@ -22,7 +27,7 @@ import tempfile
 import time
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +45,7 @@ from benchmarks.common import (
     write_csv,
     write_json,
 )
+from trl_ada.refill import num_candidates
 from trl_ada.toy.experiment import (
     SMOOTHING_WINDOW,
     MethodSpec,
@@ -69,7 +75,33 @@ EST_OPTIONS = (
     ("later_rounds", "prior"),
     ("futility_threshold", 0.05),
 )
+REFILL_SIZES = {"steps": 60, "seeds": 5, "prompts_per_step": 8, "workers": 2}
+REFILL_PROBE = {"eval_every": 2, "eval_samples": 8}
+PROMPT_OVERSAMPLING = 3.0
+SKIP_OPTIONS = (
+    ("pass_rate_memory", True),
+    ("memory_decay", 0.5),
+    ("skip_threshold", 0.6),
+    ("skip_exploration", 0.05),
+)
 SMOKE_SIZES = {"steps": 2, "seeds": 1, "prompts_per_step": 2, "workers": 1}
+
+
+@dataclass(frozen=True)
+class Curve:
+    """What a learning curve plots and the targets are read from: a step-record field, smoothed over `window`
+    records that have it."""
+
+    metric: str
+    window: int
+    title: str
+    note: str
+
+
+FIRST_ROUND = Curve(
+    "first_round_reward", SMOOTHING_WINDOW, "first-round reward", f"({SMOOTHING_WINDOW}-step moving average)"
+)
+PASS_RATE = Curve("eval_pass_rate", 1, "pass rate", "(probe of every task prompt)")
 
 Runs = dict[str, dict[int, list[dict[str, Any]]]]
 """method label -> seed -> per-step records of `trl_ada.toy.experiment.run_method`."""
@@ -117,6 +149,58 @@ def build_est_methods(smoke: bool = False) -> list[MethodSpec]:
     ]
 
 
+def build_refill_methods(smoke: bool = False) -> list[MethodSpec]:
+    """The `--refill` comparison: GRPO n=4 and n=8, balance (paper), Est budget 4, DAPO's dynamic sampling, and the
+    combinations of candidates (`prompt_oversampling` 3), refill and pre-rollout skipping.
+
+    DAPO: `exit_rule="mixed"`, M = n = 4, one round per candidate, refilled up to 4 rounds. "n=4 + skip": the same
+    with a single round, so it is GRPO n=4 whose batch swaps the candidates the memory predicts to give no signal.
+    Skipping uses the pass-rate memory (decay 0.5), `skip_threshold=0.6` and `skip_exploration=0.05`: with visits of
+    4 completions and decay 0.5 the chance of no signal never exceeds 9/13 under the uniform prior, so the sampling
+    benchmark's 0.8 would never skip; at 0.6 two all-wrong (or all-right) visits in a row skip a prompt.
+    """
+    m, n = (4, 2) if smoke else (8, 4)
+    candidates = (("prompt_oversampling", PROMPT_OVERSAMPLING),)
+    balance = with_rounds(MethodSpec("balance", "balance", trainer="reinforce_ada", exit_rule="balance"), m, n)
+    est = {"trainer": "reinforce_ada", "exit_rule": "balance", "samples_per_round": m, "max_rounds": 2 if smoke else 3}
+    dapo = {"trainer": "reinforce_ada", "exit_rule": "mixed", "samples_per_round": 4}
+    dapo_options = (*candidates, ("rounds_per_prompt", 1))
+    refill_rounds, per_prompt = (4, 2) if smoke else (8, 4)
+    balance_refill = {"trainer": "reinforce_ada", "exit_rule": "balance", "samples_per_round": 4}
+    balance_options = (*candidates, ("rounds_per_prompt", per_prompt))
+    return [
+        MethodSpec("grpo_n4", BASELINE, num_generations=4),
+        MethodSpec("grpo_n8", "GRPO n=8", num_generations=8),
+        balance,
+        MethodSpec("est_b4", "Est budget 4", **est, options=(*EST_OPTIONS, ("sample_budget", 4))),
+        MethodSpec("dapo", "DAPO 3x", **dapo, max_rounds=2 if smoke else 4, options=dapo_options),
+        MethodSpec(
+            "dapo_skip", "DAPO 3x + skip", **dapo, max_rounds=2 if smoke else 4, options=(*dapo_options, *SKIP_OPTIONS)
+        ),
+        MethodSpec("n4_skip", "n=4 + skip", **dapo, max_rounds=1, options=(*dapo_options, *SKIP_OPTIONS)),
+        MethodSpec(
+            "balance_refill",
+            f"balance 4x{refill_rounds}, {per_prompt} r/p, 3x",
+            **balance_refill,
+            max_rounds=refill_rounds,
+            options=balance_options,
+        ),
+        MethodSpec(
+            "balance_refill_skip",
+            f"balance 4x{refill_rounds}, {per_prompt} r/p, 3x + skip",
+            **balance_refill,
+            max_rounds=refill_rounds,
+            options=(*balance_options, *SKIP_OPTIONS),
+        ),
+        MethodSpec(
+            "est_b8_skip",
+            "Est budget 8, 3x + skip",
+            **est,
+            options=(*EST_OPTIONS, ("sample_budget", 8), *candidates, *SKIP_OPTIONS[2:]),
+        ),
+    ]
+
+
 # --------------------------------------------------------------------------------------------
 # Runs
 # --------------------------------------------------------------------------------------------
@@ -129,6 +213,11 @@ def _jobs(methods: Sequence[MethodSpec], seeds: Sequence[int]) -> list[tuple[Met
         methods, key=lambda spec: (bool(spec.options), cost.get(spec.exit_rule or "", 2), -spec.num_generations)
     )
     return [(spec, seed) for spec in ordered for seed in seeds]
+
+
+def _candidates_per_step(spec: MethodSpec, settings: TaskSettings) -> int:
+    """Candidate prompts one step of `spec` samples over (the batch's prompts without `prompt_oversampling`)."""
+    return num_candidates(settings.prompts_per_step, dict(spec.options).get("prompt_oversampling", 1.0))
 
 
 def _describe(records: list[dict[str, Any]]) -> str:
@@ -154,7 +243,9 @@ def run_all(
     with tempfile.TemporaryDirectory(prefix="trl-ada-learning-") as work:
         with quiet_training():
             model_dirs = {seed: prepare_model(Path(work) / f"model-{seed}", seed) for seed in seeds}
-        datasets = {seed: make_task(settings, steps, seed) for seed in seeds}
+        # every distinct task prompt at least once, and enough rows for one step's candidates (`--smoke`)
+        min_prompts = max(len(settings.task_rows()), *(_candidates_per_step(spec, settings) for spec in methods))
+        datasets = {seed: make_task(settings, steps, seed, min_prompts) for seed in seeds}
         jobs = _jobs(methods, seeds)
 
         def arguments(spec: MethodSpec, seed: int) -> tuple[tuple, dict]:
@@ -195,17 +286,27 @@ def _stats(values: Sequence[float]) -> dict[str, Any]:
     return {"mean": mean, "std": std, "reached": int(np.isfinite(values).sum()), "values": list(values)}
 
 
-def summarize_method(per_seed: dict[int, list[dict[str, Any]]], targets: Sequence[float]) -> dict[str, Any]:
-    """Steps and samples to each target, final reward, samples per step, zero-std fraction, wall time (over seeds)."""
+REFILL_COLUMNS = ("refill_consumed", "refill_skipped", "refill_effective_kept_fraction", "refill_hard_kept_fraction")
+
+
+def summarize_method(
+    per_seed: dict[int, list[dict[str, Any]]], targets: Sequence[float], curve: Curve = FIRST_ROUND
+) -> dict[str, Any]:
+    """Steps and samples to each target on `curve`, final reward (and final probed pass rate), samples per step,
+    zero-std fraction, refill counts, wall time (over seeds)."""
     runs = list(per_seed.values())
-    summary: dict[str, Any] = {"seeds": list(per_seed)}
+    summary: dict[str, Any] = {"seeds": list(per_seed), "curve": curve.metric}
     for target in targets:
-        summary[f"steps_to_{target:g}"] = _stats([steps_to_reach(r, target) for r in runs])
-        summary[f"samples_to_{target:g}"] = _stats([samples_to_reach(r, target) for r in runs])
+        reach = {"window": curve.window, "metric": curve.metric}
+        summary[f"steps_to_{target:g}"] = _stats([steps_to_reach(r, target, **reach) for r in runs])
+        summary[f"samples_to_{target:g}"] = _stats([samples_to_reach(r, target, **reach) for r in runs])
     final = [np.mean([s["first_round_reward"] for s in r[-SMOOTHING_WINDOW:]]) for r in runs]
     summary["final_first_round_reward"] = _stats(final)
+    probed = [[s["eval_pass_rate"] for s in r if np.isfinite(s.get("eval_pass_rate", float("nan")))] for r in runs]
+    summary["final_eval_pass_rate"] = _stats([np.mean(p[-3:]) if p else float("nan") for p in probed])
     summary["samples_per_step"] = _stats([r[-1]["cumulative_samples"] / len(r) for r in runs])
-    for name in ("frac_reward_zero_std", "unresolved_all_positive_fraction", "unresolved_all_negative_fraction"):
+    names = ("frac_reward_zero_std", "unresolved_all_positive_fraction", "unresolved_all_negative_fraction")
+    for name in (*names, *REFILL_COLUMNS):
         summary[name] = _stats([_nanmean([s.get(name, float("nan")) for s in r]) for r in runs])
     summary["wall_time"] = _stats([r[-1]["wall_time"] for r in runs])
     return summary
@@ -238,8 +339,10 @@ def _ratio(stats: dict[str, Any]) -> str:
     return "-" if not np.isfinite(value) else f"{value:.2f}"
 
 
-def target_table(summaries: dict[str, dict[str, Any]], target: float, num_seeds: int) -> str:
-    """Steps and samples to `target`, with ratios vs GRPO n=4."""
+def target_table(
+    summaries: dict[str, dict[str, Any]], target: float, num_seeds: int, curve: Curve = FIRST_ROUND
+) -> str:
+    """Steps and samples to `target` on `curve`, with ratios vs GRPO n=4."""
     headers = ["method", "reached", "steps", "steps vs GRPO n=4", "samples", "samples vs GRPO n=4"]
     rows = []
     for label, summary in summaries.items():
@@ -247,7 +350,7 @@ def target_table(summaries: dict[str, dict[str, Any]], target: float, num_seeds:
         rows.append(
             [label, f"{steps['reached']}/{num_seeds}", _pm(steps), _ratio(steps), _pm(samples), _ratio(samples)]
         )
-    title = f"Target: first-round reward {target:g} ({SMOOTHING_WINDOW}-step moving average); mean ± std over seeds"
+    title = f"Target: {curve.title} {target:g} {curve.note}; mean ± std over seeds"
     return format_table(headers, rows, title=title)
 
 
@@ -278,20 +381,48 @@ def overview_table(summaries: dict[str, dict[str, Any]], steps: int) -> str:
     return format_table(headers, rows, title=title + "mean ± std over seeds")
 
 
+def refill_table(summaries: dict[str, dict[str, Any]], steps: int) -> str:
+    """Final probed pass rate and the candidates: consumed and skipped per step, effective and hard kept shares."""
+    headers = [
+        "method",
+        "final pass rate (last 3 probes)",
+        "samples/step",
+        "candidates consumed/step",
+        "skipped/step",
+        "effective kept",
+        "hard kept",
+    ]
+    rows = [
+        [
+            label,
+            _pm(s["final_eval_pass_rate"], 3),
+            _pm(s["samples_per_step"], 0),
+            _pm(s["refill_consumed"], 1, missing="-"),
+            _pm(s["refill_skipped"], 1, missing="-"),
+            _pm(s["refill_effective_kept_fraction"], 2, missing="-"),
+            _pm(s["refill_hard_kept_fraction"], 2, missing="-"),
+        ]
+        for label, s in summaries.items()
+    ]
+    title = f"Candidates over the {steps} steps (mean per step; '-': no candidates beyond the batch); mean ± std"
+    return format_table(headers, rows, title=title)
+
+
 # --------------------------------------------------------------------------------------------
 # Figure and files
 # --------------------------------------------------------------------------------------------
 
 
-def mean_curves(runs: Runs) -> dict[str, dict[str, list[float]]]:
-    """Per method: smoothed first-round reward averaged over seeds (± std band), against step and mean samples."""
+def mean_curves(runs: Runs, curve: Curve = FIRST_ROUND) -> dict[str, dict[str, list[float]]]:
+    """Per method: the smoothed `curve` averaged over seeds (± std band), against step and mean samples."""
     curves = {}
     for label, per_seed in runs.items():
-        smoothed = np.array([moving_average([s["first_round_reward"] for s in r]) for r in per_seed.values()])
-        samples = np.array([[s["cumulative_samples"] for s in r] for r in per_seed.values()])
+        measured = [[s for s in r if np.isfinite(s.get(curve.metric, float("nan")))] for r in per_seed.values()]
+        smoothed = np.array([moving_average([s[curve.metric] for s in r], curve.window) for r in measured])
+        samples = np.array([[s["cumulative_samples"] for s in r] for r in measured])
         mean, std = smoothed.mean(axis=0), smoothed.std(axis=0)
         curves[label] = {
-            "step": [s["step"] for s in next(iter(per_seed.values()))],
+            "step": [s["step"] for s in measured[0]],
             "samples": samples.mean(axis=0).tolist(),
             "reward": mean.tolist(),
             "low": (mean - std).tolist(),
@@ -316,13 +447,20 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--steps", type=int, default=None, help="training steps per run (default 60; smoke 2)")
     parser.add_argument("--prompts", type=int, default=None, help="prompts per step (default 8; smoke 2)")
     parser.add_argument("--workers", type=int, default=None, help="parallel runs (default 2; smoke 1: in-process)")
-    parser.add_argument(
+    modes = parser.add_mutually_exclusive_group()
+    modes.add_argument(
         "--est",
         action="store_true",
         help="Reinforce-Ada-Est at budgets 8 and 4 against GRPO n=4, n=8 and balance (default 5 seeds)",
     )
+    modes.add_argument(
+        "--refill",
+        action="store_true",
+        help="DAPO dynamic sampling, candidates and skipping against GRPO n=4, n=8, balance and Est (default 5 "
+        "seeds); targets on a pass-rate probe every 2 steps",
+    )
     args = parser.parse_args(argv)
-    sizes = SMOKE_SIZES if args.smoke else EST_SIZES if args.est else FULL_SIZES
+    sizes = SMOKE_SIZES if args.smoke else EST_SIZES if args.est else REFILL_SIZES if args.refill else FULL_SIZES
     args.seeds = args.seeds or sizes["seeds"]
     args.steps = args.steps or sizes["steps"]
     args.prompts = args.prompts or sizes["prompts_per_step"]
@@ -333,15 +471,27 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """Run the benchmark, print the tables, write JSON, CSV, tables and the figure; return the JSON data."""
     args = parse_args(argv)
-    settings = TaskSettings(prompts_per_step=args.prompts)
-    methods = build_est_methods(args.smoke) if args.est else build_methods(args.smoke)
+    probe = REFILL_PROBE if args.refill else {}
+    settings = TaskSettings(prompts_per_step=args.prompts, **probe)
+    if args.refill:
+        methods = build_refill_methods(args.smoke)
+    else:
+        methods = build_est_methods(args.smoke) if args.est else build_methods(args.smoke)
+    curve = PASS_RATE if args.refill else FIRST_ROUND
     seeds = list(range(args.seed, args.seed + args.seeds))
     start = time.perf_counter()
     runs = run_all(methods, seeds, args.steps, settings, args.workers, verbose=not args.quiet)
     elapsed = time.perf_counter() - start
-    summaries = {spec.label: summarize_method(runs[spec.label], TARGETS) for spec in methods}
+    summaries = {spec.label: summarize_method(runs[spec.label], TARGETS, curve) for spec in methods}
     add_ratios(summaries, TARGETS)
-    tables = [target_table(summaries, t, len(seeds)) for t in TARGETS] + [overview_table(summaries, args.steps)]
+    tables = [target_table(summaries, t, len(seeds), curve) for t in TARGETS]
+    first_round: dict[str, dict[str, Any]] = {}
+    if args.refill:  # the biased first-round curve, side by side, and what the candidates did
+        first_round = {spec.label: summarize_method(runs[spec.label], TARGETS) for spec in methods}
+        add_ratios(first_round, TARGETS)
+        tables.append(target_table(first_round, TARGETS[-1], len(seeds)) + "\n(biased under skipping: see the docs)")
+        tables.append(refill_table(summaries, args.steps))
+    tables.append(overview_table(summaries, args.steps))
     text = "\n\n".join(tables)
     print(
         text + f"\n\nTotal wall time {elapsed:.0f} s ({args.workers} worker(s), {machine_description()})", flush=True
@@ -355,6 +505,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "task": asdict(settings),
         "targets": list(TARGETS),
         "smoothing_window": SMOOTHING_WINDOW,
+        "curve": asdict(curve),
         "methods": [asdict(spec) for spec in methods],
     }
     data = {
@@ -363,13 +514,17 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "machine": machine_description(),
         "wall_time": elapsed,
         "summaries": summaries,
+        "first_round_summaries": first_round,
         "runs": {label: {str(seed): r for seed, r in per_seed.items()} for label, per_seed in runs.items()},
     }
     write_json(out / "results.json", data)
     write_csv(out / "steps.csv", csv_rows(runs))
     (out / "tables.txt").write_text(text + "\n")
     title = task_title(settings, f"{seeds[0]}-{seeds[-1]}" if len(seeds) > 1 else seeds[0])
-    figure = save_figure(plot_curves(mean_curves(runs), title + " (mean ± std)"), out / "learning.png")
+    figure = plot_curves(mean_curves(runs, curve), title + " (mean ± std)")
+    if args.refill:
+        figure.axes[0].set_ylabel(f"{curve.title} {curve.note}")
+    figure = save_figure(figure, out / "learning.png")
     print(f"wrote {out / 'results.json'}, {out / 'steps.csv'}, {out / 'tables.txt'}, {figure}")
     return data
 

@@ -95,3 +95,39 @@ def test_est_methods_compare_at_equal_samples(benchmark):
         assert (options["first_round"], options["later_rounds"]) == ("prior", "prior")
         assert methods[f"Est budget {budget}"].max_rounds == 3
     assert benchmark.parse_args(["--est"]).seeds == 5
+
+
+def test_refill_methods_compare_dapo_balance_est_and_their_combinations(benchmark):
+    methods = {spec.label: spec for spec in benchmark.build_refill_methods()}
+    assert list(methods)[:5] == ["GRPO n=4", "GRPO n=8", "balance M=8 N=4", "Est budget 4", "DAPO 3x"]
+    dapo = methods["DAPO 3x"]
+    assert (dapo.exit_rule, dapo.samples_per_round, dapo.max_rounds, dapo.num_generations) == ("mixed", 4, 4, 4)
+    assert dict(dapo.options) == {"prompt_oversampling": 3.0, "rounds_per_prompt": 1}
+    skipping = [label for label, spec in methods.items() if "skip_threshold" in dict(spec.options)]
+    assert skipping == ["DAPO 3x + skip", "n=4 + skip", "balance 4x8, 4 r/p, 3x + skip", "Est budget 8, 3x + skip"]
+    for label in skipping:
+        options = dict(methods[label].options)
+        assert options["pass_rate_memory"] and options["prompt_oversampling"] == 3.0
+    assert dict(methods["Est budget 4"].options)["sample_budget"] == 4
+    args = benchmark.parse_args(["--refill"])
+    assert (args.seeds, args.steps, args.prompts) == (5, 60, 8)
+    with pytest.raises(SystemExit):
+        benchmark.parse_args(["--refill", "--est"])
+
+
+@pytest.mark.slow
+def test_refill_smoke_probes_the_pass_rate_and_counts_every_candidate_sampled(benchmark, tmp_path):
+    with contextlib.redirect_stdout(io.StringIO()) as printed:
+        data = benchmark.main(["--refill", "--smoke", "--quiet", "--out", str(tmp_path)])
+    assert "Target: pass rate 0.7 (probe of every task prompt)" in printed.getvalue()
+    assert (tmp_path / "learning.png").read_bytes()[:8] == PNG_MAGIC
+    runs = {label: per_seed["0"] for label, per_seed in data["runs"].items()}
+    assert len(runs) == len(benchmark.build_refill_methods(smoke=True))
+    for label, records in runs.items():
+        assert [r["step"] for r in records] == [1, 2], label
+        assert math.isnan(records[0]["eval_pass_rate"]) and 0 <= records[1]["eval_pass_rate"] <= 1  # every 2 steps
+    for record in runs["DAPO 3x"] + runs["DAPO 3x + skip"]:  # one round of 4 per sampled candidate, kept or not
+        assert record["samples"] == 4 * record["refill_sampled"] >= 4 * 2
+    assert all(r["samples"] == 2 * 4 for r in runs["n=4 + skip"])  # one round: the batch's 2 slots x 4
+    assert data["summaries"]["DAPO 3x"]["curve"] == "eval_pass_rate"
+    assert data["first_round_summaries"]["DAPO 3x"]["curve"] == "first_round_reward"

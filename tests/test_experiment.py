@@ -63,3 +63,59 @@ def test_summaries_skip_steps_without_a_metric():
     summary = experiment.summarize([{**r, "wall_time": 1.0} for r in records], targets=(0.3,), window=2)
     assert summary["mean_frac_reward_zero_std"] == 0.5
     assert summary["final_first_round_reward"] == pytest.approx(0.3)
+
+
+def test_targets_on_a_probed_metric_read_only_the_steps_that_have_it():
+    probed = [math.nan, 0.3, math.nan, 0.72, math.nan, 0.8]
+    records = [
+        {"step": k + 1, "eval_pass_rate": p, "first_round_reward": 0.9, "cumulative_samples": 10.0 * (k + 1)}
+        for k, p in enumerate(probed)
+    ]
+    assert experiment.steps_to_reach(records, 0.7, window=1, metric="eval_pass_rate") == 4
+    assert experiment.samples_to_reach(records, 0.7, window=1, metric="eval_pass_rate") == 40.0
+    assert experiment.steps_to_reach(records, 0.7, window=2, metric="eval_pass_rate") == 6  # (.72 + .8) / 2
+    assert experiment.steps_to_reach(records, 0.7, window=1) == 1  # the first-round curve is another question
+
+
+def test_pass_rate_probe_scores_every_task_prompt_without_touching_the_training_randomness(tmp_path):
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    settings = experiment.TaskSettings(eval_every=2, eval_samples=4)
+    assert len(settings.task_rows()) == 40  # a and o, k = 1..5, 4 phrasings: every prompt of the dataset
+    model_dir = experiment.prepare_model(tmp_path / "model", seed=0)
+    model = AutoModelForCausalLM.from_pretrained(model_dir).train()  # as during training
+    probe = experiment.PassRateProbe(AutoTokenizer.from_pretrained(model_dir), settings, seed=0)
+    torch.manual_seed(123)
+    state = torch.get_rng_state()
+    first = probe(model, step=2)
+    assert torch.equal(torch.get_rng_state(), state)  # the training's random stream goes on as without a probe
+    assert model.training  # the probe puts the model back in its mode
+    assert probe(model, step=2) == first  # the same draws for every method probed at step 2
+    assert first * 160 == round(first * 160)  # a mean over 40 prompts x 4 completions
+    assert 0.05 < first < 0.35  # the random model: about 0.5 for k=1, near 0 for k >= 3
+
+
+def test_parallel_seeds_of_one_method_get_their_own_run_directory(monkeypatch, tmp_path):
+    # The learning benchmark runs two seeds of a method at once in one work dir; a shared output_dir is refused
+    # (one run per output_dir), so each (method, seed) needs its own.
+    used = []
+
+    class Trainer:
+        def __init__(self, output_dir):
+            used.append(output_dir)
+
+        def remove_callback(self, callback):
+            pass
+
+        def add_callback(self, callback):
+            pass
+
+        def train(self):
+            pass
+
+    monkeypatch.setattr(experiment, "build_method_trainer", lambda *args: Trainer(args[-1]))
+    spec = experiment.MethodSpec("grpo_n4", "GRPO n=4")
+    for seed in (0, 1):
+        experiment.run_method(spec, tmp_path / "model", None, seed=seed, steps=1, work_dir=tmp_path)
+    assert len(set(used)) == 2 and all(path.parent == tmp_path for path in used)

@@ -131,3 +131,78 @@ def test_two_processes_keep_identical_candidate_skip_and_keep_decisions(tiny_mod
         assert len(step["kept"]) == 3
     assert any(any(step["skipped"]) for step in ranks[0]["steps"][1:])  # the memory skipped some candidates
     assert ranks[0]["rows"] == ranks[1]["rows"] == [6, 6, 6]  # 3 kept prompts x n=4 over 2 ranks, every step
+
+
+def _spy_candidates(trainer) -> list[list[str]]:
+    """Record the prompt texts of every step's candidates (the batch's first, then the stream's)."""
+    steps = []
+    new_sampler = trainer._new_refill_sampler
+
+    def record(batch_inputs):
+        candidates, sampler = new_sampler(batch_inputs)
+        steps.append([x["prompt"][-1]["content"] for x in candidates])
+        return candidates, sampler
+
+    trainer._new_refill_sampler = record
+    return steps
+
+
+def test_a_stream_that_runs_past_the_dataset_mid_epoch_ends_cleanly_without_a_repeat_inside_a_step(
+    tiny_model_dir, tmp_path
+):
+    # 8 distinct prompts, 6 of them all-wrong: every step examines all its 8 candidates (the batch's 4 and 4 from the
+    # stream) and still has free slots. The stream passes the end of the dataset in the middle of TRL's epochs.
+    reward = KindReward()
+    args = _config(tmp_path, max_steps=-1, num_train_epochs=3, max_rounds=3)
+    dataset = Dataset.from_dict(
+        {
+            "prompt": [
+                [{"role": "user", "content": f"{kind} {i}"}] for i, kind in enumerate(["mixed"] * 2 + ["wrong"] * 6)
+            ]
+        }
+    )
+    trainer = ReinforceAdaTrainer(model=tiny_model_dir, reward_funcs=[reward], args=args, train_dataset=dataset)
+    steps = _spy_candidates(trainer)
+    trainer.train()
+    assert trainer.state.global_step == 6  # 3 epochs of 8 prompts / 4 per step: every requested step ran
+    assert len(steps) == 6
+    for candidates in steps:
+        assert len(candidates) == 8 == len(set(candidates))  # the whole dataset, no prompt twice
+    logs = [log for log in trainer.state.log_history if "reinforce_ada/refill/consumed" in log]
+    assert len(logs) == 6
+    for log in logs:
+        assert log["reinforce_ada/refill/consumed"] == 8  # every candidate examined ...
+        assert log["reinforce_ada/refill/exhausted"] == 1.0  # ... and the free slots found none left
+        assert log["reinforce_ada/refill/kept"] == 4
+        assert log["reinforce_ada/refill/effective_kept_fraction"] == 0.5  # the 2 mixed prompts; 2 slots all wrong
+        assert log["reinforce_ada/refill/ineffective_kept_fraction"] == 0.5
+    assert trainer.candidate_stream.epoch >= 2  # the stream went round the dataset more than once
+    assert all(count % 4 == 0 and count > 0 for count in reward.scored.values())
+
+
+def test_steps_per_generation_and_num_iterations_keep_trls_shape_with_candidates(tiny_model_dir, tmp_path):
+    # A generation batch of 2 steps x 4 prompts samples over 16 candidates and keeps 8 prompts; each is reused for
+    # num_iterations=2 passes: 4 optimisation steps from 1 generation batch, each on TRL's B x n = 16 rows.
+    reward = KindReward()
+    args = _config(tmp_path, steps_per_generation=2, num_iterations=2, max_steps=4, max_rounds=4)
+    trainer = ReinforceAdaTrainer(model=tiny_model_dir, reward_funcs=[reward], args=args, train_dataset=_dataset(8, 8))
+    steps = _spy_candidates(trainer)
+    seen = []
+    original = trainer._compute_loss
+
+    def spy(model, inputs):
+        seen.append((inputs["completion_ids"].shape[0], inputs["advantages"].tolist()))
+        return original(model, inputs)
+
+    trainer._compute_loss = spy
+    parameters = {name: p.detach().clone() for name, p in trainer.model.named_parameters()}
+    trainer.train()
+    assert trainer.state.global_step == 4
+    assert len(steps) == 1 and len(steps[0]) == 16 == len(set(steps[0]))  # one generation batch of candidates
+    assert [rows for rows, _ in seen] == [16] * 4
+    kept = sorted(a for _, advantages in seen[:2] for a in advantages)
+    assert kept == [-0.5] * 16 + [0.5] * 16  # the 8 mixed prompts kept, pools [1, 0, 1, 0]
+    assert [advantages for _, advantages in seen[2:]] == [advantages for _, advantages in seen[:2]]  # reused
+    log = next(log for log in trainer.state.log_history if "reinforce_ada/refill/kept" in log)
+    assert log["reinforce_ada/refill/candidates"] == 16 and log["reinforce_ada/refill/kept"] == 8
+    assert any(not (p == parameters[name]).all() for name, p in trainer.model.named_parameters())

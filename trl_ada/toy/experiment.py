@@ -22,7 +22,7 @@ from transformers import TrainerCallback
 
 from ..utils import format_table, mean, pyplot
 from .model import build_tiny_model, configure_torch_threads
-from .task import make_toy_dataset, toy_grpo_kwargs, toy_reward
+from .task import PROMPT_TEMPLATES, TOY_TEMPERATURE, make_toy_dataset, toy_grpo_kwargs, toy_prompt, toy_reward
 
 if TYPE_CHECKING:
     from datasets import Dataset
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 __all__ = [
     "SMOOTHING_WINDOW",
     "MethodSpec",
+    "PassRateProbe",
     "StepRecorder",
     "TaskSettings",
     "make_task",
@@ -54,6 +55,16 @@ ADAPTIVE_METRICS = (
     "pool_pass_rate",
 )
 """`reinforce_ada/` metrics kept in each step record (besides first-round reward and samples)."""
+REFILL_METRICS = (
+    "candidates",
+    "skipped",
+    "sampled",
+    "consumed",
+    "effective_kept_fraction",
+    "hard_kept_fraction",
+    "exhausted",
+)
+"""`reinforce_ada/refill/` metrics kept in each step record as `refill_<name>` (NaN without candidates)."""
 TRAINERS = ("grpo", "reinforce_ada")
 
 
@@ -112,6 +123,9 @@ class TaskSettings:
     zero, so GRPO at n=4 sees mostly all-wrong groups (the mean pass rate is about 0.15). With `e` in the mix (the
     toy default) the easy `e` prompts alone give GRPO enough signal and the methods learn at the same pace per step;
     see `docs/demo.md`.
+
+    `eval_every` > 0 adds a [`PassRateProbe`] every `eval_every` steps (`eval_samples` completions per distinct
+    prompt); its completions are a measurement and are not counted as generated samples.
     """
 
     prompts_per_step: int = 8
@@ -119,11 +133,26 @@ class TaskSettings:
     learning_rate: float = 5e-3
     targets: str = "ao"
     counts: tuple[int, ...] = (1, 2, 3, 4, 5)
+    eval_every: int = 0
+    eval_samples: int = 16
+
+    def task_rows(self) -> list[tuple[str, int, str]]:
+        """Every distinct prompt of the task as (target letter, count, user message)."""
+        return [
+            (t, k, toy_prompt(t, k, template))
+            for template in PROMPT_TEMPLATES
+            for t in self.targets
+            for k in self.counts
+        ]
 
 
-def make_task(settings: TaskSettings, steps: int, seed: int) -> Dataset:
-    """The toy dataset: exactly enough distinct prompts for `steps` steps (one epoch, seeded order)."""
-    num_prompts = steps * settings.prompts_per_step
+def make_task(settings: TaskSettings, steps: int, seed: int, min_prompts: int = 0) -> Dataset:
+    """The toy dataset: enough rows for `steps` steps (one epoch, seeded order) and at least `min_prompts`.
+
+    Rows cycle through seeded shuffles of the task's distinct prompts, so each appears equally often (up to the last,
+    partial cycle).
+    """
+    num_prompts = max(steps * settings.prompts_per_step, min_prompts)
     return make_toy_dataset(num_prompts, seed=seed, targets=settings.targets, counts=settings.counts)
 
 
@@ -200,30 +229,100 @@ def step_record(spec: MethodSpec, logs: dict[str, float], prompts_per_step: int)
     }
     for name in ADAPTIVE_METRICS:  # NaN for plain GRPO: one round, no exit rule
         record[name] = float(logs.get(f"reinforce_ada/{name}", 1.0 if name == "rounds" else nan))
+    for name in REFILL_METRICS:  # NaN without candidates beyond the batch
+        record[f"refill_{name}"] = float(logs.get(f"reinforce_ada/refill/{name}", nan))
     return record
 
 
-class StepRecorder(TrainerCallback):
-    """Collects one record per logged training step (see [`run_method`]) and reports it."""
+class PassRateProbe:
+    """The policy's pass rate on the whole task: `num_samples` completions of every distinct prompt of the task.
 
-    def __init__(self, spec: MethodSpec, prompts_per_step: int, report: Callable[[dict], None] | None = None):
+    The toy dataset cycles through these prompts, each equally often, so the mean reward over them is an unbiased
+    estimate of the expected reward of a uniformly drawn training prompt, whatever prompts a method chose to sample
+    or skip. Sampling is the training's (temperature 1, no top-k/top-p, `max_completion_length` tokens) under its own
+    random state, seeded by (`seed`, step): the probe leaves the training's random stream untouched, and every method
+    is probed with the same draws at the same step.
+    """
+
+    def __init__(self, tokenizer: Any, settings: TaskSettings, seed: int):
+        from ..evaluation import encode_prompts
+
+        rows = settings.task_rows()
+        self.tokenizer, self.seed, self.num_samples = tokenizer, seed, settings.eval_samples
+        self.max_new_tokens = settings.max_completion_length
+        self.answers = [target for target, _, _ in rows]
+        self.counts = [count for _, count, _ in rows]
+        self.prompt_ids = encode_prompts(tokenizer, [[{"role": "user", "content": text}] for _, _, text in rows])
+
+    def __call__(self, model: Any, step: int) -> float:
+        """Mean [`toy_reward`] of `num_samples` completions per distinct prompt, sampled from `model` now."""
+        import torch
+
+        batch = self.tokenizer.pad({"input_ids": self.prompt_ids}, padding_side="left", return_tensors="pt")
+        batch = batch.to(model.device)
+        was_training = model.training
+        model.eval()
+        try:
+            with torch.random.fork_rng(devices=[]), torch.no_grad():
+                torch.manual_seed(self.seed * 100_003 + step)  # one stream per (seed, step)
+                output = model.generate(
+                    **batch,
+                    do_sample=True,
+                    temperature=TOY_TEMPERATURE,
+                    top_k=0,
+                    top_p=1.0,
+                    max_new_tokens=self.max_new_tokens,
+                    num_return_sequences=self.num_samples,
+                    pad_token_id=self.tokenizer.pad_token_id,
+                )
+        finally:
+            model.train(was_training)
+        texts = self.tokenizer.batch_decode(output[:, batch["input_ids"].shape[1] :], skip_special_tokens=True)
+        repeat = self.num_samples  # generate returns the samples of prompt 0 first, then prompt 1, ...
+        answers = [a for a in self.answers for _ in range(repeat)]
+        counts = [k for k in self.counts for _ in range(repeat)]
+        return mean(toy_reward(texts, answers, counts))
+
+
+class StepRecorder(TrainerCallback):
+    """Collects one record per logged training step (see [`run_method`]) and reports it.
+
+    With a `probe`, every `eval_every`-th step's record also holds `eval_pass_rate` (NaN on the other steps).
+    """
+
+    def __init__(
+        self,
+        spec: MethodSpec,
+        prompts_per_step: int,
+        report: Callable[[dict], None] | None = None,
+        probe: PassRateProbe | None = None,
+        eval_every: int = 0,
+    ):
         self.spec, self.prompts_per_step, self.report = spec, prompts_per_step, report
+        self.probe, self.eval_every = probe, eval_every
         self.records: list[dict[str, Any]] = []
         self.start = time.perf_counter()
+        self.eval_time = 0.0
 
     def on_train_begin(self, args, state, control, **kwargs):
         self.start = time.perf_counter()
 
-    def on_log(self, args, state, control, logs=None, **kwargs):
+    def on_log(self, args, state, control, logs=None, model=None, **kwargs):
         if logs and "reward" in logs:  # a training step's metrics (not the end-of-training summary)
-            self.add(state.global_step, state.max_steps, logs)
+            pass_rate = float("nan")
+            if self.probe is not None and state.global_step % self.eval_every == 0:
+                start = time.perf_counter()
+                pass_rate = self.probe(model, state.global_step)
+                self.eval_time += time.perf_counter() - start
+            self.add(state.global_step, state.max_steps, logs, pass_rate)
 
-    def add(self, step: int, max_steps: int, logs: dict[str, float]) -> None:
+    def add(self, step: int, max_steps: int, logs: dict[str, float], pass_rate: float = float("nan")) -> None:
         """Append the record of `step` (cumulative samples and wall time included) and report it."""
         record = {"step": step, **step_record(self.spec, logs, self.prompts_per_step)}
         previous = self.records[-1]["cumulative_samples"] if self.records else 0.0
         record["cumulative_samples"] = previous + record["samples"]
-        record["wall_time"] = time.perf_counter() - self.start
+        record["eval_pass_rate"] = pass_rate
+        record["wall_time"] = time.perf_counter() - self.start - self.eval_time  # training only
         self.records.append(record)
         if self.report is not None:
             self.report({**record, "method": self.spec.name, "max_steps": max_steps})
@@ -258,10 +357,12 @@ def run_method(
 ) -> list[dict[str, Any]]:
     """Train `spec` for `steps` steps from `model_dir`; return one record per step.
 
-    Each record holds `step`, `first_round_reward`, `samples` (completions generated in the step),
-    `cumulative_samples`, `frac_reward_zero_std`, `kept_reward` (mean reward of the groups that reached the loss),
-    `step_time`, `wall_time` (seconds since training started) and the `ADAPTIVE_METRICS` (NaN for plain GRPO,
-    except `rounds` = 1). `report` is called with each record.
+    Each record holds `step`, `first_round_reward`, `samples` (every completion generated in the step, kept or
+    not, over all candidates), `cumulative_samples`, `eval_pass_rate` (see [`PassRateProbe`]; NaN unless
+    `settings.eval_every` divides the step), `frac_reward_zero_std`, `kept_reward` (mean reward of the groups that
+    reached the loss), `step_time`, `wall_time` (seconds of training since it started, probes excluded), the
+    `ADAPTIVE_METRICS` (NaN for plain GRPO, except `rounds` = 1) and the `REFILL_METRICS` as `refill_<name>`.
+    `report` is called with each record.
     """
     from transformers import PrinterCallback
 
@@ -271,9 +372,10 @@ def run_method(
         if work_dir is None:
             work_dir = stack.enter_context(tempfile.TemporaryDirectory(prefix="trl-ada-toy-"))
         stack.enter_context(quiet_training())
-        output_dir = Path(work_dir) / f"trainer-{spec.name}"
+        output_dir = Path(work_dir) / f"trainer-{spec.name}-seed{seed}"  # one run directory per parallel run
         trainer = build_method_trainer(spec, model_dir, dataset, settings, steps, seed, output_dir)
-        recorder = StepRecorder(spec, settings.prompts_per_step, report)
+        probe = PassRateProbe(trainer.processing_class, settings, seed) if settings.eval_every > 0 else None
+        recorder = StepRecorder(spec, settings.prompts_per_step, report, probe, settings.eval_every)
         trainer.remove_callback(PrinterCallback)  # it prints every log dict; the recorder reports instead
         trainer.add_callback(recorder)
         trainer.train()
@@ -296,21 +398,26 @@ def moving_average(values: Sequence[float], window: int = SMOOTHING_WINDOW) -> l
     return out
 
 
-def _first_reaching(records: Sequence[dict], target: float, window: int) -> dict | None:
-    """The first record whose smoothed first-round reward reaches `target` (None if never)."""
-    smoothed = moving_average([r["first_round_reward"] for r in records], window)
-    return next((r for r, s in zip(records, smoothed, strict=True) if s >= target), None)
+def _first_reaching(records: Sequence[dict], target: float, window: int, metric: str) -> dict | None:
+    """The first record whose `metric`, smoothed over the records that have it, reaches `target` (None if never)."""
+    measured = [r for r in records if not math.isnan(r.get(metric, float("nan")))]
+    smoothed = moving_average([r[metric] for r in measured], window)
+    return next((r for r, s in zip(measured, smoothed, strict=True) if s >= target), None)
 
 
-def steps_to_reach(records: Sequence[dict], target: float, window: int = SMOOTHING_WINDOW) -> float:
-    """Training steps until the smoothed first-round reward reaches `target` (NaN if it never does)."""
-    record = _first_reaching(records, target, window)
+def steps_to_reach(
+    records: Sequence[dict], target: float, window: int = SMOOTHING_WINDOW, metric: str = "first_round_reward"
+) -> float:
+    """Training steps until the smoothed `metric` (first-round reward) reaches `target` (NaN if it never does)."""
+    record = _first_reaching(records, target, window, metric)
     return float("nan") if record is None else float(record["step"])
 
 
-def samples_to_reach(records: Sequence[dict], target: float, window: int = SMOOTHING_WINDOW) -> float:
-    """Completions generated until the smoothed first-round reward reaches `target` (NaN if it never does)."""
-    record = _first_reaching(records, target, window)
+def samples_to_reach(
+    records: Sequence[dict], target: float, window: int = SMOOTHING_WINDOW, metric: str = "first_round_reward"
+) -> float:
+    """Completions generated until the smoothed `metric` (first-round reward) reaches `target` (NaN if never)."""
+    record = _first_reaching(records, target, window, metric)
     return float("nan") if record is None else float(record["cumulative_samples"])
 
 
