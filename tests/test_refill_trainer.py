@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from datasets import Dataset
-from tiny import CountingReward, tiny_config
+from tiny import CountingReward, run_two_processes, tiny_config
 
 from trl_ada import ReinforceAdaConfig, ReinforceAdaTrainer
 
@@ -112,16 +112,7 @@ def test_checkpoint_restores_the_candidate_stream(tiny_model_dir, tmp_path):
 
 @pytest.mark.slow
 def test_two_processes_keep_identical_candidate_skip_and_keep_decisions(tiny_model_dir, tmp_path):
-    import os
-    import subprocess
-    import sys
-
-    script = Path(__file__).parent / "scripts" / "distributed_refill.py"
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
-    result = subprocess.run(
-        [*command, str(script), tiny_model_dir, str(tmp_path)], env=env, capture_output=True, text=True, timeout=300
-    )
+    result = run_two_processes("distributed_refill.py", tiny_model_dir, str(tmp_path))
     assert result.returncode == 0, result.stderr[-3000:]
     ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
     assert len(ranks[0]["steps"]) == 3
