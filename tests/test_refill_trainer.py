@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from datasets import Dataset
-from tiny import CountingReward, run_two_processes, tiny_config
+from tiny import CountingReward, loss_batches, run_two_processes, tiny_config
 
 from trl_ada import ReinforceAdaConfig, ReinforceAdaTrainer
 
@@ -49,14 +49,7 @@ def test_dapo_mode_trains_exactly_b_effective_prompts_refilled_from_the_candidat
     trainer = ReinforceAdaTrainer(
         model=tiny_model_dir, reward_funcs=[reward], args=_config(tmp_path), train_dataset=_dataset(4, 4)
     )
-    seen = []
-    original = trainer._compute_loss
-
-    def spy(model, inputs):
-        seen.append(inputs)
-        return original(model, inputs)
-
-    trainer._compute_loss = spy
+    seen = loss_batches(trainer)
     trainer.train()
     # 8 candidates = the whole dataset; 5 rounds are enough to reach all 4 mixed prompts whatever the order
     assert seen[0]["completion_ids"].shape[0] == 16  # TRL's shape: B x n

@@ -11,7 +11,7 @@ import pytest
 import torch
 from datasets import Dataset
 from streaming_fake import ScriptedCompletions, attach_scripted_server, token_logprob
-from tiny import run_two_processes, tiny_config
+from tiny import loss_batches, run_two_processes, tiny_config
 
 from trl_ada import ReinforceAdaTrainer
 
@@ -42,18 +42,14 @@ def streaming_run(model_dir: str, tmp_path: Path, arrival_seed: int, batch: int,
     trainer.args.streaming_window = window
     server = ScriptedCompletions(len(trainer.processing_class), max_length=4, seed=arrival_seed, batch=batch)
     generation = attach_scripted_server(trainer, server)
-    decisions, batches = [], []
-    log_metrics, compute_loss = trainer._log_sampling_metrics, trainer._compute_loss
+    decisions, batches = [], loss_batches(trainer)
+    log_metrics = trainer._log_sampling_metrics
 
     def record(sampler, *rest):
         decisions.append((sampler.pools, sampler.exit_round, sampler.select_groups()))
         return log_metrics(sampler, *rest)
 
-    def spy(model, inputs):
-        batches.append(inputs)
-        return compute_loss(model, inputs)
-
-    trainer._log_sampling_metrics, trainer._compute_loss = record, spy
+    trainer._log_sampling_metrics = record
     trainer.train()
     logs = [h for h in trainer.state.log_history if "reinforce_ada/samples" in h]
     return {"decisions": decisions, "batches": batches, "syncs": generation.syncs, "server": server, "logs": logs}

@@ -15,7 +15,7 @@ import pytest
 import torch
 import trl
 from datasets import Dataset
-from tiny import tiny_config
+from tiny import loss_batches, tiny_config
 from transformers import AutoTokenizer, Qwen2Config, Qwen2ForSequenceClassification
 
 from trl_ada import ReinforceAdaConfig, ReinforceAdaTrainer
@@ -49,15 +49,8 @@ class BatchSpy:
     """Records every batch that reaches the loss."""
 
     def __init__(self, trainer):
-        self.batches = []
+        self.batches = loss_batches(trainer)
         self.micro_batches_per_generation = trainer.args.steps_per_generation
-        compute_loss = trainer._compute_loss
-
-        def spy(model, inputs):
-            self.batches.append(inputs)
-            return compute_loss(model, inputs)
-
-        trainer._compute_loss = spy
 
     def copies_per_prompt(self) -> list[int]:
         """Distinct numbers of copies of a prompt within a generation batch (TRL shuffles it into micro-batches)."""

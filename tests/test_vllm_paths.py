@@ -12,6 +12,7 @@ import importlib.util
 import pytest
 import torch
 from datasets import Dataset
+from tiny import loss_batches
 
 from trl_ada import ReinforceAdaConfig, ReinforceAdaTrainer
 
@@ -78,14 +79,7 @@ def test_vllm_rounds_call_once_per_round_with_active_prompts_and_aligned_logprob
     trainer.use_vllm, trainer.vllm_generation, trainer._last_loaded_step = True, stand_in, -1
     trainer.vllm_importance_sampling_correction = True
 
-    seen = []
-    original = trainer._compute_loss
-
-    def spy(model, inputs):
-        seen.append(inputs)
-        return original(model, inputs)
-
-    trainer._compute_loss = spy
+    seen = loss_batches(trainer)
     trainer.train()
     sampler_log = trainer.state.log_history[0]
 

@@ -30,6 +30,18 @@ def tiny_config(tmp_path, **fields: Any) -> ReinforceAdaConfig:
     return ReinforceAdaConfig(**{"output_dir": str(tmp_path / "out"), **TINY_RUN, **fields})
 
 
+def loss_batches(trainer) -> list[dict[str, Any]]:
+    """A list that receives every batch reaching `trainer`'s loss (the inputs dict of `_compute_loss`), in order."""
+    batches, compute_loss = [], trainer._compute_loss
+
+    def record(model, inputs):
+        batches.append(inputs)
+        return compute_loss(model, inputs)
+
+    trainer._compute_loss = record
+    return batches
+
+
 def prompt_text(prompt: str | list[dict[str, str]]) -> str:
     """The text of a prompt: the string itself, or the content of a conversation's last message."""
     return prompt if isinstance(prompt, str) else prompt[-1]["content"]

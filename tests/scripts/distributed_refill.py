@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import torch
-from distributed_train import prompts_of_lengths, reward  # this script's folder is on sys.path
+from distributed_train import TWO_PROCESS_RUN, prompts_of_lengths, reward  # this script's folder is on sys.path
 
 from trl_ada import ReinforceAdaConfig, ReinforceAdaTrainer
 
@@ -30,14 +30,8 @@ def main(model_dir: str, out: str) -> None:
         pass_rate_memory=True,
         skip_threshold=0.5,
         skip_exploration=0.3,
-        per_device_train_batch_size=6,  # 3 prompts per step over 2 ranks: the middle prompt straddles them
-        max_completion_length=4,
         max_steps=3,
-        logging_steps=1,
-        report_to="none",
-        use_cpu=True,
-        save_strategy="no",
-        seed=0,
+        **TWO_PROCESS_RUN,
     )
     trainer = ReinforceAdaTrainer(model=model_dir, reward_funcs=[reward], args=args, train_dataset=dataset)
     rank = trainer.accelerator.process_index

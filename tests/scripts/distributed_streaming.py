@@ -16,6 +16,7 @@ import json
 import sys
 
 from datasets import Dataset
+from distributed_train import TWO_PROCESS_RUN  # this script's folder is on sys.path
 from streaming_fake import ScriptedCompletions, attach_scripted_server
 
 from trl_ada import ReinforceAdaConfig, ReinforceAdaTrainer
@@ -36,21 +37,8 @@ class FirstTokenEven:
 
 def main(model_dir: str, out: str, fail_after: int | None = None, server_url: str | None = None) -> None:
     dataset = Dataset.from_dict({"prompt": [[{"role": "user", "content": f"question {k}"}] for k in range(8)]})
-    args = ReinforceAdaConfig(
-        output_dir=out,
-        num_generations=4,
-        samples_per_round=4,
-        max_rounds=3,
-        exit_rule="balance",
-        per_device_train_batch_size=6,  # 3 prompts per step over 2 ranks: the middle prompt straddles them
-        max_steps=2,
-        logging_steps=1,
-        report_to="none",
-        use_cpu=True,
-        save_strategy="no",
-        seed=0,
-        **real_server_fields(server_url),
-    )
+    fields = dict(num_generations=4, samples_per_round=4, max_rounds=3, exit_rule="balance", max_steps=2)
+    args = ReinforceAdaConfig(output_dir=out, **{**TWO_PROCESS_RUN, **fields, **real_server_fields(server_url)})
     reward = FirstTokenEven()
     with contextlib.ExitStack() as stack:
         if server_url is not None:
@@ -65,7 +53,6 @@ def real_server_fields(server_url: str | None) -> dict:
     """Config fields for the real server (float32 on both sides), or for the scripted one (its made-up log-probs)."""
     if server_url is None:
         return {
-            "max_completion_length": 4,
             "vllm_importance_sampling_mode": "token_truncate",
             "vllm_importance_sampling_clip_max": 1e9,
         }

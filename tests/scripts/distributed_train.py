@@ -17,6 +17,17 @@ from datasets import Dataset
 
 from trl_ada import ReinforceAdaConfig, ReinforceAdaTrainer
 
+TWO_PROCESS_RUN = dict(
+    per_device_train_batch_size=6,  # 3 prompts per step (n = 4) over 2 ranks: the middle prompt straddles them
+    max_completion_length=4,
+    logging_steps=1,
+    report_to="none",
+    use_cpu=True,
+    save_strategy="no",
+    seed=0,
+)
+"""Config fields the two-process scripts share."""
+
 
 def reward(prompts, completion_ids, **kwargs):
     """Data-driven 0/1 rewards: a prompt of a multiple of 3 characters is never solved (it stays active under `pos`),
@@ -40,14 +51,8 @@ def main(model_dir: str, out: str) -> None:
         samples_per_round=2,
         max_rounds=3,
         exit_rule="pos",
-        per_device_train_batch_size=6,  # 3 prompts per step over 2 ranks: the middle prompt straddles them
-        max_completion_length=4,
         max_steps=2,
-        logging_steps=1,
-        report_to="none",
-        use_cpu=True,
-        save_strategy="no",
-        seed=0,
+        **TWO_PROCESS_RUN,
     )
     trainer = ReinforceAdaTrainer(model=model_dir, reward_funcs=[reward], args=args, train_dataset=dataset)
     rank, world = trainer.accelerator.process_index, trainer.accelerator.num_processes
