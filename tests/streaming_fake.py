@@ -11,6 +11,7 @@ from __future__ import annotations
 import random
 import zlib
 
+from trl_ada.schedules.streaming import StreamingSchedule
 from trl_ada.server_requests import CompletionResult
 
 
@@ -95,6 +96,7 @@ def attach_scripted_server(trainer, server: ScriptedCompletions | None) -> Count
     """
     generation = CountingGeneration()
     trainer.args.generation_schedule = "streaming"
+    trainer.schedule = StreamingSchedule(trainer)
     trainer.use_vllm, trainer.vllm_generation, trainer._last_loaded_step = True, generation, -1
     trainer.vllm_importance_sampling_correction = True
 
@@ -103,5 +105,5 @@ def attach_scripted_server(trainer, server: ScriptedCompletions | None) -> Count
             raise AssertionError("only the main process may send requests to the server")
         return server
 
-    trainer._streaming_requests = connect
+    trainer.schedule._server_requests = connect
     return generation

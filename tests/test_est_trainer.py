@@ -138,7 +138,9 @@ def test_defaults_leave_the_estimation_off(tmp_path):
     config = ReinforceAdaConfig(output_dir=str(tmp_path), report_to="none", use_cpu=True)
     assert (config.pass_rate_memory, config.first_round, config.later_rounds) == (False, "fixed", "fixed")
     assert (config.futility_threshold, config.sample_budget, config.memory_decay) == (0.0, None, 0.5)
-    assert config.estimation_kwargs == {
+    plan = config.sampling_plan
+    estimation = ("first_round", "later_rounds", "round_confidence", "futility_threshold", "sample_budget")
+    assert {name: getattr(plan, name) for name in estimation} == {
         "first_round": "fixed",
         "later_rounds": "fixed",
         "round_confidence": 0.5,

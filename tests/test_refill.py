@@ -103,7 +103,7 @@ def test_budget_counts_the_kept_prompts():
     sampler = RefillSampler(
         num_prompts=8, num_kept=4, num_generations=2, samples_per_round=4, max_rounds=2, sample_budget=3
     )
-    assert sampler._budget_total == 12
+    assert sampler.budget_total == 12
 
 
 def test_no_signal_probability_is_the_beta_binomial_tails():
@@ -261,5 +261,5 @@ def test_dapo_dynamic_sampling_is_a_valid_configuration(tmp_path):
         max_rounds=4,
         prompt_oversampling=3.0,
     )
-    assert config.uses_candidates and config.is_adaptive
+    assert config.uses_candidates and config.samples_adaptively
     assert not ReinforceAdaConfig(output_dir=str(tmp_path), report_to="none", use_cpu=True).uses_candidates

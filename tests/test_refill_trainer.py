@@ -86,13 +86,13 @@ def test_checkpoint_restores_the_candidate_stream(tiny_model_dir, tmp_path):
         model=tiny_model_dir, reward_funcs=[KindReward()], args=_config(tmp_path, **args), train_dataset=_dataset(8, 8)
     )
     states = []
-    advance = first._advance_candidate_stream
+    end_step = first.schedule.end_step
 
-    def record(sampler, batch_size):
-        advance(sampler, batch_size)
+    def record(outcome):
+        end_step(outcome)
         states.append(first.candidate_stream.state_dict())
 
-    first._advance_candidate_stream = record
+    first.schedule.end_step = record
     first.train()
     saved = json.loads((Path(first.args.output_dir) / "checkpoint-1" / "candidate_stream.json").read_text())
     assert saved == states[0] and states[0] != states[1]
@@ -120,14 +120,14 @@ def test_two_processes_keep_identical_candidate_skip_and_keep_decisions(tiny_mod
 def _spy_candidates(trainer) -> list[list[str]]:
     """Record the prompt texts of every step's candidates (the batch's first, then the stream's)."""
     steps = []
-    new_sampler = trainer._new_refill_sampler
+    new_sampler = trainer.schedule.new_sampler
 
     def record(batch_inputs):
         candidates, sampler = new_sampler(batch_inputs)
         steps.append([x["prompt"][-1]["content"] for x in candidates])
         return candidates, sampler
 
-    trainer._new_refill_sampler = record
+    trainer.schedule.new_sampler = record
     return steps
 
 

@@ -43,13 +43,14 @@ def streaming_run(model_dir: str, tmp_path: Path, arrival_seed: int, batch: int,
     server = ScriptedCompletions(len(trainer.processing_class), max_length=4, seed=arrival_seed, batch=batch)
     generation = attach_scripted_server(trainer, server)
     decisions, batches = [], loss_batches(trainer)
-    log_metrics = trainer._log_sampling_metrics
+    finish_step = trainer.finish_step
 
-    def record(sampler, *rest):
+    def record(outcome, *rest):
+        sampler = outcome.sampler
         decisions.append((sampler.pools, sampler.exit_round, sampler.select_groups()))
-        return log_metrics(sampler, *rest)
+        return finish_step(outcome, *rest)
 
-    trainer._log_sampling_metrics = record
+    trainer.finish_step = record
     trainer.train()
     logs = [h for h in trainer.state.log_history if "reinforce_ada/samples" in h]
     return {"decisions": decisions, "batches": batches, "syncs": generation.syncs, "server": server, "logs": logs}

@@ -304,7 +304,7 @@ def test_bad_config_names_the_field(tmp_path, overrides, match):
 
 def test_exit_rule_none_ignores_the_round_plan(tmp_path):
     config = _config(tmp_path, exit_rule="none", num_generations=8, per_device_train_batch_size=8, max_rounds=1)
-    assert not config.is_adaptive
+    assert not config.samples_adaptively
 
 
 def test_grpo_config_is_rejected_with_the_fix(tiny_model_dir, tmp_path):
@@ -463,6 +463,7 @@ def test_a_round_is_split_over_processes_at_sample_level(
 ):
     split = split_round([samples_per_round] * num_active, num_processes)
     assert split.num_samples == num_active * samples_per_round
-    assert (split.rows_per_process, split.num_padding, split.copies_per_request) == (rows, padding, copies)
-    assert split.num_padding < num_processes
+    num_padding = split.rows_per_process * num_processes - split.num_samples  # rows generated only to even shards
+    assert (split.rows_per_process, num_padding, split.copies_per_request) == (rows, padding, copies)
+    assert num_padding < num_processes
     assert samples_per_round % split.copies_per_request == 0 and rows % split.copies_per_request == 0

@@ -6,10 +6,7 @@ from dataclasses import dataclass, field
 
 from trl import GRPOConfig
 
-from .advantages import ADVANTAGE_BASELINES
-from .refill import validate_refill
-from .sampling import exit_rule_names, get_exit_rule, validate_estimation, validate_sampling
-from .streaming import validate_schedule
+from .plan import BASE_FIELDS, SamplingPlan, preset_fields, validate_transport
 
 __all__ = ["ReinforceAdaConfig"]
 
@@ -25,11 +22,19 @@ class ReinforceAdaConfig(GRPOConfig):
     Parameters:
         > Parameters that control adaptive sampling (Reinforce-Ada, arXiv 2510.04996)
 
+        sampling (`str` or `None`, *optional*, defaults to `None`):
+            A preset: one name per variant, filling the fields it needs (`docs/configuration.md` has the table).
+            `"grpo"`: plain GRPO (`exit_rule="none"`). `"balance"` and `"pos"`: the paper's Reinforce-Ada-Seq
+            variants (M=8, N=4). `"dapo"`: DAPO's dynamic sampling (`exit_rule="mixed"`, M=n, one round per
+            candidate, 3x candidates, up to 4 refill rounds). `"budgeted_balance"`: balance rounds sized from a
+            pass-rate memory, with a futility stop and a budget of 2n completions per prompt (this package's design).
+            A field you set explicitly always wins over the preset; a field left unset (None) takes the preset's
+            value, or else its default below. `None`: no preset.
         exit_rule (`str`, *optional*, defaults to `"balance"`):
             When a prompt stops sampling. `"balance"`: its pool holds at least ⌊n/2⌋ positives and n − ⌊n/2⌋
-            negatives. `"pos"`: at least one positive. `"none"`: plain GRPO sampling (one round of exactly
-            `num_generations` per prompt) through the same code path, for ablations. Rules registered with
-            `trl_ada.register_exit_rule` are accepted by name.
+            negatives. `"pos"`: at least one positive. `"mixed"`: at least one positive and one negative (DAPO's
+            filter). `"none"`: plain GRPO sampling (one round of exactly `num_generations` per prompt) through the
+            same code path, for ablations. Rules registered with `trl_ada.register_exit_rule` are accepted by name.
         samples_per_round (`int`, *optional*, defaults to `8`):
             M: completions drawn for every still-active prompt in each round (one batched generation call per round).
         max_rounds (`int`, *optional*, defaults to `4`):
@@ -63,9 +68,10 @@ class ReinforceAdaConfig(GRPOConfig):
             In [0, 1); 0 = off. A prompt whose pool can fill its group and whose posterior chance to meet the exit rule
             within its remaining cap is below this value stops sampling; its group is formed like any unresolved one.
         sample_budget (`float` or `None`, *optional*, defaults to `None`):
-            Average completions per prompt one step may draw (>= `num_generations`); `None` = no budget. Each round
-            first fills every group, then spends an equal share of what is left over the rounds left, one completion
-            at a time where it most raises the posterior probability of a mixed group.
+            Average completions per prompt one step may draw (>= `num_generations`); `None` = no budget (or, with a
+            preset that sets one, the preset's). Each round first fills every group, then spends an equal share of
+            what is left over the rounds left, one completion at a time where it most raises the posterior
+            probability of a mixed group.
 
         > Parameters that control dynamic sampling: candidates, refill and pre-rollout skipping (all off by default)
 
@@ -77,8 +83,9 @@ class ReinforceAdaConfig(GRPOConfig):
             1.0 = today, bit for bit.
         rounds_per_prompt (`int` or `None`, *optional*, defaults to `None`):
             Rounds one candidate may sample (its cap is `samples_per_round * rounds_per_prompt`); `max_rounds` stays
-            the cap of the step. `None` = `max_rounds`. DAPO's dynamic sampling is `exit_rule="mixed"`,
-            `samples_per_round=num_generations`, `rounds_per_prompt=1` with `prompt_oversampling` > 1.
+            the cap of the step. `None` = `max_rounds` (or, with a preset that sets it, the preset's). DAPO's dynamic
+            sampling (`sampling="dapo"`) is `exit_rule="mixed"`, `samples_per_round=num_generations`,
+            `rounds_per_prompt=1` with `prompt_oversampling` > 1.
         skip_threshold (`float` or `None`, *optional*, defaults to `None`):
             In (0, 1]; `None` = never skip. A candidate the pass-rate memory has seen is skipped before any completion
             when its posterior probability that `num_generations` completions are all right or all wrong is at least
@@ -120,20 +127,33 @@ class ReinforceAdaConfig(GRPOConfig):
     With `exit_rule="none"` the trainer computes exactly what [`~trl.GRPOTrainer`] computes.
     """
 
-    exit_rule: str = field(
-        default="balance",
+    sampling: str | None = field(
+        default=None,
         metadata={
-            "help": "When a prompt stops sampling: 'balance' (at least n/2 positives and n/2 negatives in its pool), "
-            "'pos' (at least one positive), or 'none' (plain GRPO sampling through the same code path)."
+            "help": "A preset that fills the sampling fields you leave unset: 'grpo', 'balance', 'pos', 'dapo' or "
+            "'budgeted_balance' (docs/configuration.md). Explicit fields win over it."
         },
     )
-    samples_per_round: int = field(
-        default=8,
-        metadata={"help": "M: completions drawn for every active prompt in each round."},
+    exit_rule: str | None = field(
+        default=None,
+        metadata={
+            "help": "When a prompt stops sampling: 'balance' (at least n/2 positives and n/2 negatives in its pool), "
+            "'pos' (at least one positive), 'mixed' (one positive and one negative: DAPO's filter), or 'none' "
+            "(plain GRPO sampling through the same code path). Default: the preset's, else 'balance'."
+        },
     )
-    max_rounds: int = field(
-        default=4,
-        metadata={"help": "N: the round cap; a prompt draws at most samples_per_round * max_rounds completions."},
+    samples_per_round: int | None = field(
+        default=None,
+        metadata={
+            "help": "M: completions drawn for every active prompt in each round (default: the preset's, else 8)."
+        },
+    )
+    max_rounds: int | None = field(
+        default=None,
+        metadata={
+            "help": "N: the round cap; a prompt draws at most samples_per_round * max_rounds completions (default: "
+            "the preset's, else 4)."
+        },
     )
     positive_threshold: float = field(
         default=0.7,
@@ -177,28 +197,28 @@ class ReinforceAdaConfig(GRPOConfig):
         },
     )
 
-    pass_rate_memory: bool = field(
-        default=False,
+    pass_rate_memory: bool | None = field(
+        default=None,
         metadata={"help": "Keep a decayed Beta posterior of each prompt's pass rate across steps (Reinforce-Ada-Est)"},
     )
     memory_decay: float = field(
         default=0.5,
         metadata={"help": "Weight factor in (0, 1] applied to a prompt's earlier evidence at each of its visits."},
     )
-    first_round: str = field(
-        default="fixed",
+    first_round: str | None = field(
+        default=None,
         metadata={"help": "'fixed' (samples_per_round) or 'prior' (sized from the pass-rate memory) first round."},
     )
-    later_rounds: str = field(
-        default="fixed",
+    later_rounds: str | None = field(
+        default=None,
         metadata={"help": "'fixed' (samples_per_round) or 'prior' (sized from the posterior) rounds after the first."},
     )
     round_confidence: float = field(
         default=0.5,
         metadata={"help": "Probability with which a prior-sized round should meet the exit rule, in (0, 1)."},
     )
-    futility_threshold: float = field(
-        default=0.0,
+    futility_threshold: float | None = field(
+        default=None,
         metadata={"help": "Stop a prompt whose chance to meet its exit rule within its cap is below this; 0 = off."},
     )
     sample_budget: float | None = field(
@@ -206,8 +226,8 @@ class ReinforceAdaConfig(GRPOConfig):
         metadata={"help": "Average completions per prompt a step may draw (>= num_generations); None = no budget."},
     )
 
-    prompt_oversampling: float = field(
-        default=1.0,
+    prompt_oversampling: float | None = field(
+        default=None,
         metadata={"help": "Candidate prompts drawn per trained prompt (>= 1.0); the batch keeps exactly B of them."},
     )
     rounds_per_prompt: int | None = field(
@@ -243,86 +263,36 @@ class ReinforceAdaConfig(GRPOConfig):
     beta: float = field(default=0.0, metadata={"help": "KL coefficient; the paper uses no KL (0.0)."})
 
     def __post_init__(self) -> None:
-        self._validate_adaptive_sampling()
-        validate_schedule(self)
+        explicit = {name: getattr(self, name) for name in BASE_FIELDS}
+        for name, value in preset_fields(self.sampling, self.num_generations, explicit).items():
+            setattr(self, name, value)
+        plan = self.sampling_plan  # every sampling field, validated once
+        validate_transport(self.streaming_max_retries, self.streaming_request_timeout)
+        if plan.generation_schedule == "streaming":
+            self._validate_streaming_backend()
+        if self.scale_rewards not in ("none", "group", "batch", True, False):
+            raise ValueError(f"scale_rewards={self.scale_rewards!r}: choose one of ['none', 'group', 'batch'].")
         super().__post_init__()
 
     @property
-    def is_adaptive(self) -> bool:
+    def sampling_plan(self) -> SamplingPlan:
+        """The sampling parameters of every step, resolved and validated (`trl_ada.plan.SamplingPlan`)."""
+        return SamplingPlan.from_config(self)
+
+    @property
+    def samples_adaptively(self) -> bool:
         """True unless `exit_rule="none"` (plain GRPO sampling)."""
         return self.exit_rule != "none"
 
-    def _validate_adaptive_sampling(self) -> None:
-        for name in ("num_generations", "samples_per_round", "max_rounds"):
-            if isinstance(getattr(self, name), bool):  # bool is an int subclass: True would pass as 1
-                raise ValueError(f"{name}={getattr(self, name)!r}: must be an integer, not a boolean.")
-        if self.exit_rule not in exit_rule_names():
-            get_exit_rule(self.exit_rule)  # raises a ValueError listing the valid names
-        if self.advantage_baseline not in ADVANTAGE_BASELINES:
-            raise ValueError(
-                f"advantage_baseline={self.advantage_baseline!r} is not supported; choose one of "
-                f"{list(ADVANTAGE_BASELINES)}."
-            )
-        plan = (self.samples_per_round, self.max_rounds) if self.is_adaptive else (self.num_generations, 1)
-        validate_sampling(self.num_generations, *plan, self.positive_threshold)
-        self._validate_estimation()
-        self._validate_refill()
-        if self.scale_rewards not in ("none", "group", "batch", True, False):
-            raise ValueError(f"scale_rewards={self.scale_rewards!r}: choose one of ['none', 'group', 'batch'].")
-
-    def _validate_estimation(self) -> None:
-        if not isinstance(self.memory_decay, int | float) or not 0.0 < self.memory_decay <= 1.0:
-            raise ValueError(
-                f"memory_decay={self.memory_decay!r}: must be in (0, 1]; 1 keeps all past evidence, 0.5 halves the "
-                "weight of earlier visits at each visit."
-            )
-        if self.first_round == "prior" and not self.pass_rate_memory:
-            raise ValueError(
-                "first_round='prior' sizes the first round from the pass-rate memory, but pass_rate_memory=False. Set "
-                "pass_rate_memory=True, or use first_round='fixed'."
-            )
-        validate_estimation(
-            self.num_generations,
-            self.exit_rule,
-            self.first_round,
-            self.later_rounds,
-            self.round_confidence,
-            self.futility_threshold,
-            self.sample_budget,
-        )
-
-    def _validate_refill(self) -> None:
-        validate_refill(self.prompt_oversampling, self.skip_threshold, self.skip_exploration, self.rounds_per_prompt)
-        if self.skip_threshold is not None and not self.pass_rate_memory:
-            raise ValueError(
-                f"skip_threshold={self.skip_threshold!r} skips candidates from the pass-rate memory, but "
-                "pass_rate_memory=False. Set pass_rate_memory=True, or skip_threshold=None."
-            )
-        if self.rounds_per_prompt is not None and self.is_adaptive:
-            if self.rounds_per_prompt > self.max_rounds:
-                raise ValueError(
-                    f"rounds_per_prompt={self.rounds_per_prompt} is more than max_rounds={self.max_rounds}, the "
-                    "rounds of the whole step. Lower rounds_per_prompt, or raise max_rounds."
-                )
-            if self.samples_per_round * self.rounds_per_prompt < self.num_generations:
-                raise ValueError(
-                    f"samples_per_round * rounds_per_prompt = {self.samples_per_round} * {self.rounds_per_prompt} is "
-                    f"smaller than num_generations={self.num_generations}: a candidate could never fill its group. "
-                    "Raise rounds_per_prompt or samples_per_round."
-                )
-
     @property
     def uses_candidates(self) -> bool:
-        """True when a step samples over candidates beyond its batch or may skip some (`RefillSampler`)."""
-        return self.prompt_oversampling > 1.0 or self.skip_threshold is not None or self.rounds_per_prompt is not None
+        """True when a step samples over candidates beyond its batch or may skip some (the refill schedule)."""
+        return self.sampling_plan.uses_candidates
 
-    @property
-    def estimation_kwargs(self) -> dict:
-        """The `AdaptiveSampler` arguments of Reinforce-Ada-Est (first/later round sizing, futility, budget)."""
-        return {
-            "first_round": self.first_round,
-            "later_rounds": self.later_rounds,
-            "round_confidence": self.round_confidence,
-            "futility_threshold": self.futility_threshold,
-            "sample_budget": self.sample_budget,
-        }
+    def _validate_streaming_backend(self) -> None:
+        if not self.use_vllm or self.vllm_mode != "server":
+            raise ValueError(
+                f"generation_schedule='streaming' sends requests to a vLLM server, but use_vllm={self.use_vllm!r} and "
+                f"vllm_mode={self.vllm_mode!r}. Set use_vllm=True and vllm_mode='server', or use "
+                "generation_schedule='rounds' (the default, which every backend supports)."
+            )

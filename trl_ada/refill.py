@@ -29,10 +29,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
-from .sampling import AdaptiveSampler, beta_binomial_pmf, select_group
+from .beta import beta_binomial_pmf
+from .plan import SamplingPlan, validate_refill
+from .sampling import AdaptiveSampler
 
 __all__ = [
     "HARD_PASS_RATE",
@@ -46,44 +49,6 @@ __all__ = [
 ]
 
 HARD_PASS_RATE = 0.25  # a kept prompt is "hard" when its first round's pass rate is below this
-
-
-def validate_refill(
-    prompt_oversampling: float, skip_threshold: float | None, skip_exploration: float, rounds_per_prompt: int | None
-) -> None:
-    """Raise a ValueError naming the field, the value and the fix for an impossible candidate plan."""
-    if isinstance(prompt_oversampling, bool) or not isinstance(prompt_oversampling, int | float):
-        raise ValueError(
-            f"prompt_oversampling={prompt_oversampling!r}: must be a number >= 1.0 (1.0 = no candidates)."
-        )
-    if not math.isfinite(prompt_oversampling) or prompt_oversampling < 1.0:
-        raise ValueError(
-            f"prompt_oversampling={prompt_oversampling!r}: must be >= 1.0; it is how many candidate prompts a step "
-            "draws per prompt it trains on (1.0 = none beyond the batch, 3.0 = DAPO's usual refill reserve)."
-        )
-    if skip_threshold is not None and (
-        isinstance(skip_threshold, bool)
-        or not isinstance(skip_threshold, int | float)
-        or not 0.0 < skip_threshold <= 1
-    ):
-        raise ValueError(
-            f"skip_threshold={skip_threshold!r}: must be in (0, 1] (e.g. 0.9 skips a candidate whose posterior chance "
-            "of a group without signal is at least 90%), or None to never skip."
-        )
-    if isinstance(skip_exploration, bool) or not isinstance(skip_exploration, int | float):
-        raise ValueError(f"skip_exploration={skip_exploration!r}: must be a probability in [0, 1], e.g. 0.05.")
-    if not 0.0 <= skip_exploration <= 1.0:
-        raise ValueError(
-            f"skip_exploration={skip_exploration!r}: must be a probability in [0, 1] (e.g. 0.05: one skippable "
-            "candidate in 20 is sampled anyway)."
-        )
-    if rounds_per_prompt is not None and (
-        isinstance(rounds_per_prompt, bool) or not isinstance(rounds_per_prompt, int) or rounds_per_prompt < 1
-    ):
-        raise ValueError(
-            f"rounds_per_prompt={rounds_per_prompt!r}: must be an integer >= 1 (1 = DAPO: one round per candidate), "
-            "or None for max_rounds."
-        )
 
 
 def num_candidates(num_kept: int, prompt_oversampling: float) -> int:
@@ -136,47 +101,45 @@ class RefillStatistics:
         return {f"{prefix}refill/{name}": float(value) for name, value in self.__dict__.items()}
 
 
-@dataclass
 class RefillSampler(AdaptiveSampler):
     """An [`AdaptiveSampler`] over `num_prompts` candidates that keeps `num_kept` of them (see the module docstring).
 
-    `skipped` flags candidates skipped before rollout (`skip_before_rollout`); `rounds_per_prompt` caps the rounds
-    of one candidate (its cap is `samples_per_round * rounds_per_prompt`), `max_rounds` those of the step. With
+    `skipped` flags candidates skipped before rollout (`skip_before_rollout`); the plan's `rounds_per_prompt` caps the
+    rounds of one candidate (its cap is `samples_per_round * rounds_per_prompt`), `max_rounds` those of the step. With
     `num_kept = num_prompts`, no skip and `rounds_per_prompt = max_rounds` it samples as [`AdaptiveSampler`] does.
     """
 
-    num_kept: int | None = None
-    rounds_per_prompt: int | None = None
-    skipped: Sequence[bool] | None = None
-    admitted: list[bool] = field(init=False)
-    _examined: int = field(init=False, default=0)
-
-    def __post_init__(self) -> None:
-        c = self.num_prompts
-        self.num_kept = c if self.num_kept is None else self.num_kept
+    def __init__(
+        self,
+        num_prompts: int,
+        plan: SamplingPlan | None = None,
+        *,
+        num_kept: int | None = None,
+        skipped: Sequence[bool] | None = None,
+        **sampler_arguments: Any,
+    ):
+        c = num_prompts
+        self.num_kept = c if num_kept is None else num_kept
         if isinstance(self.num_kept, bool) or not isinstance(self.num_kept, int) or not 1 <= self.num_kept <= c:
             raise ValueError(f"num_kept={self.num_kept!r}: must be an integer in [1, num_prompts={c}].")
-        validate_refill(1.0, None, 0.0, self.rounds_per_prompt)
-        self.skipped = [False] * c if self.skipped is None else [bool(flag) for flag in self.skipped]
+        self.skipped = [False] * c if skipped is None else [bool(flag) for flag in skipped]
         if len(self.skipped) != c:
             raise ValueError(f"skipped has {len(self.skipped)} flags; expected one per candidate ({c}).")
-        super().__post_init__()
-        self.rounds_per_prompt = min(self.rounds_per_prompt or self.max_rounds, self.max_rounds)
-        if self.cap < self.num_generations:
-            raise ValueError(
-                f"samples_per_round * rounds_per_prompt = {self.cap} is smaller than num_generations="
-                f"{self.num_generations}: a candidate could never fill its group. Raise rounds_per_prompt."
-            )
-        if self.sample_budget is not None:
-            self._budget_total = math.floor(self.sample_budget * self.num_kept)
+        super().__init__(num_prompts, plan, **sampler_arguments)
         self.admitted = [False] * c
+        self._examined = 0
 
     # -- state ---------------------------------------------------------------------------------
 
     @property
+    def num_budgeted(self) -> int:
+        """The budget is counted over the kept prompts: `sample_budget` completions per trained prompt."""
+        return self.num_kept
+
+    @property
     def cap(self) -> int:
         """The most completions one candidate may draw in the step: M · `rounds_per_prompt`."""
-        return self.samples_per_round * (self.rounds_per_prompt or self.max_rounds)
+        return self.samples_per_round * self.plan.candidate_rounds
 
     @property
     def active(self) -> list[int]:
@@ -203,8 +166,7 @@ class RefillSampler(AdaptiveSampler):
         return len(self.pools[prompt]) >= self.num_generations and positives > 0 and negatives > 0
 
     def _holds_slot(self, prompt: int) -> bool:
-        can_sample = self.exit_round[prompt] is None and not self.stopped[prompt]
-        can_sample &= len(self.pools[prompt]) < self.cap
+        can_sample = self.is_active(prompt) and len(self.pools[prompt]) < self.cap
         return self.exit_round[prompt] is not None or can_sample or self.is_effective(prompt)
 
     def _free_slots(self) -> int:
@@ -218,9 +180,9 @@ class RefillSampler(AdaptiveSampler):
 
     def _refill_room(self) -> int:
         """New candidates whose group the budget can still pay for, after the groups admitted ones still need."""
-        if self._budget_total is None:
+        if self.budget_total is None:
             return self.num_prompts
-        return max(self._budget_total - self.samples_drawn - self._still_needed(), 0) // self.num_generations
+        return max(self.budget_total - self.samples_drawn - self.still_needed(), 0) // self.num_generations
 
     def _admit(self) -> None:
         """Round 1: the first `num_kept` candidates not skipped. Later: one new candidate per free slot."""
@@ -237,7 +199,8 @@ class RefillSampler(AdaptiveSampler):
             for p in [p for p in range(self.num_prompts) if not self.admitted[p]][:free]:
                 self.admitted[p] = True
 
-    def _still_needed(self) -> int:
+    def still_needed(self) -> int:
+        """Completions still owed to admitted candidates whose pool cannot fill a group yet."""
         return sum(max(self.num_generations - len(pool), 0) for p, pool in enumerate(self.pools) if self.admitted[p])
 
     # -- rounds --------------------------------------------------------------------------------
@@ -261,26 +224,21 @@ class RefillSampler(AdaptiveSampler):
         ranked = sorted(filled, key=lambda p: (not self.is_effective(p), p))
         return sorted(ranked[: self.num_kept])
 
-    def select_groups(self) -> list[list[int]]:
-        """For every kept candidate (`kept_prompts` order), the pool indices of its n kept samples."""
-        return [
-            select_group(self.is_positive(p), self.num_generations, self.is_scored(p), self.masked[p])
-            for p in self.kept_prompts()
-        ]
+    @property
+    def consumed(self) -> int:
+        """Candidates examined (admitted or skipped), in draw order; those after them were never looked at."""
+        return self._examined
 
-    def kept_rewards(self) -> np.ndarray:
-        """(num_kept, n) rewards of the kept samples, in `kept_prompts` and group order."""
-        kept = self.kept_prompts()
-        return np.array(
-            [[self.pools[p][i] for i in group] for p, group in zip(kept, self.select_groups(), strict=True)]
-        )
+    def metrics(self, prefix: str = "") -> dict[str, float]:
+        """The sampler's metrics and the candidates' (`refill/*`)."""
+        return {**super().metrics(prefix), **self.refill_statistics().as_metrics(prefix=prefix)}
 
     def refill_statistics(self) -> RefillStatistics:
         """Candidates drawn, skipped, sampled, kept and consumed; effective and hard shares of the kept prompts."""
         kept = self.kept_prompts()
         sampled = [p for p in range(self.num_prompts) if self.pools[p]]
         effective = [self.is_effective(p) for p in kept]
-        first = [self._first_round_pass_rate(p) for p in kept]
+        first = [self.first_round_pass_rate(p) for p in kept]
         return RefillStatistics(
             candidates=self.num_prompts,
             skipped=sum(self.skipped),

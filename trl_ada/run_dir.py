@@ -363,14 +363,15 @@ def _nothing() -> Iterator[None]:
 
 
 @contextmanager
-def complete_checkpoint(trainer: Any, trial: Any) -> Iterator[None]:
-    """For `Trainer._save_checkpoint`: write `checkpoint-N` under a saving marker, rotate old ones after it is gone.
+def complete_checkpoint(trainer: Any, folder: str | Path) -> Iterator[None]:
+    """For a checkpoint save into `folder` (`<run dir>/checkpoint-N`): write it under a saving marker, rotate old
+    ones after the marker is gone.
 
     Rotation (`save_total_limit`) is held back while the body runs and done here once the new checkpoint is complete.
     """
     args = trainer.args
-    run_dir = trainer._get_output_dir(trial=trial)
-    checkpoint = Path(run_dir) / f"{PREFIX_CHECKPOINT_DIR}-{trainer.state.global_step}"
+    checkpoint = Path(folder)
+    run_dir = checkpoint.parent
     limit, args.save_total_limit = args.save_total_limit, None
     try:
         with saving_checkpoint(checkpoint, is_writer=args.should_save):

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .memory import PassRateMemory
+from .plan import SamplingPlan
 from .refill import RefillSampler, skip_before_rollout
 from .sampling import AdaptiveSampler
 
@@ -45,19 +46,22 @@ def simulate_step(
     policy: SimulatedPolicy,
     memory: PassRateMemory | None = None,
     prompt_ids: Sequence[int] | None = None,
-    **sampler_kwargs,
+    plan: SamplingPlan | None = None,
+    **plan_fields,
 ) -> AdaptiveSampler:
     """Run one step of adaptive sampling over all of the policy's prompts; returns the finished sampler.
 
-    With a `memory`, prompt i is remembered under the key `prompt_ids[i] + 1` (default: i + 1): its posterior is the
-    sampler's prior, and the step's pool counts are written back as one visit.
+    `plan` (or `plan_fields`, which build or change one) says how. With a `memory`, prompt i is remembered under the
+    key `prompt_ids[i] + 1` (default: i + 1): its posterior is the sampler's prior, and the step's pool counts are
+    written back as one visit.
     """
+    prior = {}
     if memory is not None:
         ids = np.arange(len(policy.pass_rates)) if prompt_ids is None else np.asarray(prompt_ids)
         keys = ids.astype(np.uint64) + np.uint64(1)
         alpha, beta, hits = memory.posterior(keys)
-        sampler_kwargs.update(prior_alpha=alpha, prior_beta=beta, memory_hits=hits)
-    sampler = AdaptiveSampler(num_prompts=len(policy.pass_rates), **sampler_kwargs)
+        prior = {"prior_alpha": alpha, "prior_beta": beta, "memory_hits": hits}
+    sampler = AdaptiveSampler(len(policy.pass_rates), plan, **prior, **plan_fields)
     while not sampler.done:
         prompts = sampler.plan_round()
         sampler.ingest(policy.sample(prompts, sampler.plan_sizes))
@@ -72,26 +76,32 @@ def simulate_refill_step(
     num_kept: int,
     memory: PassRateMemory | None = None,
     prompt_ids: Sequence[int] | None = None,
-    skip_threshold: float | None = None,
-    skip_exploration: float = 0.0,
-    **sampler_kwargs,
+    plan: SamplingPlan | None = None,
+    **plan_fields,
 ) -> RefillSampler:
     """One step over the policy's prompts as candidates (in order), keeping `num_kept`; returns the finished sampler.
 
-    With a `memory` (keys as in `simulate_step`), candidates are skipped before rollout by `skip_before_rollout`
-    (exploration draws from the policy's generator), and every sampled candidate's pool is written back as one visit.
+    With a `memory` (keys as in `simulate_step`), candidates are skipped
+    before rollout by `skip_before_rollout` with the plan's `skip_threshold` and `skip_exploration` (0 unless given:
+    the simulation explores only when asked; draws from the policy's generator), and every sampled candidate's pool
+    is written back as one visit.
     """
     num = len(policy.pass_rates)
-    skipped = None
+    if plan is None:
+        plan = SamplingPlan(**{"skip_exploration": 0.0, **plan_fields})
+    elif plan_fields:
+        plan = plan.replace(**plan_fields)
+    skipped, prior = None, {}
     if memory is not None:
         ids = np.arange(num) if prompt_ids is None else np.asarray(prompt_ids)
         keys = ids.astype(np.uint64) + np.uint64(1)
         alpha, beta, hits = memory.posterior(keys)
-        n = sampler_kwargs.get("num_generations", 4)
         uniforms = policy.rng.random(num)
-        skipped = skip_before_rollout(alpha, beta, hits, n, skip_threshold, skip_exploration, uniforms)
-        sampler_kwargs.update(prior_alpha=alpha, prior_beta=beta, memory_hits=hits)
-    sampler = RefillSampler(num_prompts=num, num_kept=num_kept, skipped=skipped, **sampler_kwargs)
+        skipped = skip_before_rollout(
+            alpha, beta, hits, plan.num_generations, plan.skip_threshold, plan.skip_exploration, uniforms
+        )
+        prior = {"prior_alpha": alpha, "prior_beta": beta, "memory_hits": hits}
+    sampler = RefillSampler(num, plan, num_kept=num_kept, skipped=skipped, **prior)
     while not sampler.done:
         prompts = sampler.plan_round()
         sampler.ingest(policy.sample(prompts, sampler.plan_sizes))

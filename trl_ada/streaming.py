@@ -27,18 +27,11 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from .sampling import AdaptiveSampler, _as_rewards
+from .groups import check_rewards
+from .plan import GENERATION_SCHEDULES
+from .sampling import AdaptiveSampler
 
-__all__ = [
-    "GENERATION_SCHEDULES",
-    "Request",
-    "StreamingScheduler",
-    "Update",
-    "validate_schedule",
-    "validate_streaming",
-]
-
-GENERATION_SCHEDULES = ("rounds", "streaming")
+__all__ = ["GENERATION_SCHEDULES", "Request", "StreamingScheduler", "Update"]
 
 
 @dataclass(frozen=True)
@@ -60,56 +53,6 @@ class Update:
     exited: list[int] = field(default_factory=list)
 
 
-def validate_schedule(args) -> None:
-    """Check a `ReinforceAdaConfig`'s `generation_schedule` and the options it needs (ValueError naming the fix)."""
-    schedule = args.generation_schedule
-    if schedule not in GENERATION_SCHEDULES:
-        raise ValueError(f"generation_schedule={schedule!r}: choose one of {list(GENERATION_SCHEDULES)}.")
-    if schedule == "rounds":
-        return
-    if not args.use_vllm or args.vllm_mode != "server":
-        raise ValueError(
-            f"generation_schedule='streaming' sends requests to a vLLM server, but use_vllm={args.use_vllm!r} and "
-            f"vllm_mode={args.vllm_mode!r}. Set use_vllm=True and vllm_mode='server', or use "
-            "generation_schedule='rounds' (the default, which every backend supports)."
-        )
-    if not isinstance(args.streaming_chunk, int) or not 1 <= args.streaming_chunk <= args.samples_per_round:
-        raise ValueError(
-            f"streaming_chunk={args.streaming_chunk!r}: completions per request must be an integer in [1, "
-            f"samples_per_round={args.samples_per_round}]."
-        )
-    cap = args.samples_per_round * args.max_rounds
-    window = args.streaming_window
-    if window is not None and (not isinstance(window, int) or not args.streaming_chunk <= window <= cap):
-        raise ValueError(
-            f"streaming_window={window!r}: completions of a prompt in flight must be an integer in "
-            f"[streaming_chunk={args.streaming_chunk}, samples_per_round * max_rounds={cap}], or None for "
-            f"samples_per_round={args.samples_per_round}."
-        )
-    if not isinstance(args.streaming_max_retries, int) or args.streaming_max_retries < 0:
-        raise ValueError(f"streaming_max_retries={args.streaming_max_retries!r}: must be an integer >= 0.")
-    if not args.streaming_request_timeout > 0:
-        raise ValueError(f"streaming_request_timeout={args.streaming_request_timeout!r}: must be > 0 seconds.")
-    if args.exit_rule != "none":
-        validate_streaming(args.first_round, args.later_rounds)
-    if args.prompt_oversampling != 1.0:
-        raise ValueError(
-            f"generation_schedule='streaming' with prompt_oversampling={args.prompt_oversampling!r}: candidates and "
-            "refill run on the round schedule only. Use generation_schedule='rounds', or prompt_oversampling=1.0."
-        )
-
-
-def validate_streaming(first_round: str, later_rounds: str) -> None:
-    """Streaming issues completions as prompts need them; rounds sized by a prior have no meaning there."""
-    for name, value in (("first_round", first_round), ("later_rounds", later_rounds)):
-        if value != "fixed":
-            raise ValueError(
-                f"{name}={value!r} sizes rounds, but generation_schedule='streaming' has none: it keeps "
-                f"samples_per_round completions of each active prompt in flight. Use {name}='fixed', or "
-                "generation_schedule='rounds'."
-            )
-
-
 class StreamingScheduler:
     """Drives one step's `AdaptiveSampler` from results that arrive in any order (see the module docstring).
 
@@ -122,15 +65,21 @@ class StreamingScheduler:
     the exit rule within its remaining cap is below it.
     """
 
-    def __init__(self, sampler: AdaptiveSampler, window: int | None = None, chunk: int = 1):
+    def __init__(self, sampler: AdaptiveSampler, window: int | None = None, chunk: int | None = None):
         if sampler.samples_drawn or sampler.round:
             raise ValueError("StreamingScheduler needs a fresh AdaptiveSampler (nothing planned or ingested yet).")
-        validate_streaming(sampler.first_round, sampler.later_rounds)
+        if sampler.plan.sizes_rounds_from_prior:
+            name = "first_round" if sampler.first_round == "prior" else "later_rounds"
+            raise ValueError(
+                f"{name}='prior' sizes rounds, but generation_schedule='streaming' has none: it keeps a window of "
+                f"completions of each active prompt in flight. Use {name}='fixed', or generation_schedule='rounds'."
+            )
         self.sampler = sampler
-        self.window = sampler.samples_per_round if window is None else window
-        self.chunk = chunk
-        if not isinstance(self.window, int) or self.window < 1 or not isinstance(chunk, int) or chunk < 1:
-            raise ValueError(f"window={window!r} and chunk={chunk!r} must be integers >= 1.")
+        self.window = sampler.plan.window if window is None else window
+        self.chunk = sampler.plan.streaming_chunk if chunk is None else chunk
+        for name, value in (("window", self.window), ("chunk", self.chunk)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name}={value!r}: must be an integer >= 1.")
         b = sampler.num_prompts
         self.requested = [0] * b  # completions requested per prompt (the next pool index)
         self.in_flight: dict[int, Request] = {}
@@ -144,9 +93,6 @@ class StreamingScheduler:
     def done(self) -> bool:
         """Nothing in flight: every result so far led to the requests it called for, so none is left to make."""
         return self._started and not self.in_flight
-
-    def _active(self, prompt: int) -> bool:
-        return self.sampler.exit_round[prompt] is None and not self.sampler.stopped[prompt]
 
     @property
     def requested_total(self) -> int:
@@ -169,7 +115,7 @@ class StreamingScheduler:
         request = self.in_flight.get(request_id)
         if request is None:
             return Update()
-        values = _as_rewards(rewards, request.size)
+        values = check_rewards(rewards, request.size)
         flags = [False] * request.size if masked is None else [bool(flag) for flag in masked]
         if len(flags) != request.size:
             raise ValueError(f"masked has {len(flags)} flags; expected {request.size}, one per completion.")
@@ -194,27 +140,14 @@ class StreamingScheduler:
                 return False
             del self.in_flight[request.id]
             for reward, flag in self._arrived.pop(request.id):
-                sampler.pools[prompt].append(reward)
-                sampler.masked[prompt].append(flag)
-                if sampler._meets_exit(prompt):
-                    sampler.exit_round[prompt] = self._round_of(prompt)
-                    return True
-                if self._futile(prompt):
-                    sampler.stopped[prompt] = True
+                if sampler.add_sample(prompt, reward, flag, round=self._round_of(prompt, extra=1)):
                     return True
         return False
 
-    def _futile(self, prompt: int) -> bool:
-        sampler = self.sampler
-        size = len(sampler.pools[prompt])
-        if sampler.futility_threshold <= 0 or size < sampler.num_generations:
-            return False
-        probability = sampler._exit_probability(sampler.rule, [prompt])[0, sampler.cap - size]
-        return probability < sampler.futility_threshold
-
-    def _round_of(self, prompt: int) -> int:
-        """The round in which the rounds schedule would have drawn the prompt's latest completion."""
-        return math.ceil(len(self.sampler.pools[prompt]) / self.sampler.samples_per_round)
+    def _round_of(self, prompt: int, extra: int = 0) -> int:
+        """The round in which the rounds schedule would have drawn the prompt's latest completion (counting `extra`
+        completions not yet in its pool)."""
+        return math.ceil((len(self.sampler.pools[prompt]) + extra) / self.sampler.samples_per_round)
 
     def _drop(self, prompt: int) -> list[Request]:
         """The prompt left: its requests still running are to be cancelled; results that arrived early go unused."""
@@ -230,7 +163,7 @@ class StreamingScheduler:
         sampler = self.sampler
         wanted = []
         for p in range(sampler.num_prompts):
-            if not self._active(p):
+            if not sampler.is_active(p):
                 wanted.append(0)
                 continue
             waiting = self.requested[p] - len(sampler.pools[p])
@@ -241,7 +174,7 @@ class StreamingScheduler:
         wanted = self._wanted()
         issued = []
         for prompt, count in enumerate(wanted):
-            count = min(count, self._budget_room(prompt))
+            count = min(count, self.sampler.budget_room(prompt, self.requested))
             while count > 0:
                 size = min(self.chunk, count)
                 request = Request(self._next_id, prompt, self.requested[prompt], size)
@@ -252,21 +185,6 @@ class StreamingScheduler:
                 count -= size
         return issued
 
-    def _budget_room(self, prompt: int) -> int:
-        """Completions `prompt` may request within the step's budget (its group-filling ones always fit)."""
-        sampler = self.sampler
-        if sampler._budget_total is None:
-            return sampler.cap
-        n = sampler.num_generations
-        owed = sum(max(n - self.requested[q], 0) for q in range(sampler.num_prompts) if q != prompt)
-        beyond = sampler._budget_total - self.requested_total - owed - max(n - self.requested[prompt], 0)
-        return max(n - self.requested[prompt], 0) + max(beyond, 0)
-
     def _finish(self) -> None:
         """Leave the sampler in the state `select_groups` and `statistics` read (rounds in the rounds' units)."""
-        sampler = self.sampler
-        sampler.round = max(self._round_of(p) for p in range(sampler.num_prompts))
-        for p, pool in enumerate(sampler.pools):
-            sampler.first_round_sizes[p] = min(len(pool), sampler.samples_per_round)
-        if not sampler.done:  # a budget left some prompts short of their cap: sampling is over all the same
-            sampler.round = sampler.max_rounds
+        self.sampler.close(max(self._round_of(p) for p in range(self.sampler.num_prompts)))

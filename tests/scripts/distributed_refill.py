@@ -36,22 +36,23 @@ def main(model_dir: str, out: str) -> None:
     trainer = ReinforceAdaTrainer(model=model_dir, reward_funcs=[reward], args=args, train_dataset=dataset)
     rank = trainer.accelerator.process_index
     steps, rows = [], []
-    new_sampler = trainer._new_refill_sampler
-    advance = trainer._advance_candidate_stream
+    new_sampler = trainer.schedule.new_sampler
+    end_step = trainer.schedule.end_step
 
     def record_candidates(batch_inputs):
         candidates, sampler = new_sampler(batch_inputs)
         steps.append({"candidates": [len(x["prompt"][-1]["content"]) for x in candidates], "skipped": sampler.skipped})
         return candidates, sampler
 
-    def record_kept(sampler, batch_size):
-        advance(sampler, batch_size)
+    def record_kept(outcome):
+        end_step(outcome)
+        sampler = outcome.sampler
         steps[-1].update(
             pools=sampler.pools, kept=sampler.kept_prompts(), stream=trainer.candidate_stream.state_dict()
         )
 
-    trainer._new_refill_sampler = record_candidates
-    trainer._advance_candidate_stream = record_kept
+    trainer.schedule.new_sampler = record_candidates
+    trainer.schedule.end_step = record_kept
     compute_loss = trainer._compute_loss
 
     def spy(model, inputs):

@@ -75,13 +75,14 @@ def run(trainer, reward: FirstTokenEven, out: str, fail_after: int | None, serve
         server = ScriptedCompletions(len(trainer.processing_class), max_length=4, seed=1, fail_after=fail_after)
     generation = SyncCounter(trainer.vllm_generation) if server_url else attach_scripted_server(trainer, server)
     decisions, kept_logprob_gaps = [], []
-    log_metrics = trainer._log_sampling_metrics
+    finish_step = trainer.finish_step
 
-    def record(sampler, *rest):
+    def record(outcome, *rest):
+        sampler = outcome.sampler
         decisions.append({"pools": sampler.pools, "exit_round": sampler.exit_round, "kept": sampler.select_groups()})
-        return log_metrics(sampler, *rest)
+        return finish_step(outcome, *rest)
 
-    trainer._log_sampling_metrics = record
+    trainer.finish_step = record
     compute_loss = trainer._compute_loss
 
     def spy(model, inputs):

@@ -57,20 +57,21 @@ def main(model_dir: str, out: str) -> None:
     trainer = ReinforceAdaTrainer(model=model_dir, reward_funcs=[reward], args=args, train_dataset=dataset)
     rank, world = trainer.accelerator.process_index, trainer.accelerator.num_processes
     decisions, batch_prompts, generated = [], [], [[]]
-    log_metrics = trainer._log_sampling_metrics
+    finish_step = trainer.finish_step
     generate = trainer._generate_single_turn
 
     def count_generated(prompt_ids, *args, **kwargs):
         generated[-1].append(len(prompt_ids))  # completions this rank generates in this round
         return generate(prompt_ids, *args, **kwargs)
 
-    def record(sampler, tokens):
+    def record(outcome, num_local):
+        sampler = outcome.sampler
         decisions.append({"exit_round": sampler.exit_round, "pools": sampler.pools, "groups": sampler.select_groups()})
         generated.append([])
-        log_metrics(sampler, tokens)
+        return finish_step(outcome, num_local)
 
     trainer._generate_single_turn = count_generated
-    trainer._log_sampling_metrics = record
+    trainer.finish_step = record
     compute_loss = trainer._compute_loss
 
     def spy(model, inputs):

@@ -1,0 +1,429 @@
+"""Every joint with TRL's private surface, in one module.
+
+`ReinforceAdaTrainer` overrides five private methods of TRL's `GRPOTrainer`, calls four more, and reads or writes a
+dozen private attributes. They all live here, behind small named functions and `GRPOJoints`, a `GRPOTrainer`
+subclass whose overrides forward to hooks with names of our own; nothing else in `trl_ada/` names a TRL-private
+member. `JOINTS` lists each one with the parameters we rely on, and `check_joints` compares them with the installed
+TRL, so an upgrade that renames or reshapes one fails in one test that names it (`docs/architecture.md`, "Upgrading
+TRL").
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import numpy as np
+import torch
+import trl
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+from trl import GRPOTrainer
+
+if TYPE_CHECKING:
+    from .schedules.outcome import RoundLogs
+
+__all__ = [
+    "JOINTS",
+    "GRPOJoints",
+    "GeneratedRows",
+    "Joint",
+    "check_joints",
+    "checkpoint_folder",
+    "generate_rows",
+    "held_generation_metrics",
+    "held_reward_metrics",
+    "log_kept_generation_metrics",
+    "log_metrics",
+    "prepare_prompts",
+    "queue_extra_logs",
+    "queue_reward_metrics",
+    "replace_logged_advantages",
+    "rollout_features",
+    "rollout_state_restored",
+    "row_statistics",
+    "score_rows",
+    "server_sampling",
+    "sync_weights_once",
+    "take_extra_logs",
+    "tokenize_prompts",
+]
+
+GENERATION_METRICS = ("num_tokens", "completions/", "tools/")  # what TRL's `_generate` logs per call
+
+
+@dataclass(frozen=True)
+class Joint:
+    """A private member of `GRPOTrainer` we rely on: a method (with the parameters we pass or receive) or an
+    attribute that a built trainer holds."""
+
+    name: str
+    kind: str  # "method" or "attribute"
+    parameters: tuple[str, ...] = ()
+    use: str = ""
+
+
+JOINTS: tuple[Joint, ...] = (
+    Joint("_generate_and_score_completions", "method", ("inputs",), "overridden: one training batch"),
+    Joint("_generate", "method", ("prompts",), "overridden and called: generation of a round's rows"),
+    Joint(
+        "_generate_single_turn",
+        "method",
+        ("prompt_ids", "images", "multimodal_fields", "num_generations", "has_tool_images"),
+        "overridden: streamed completions stand in for the backend's",
+    ),
+    Joint(
+        "_calculate_rewards",
+        "method",
+        ("inputs", "prompts", "completions", "completion_ids_list"),
+        "overridden and called: scoring a round; the kept rewards are not scored twice",
+    ),
+    Joint("_save_checkpoint", "method", ("model", "trial"), "overridden: checkpoint completeness, sampling state"),
+    Joint("_tokenize_prompts", "method", ("prompts",), "called: prompt ids for streaming requests"),
+    Joint("_get_output_dir", "method", ("trial",), "called: the run directory of a checkpoint"),
+    Joint("_metrics", "attribute", (), "written: per-step metrics"),
+    Joint("_logs", "attribute", (), "written: the advantages TRL logs for the completions table"),
+    Joint("_pending_metrics", "attribute", (), "read and written: reward functions' log_metric values"),
+    Joint("_pending_extra_logs", "attribute", (), "read and written: reward functions' log_extra columns"),
+    Joint("_tokenizer", "attribute", (), "read: pad token id for truncation statistics"),
+    Joint("_last_loaded_step", "attribute", (), "read and written: one weight sync per step"),
+    Joint("_is_vlm", "attribute", (), "read: streaming refuses vision-language models"),
+    Joint("eos_token_ids", "attribute", (), "read: truncation statistics"),
+    Joint("num_generations", "attribute", (), "rewritten around `_generate`: copies per request of a round"),
+    Joint("vllm_generation", "attribute", (), "read (server mode): sampling settings, client, weight sync"),
+)
+"""What `ReinforceAdaTrainer` relies on beyond `GRPOTrainer`'s public API (the rollout state restored after a round,
+`environments`, `_batch_environments`, `_sync_tool_dicts`, `_async_tool_dicts`, exists only with tools or
+environments and is saved and restored only where present)."""
+
+ROLLOUT_STATE = ("environments", "_batch_environments", "_sync_tool_dicts", "_async_tool_dicts")
+
+
+def check_joints(trainer: Any = GRPOTrainer) -> list[str]:
+    """One line per joint that moved in the installed TRL (empty: all present). Methods are checked on the class;
+    attributes on `trainer` when it is a built trainer (a class only has them once `__init__` ran)."""
+    problems = []
+    for joint in JOINTS:
+        if joint.kind == "method":
+            method = getattr(GRPOTrainer, joint.name, None)
+            if not callable(method):
+                problems.append(f"GRPOTrainer.{joint.name} is gone in TRL {trl.__version__} ({joint.use}).")
+                continue
+            names = tuple(inspect.signature(method).parameters)[1:]
+            missing = [name for name in joint.parameters if name not in names]
+            if missing or names[: len(joint.parameters)] != joint.parameters:
+                problems.append(
+                    f"GRPOTrainer.{joint.name} takes {names} in TRL {trl.__version__}; trl_ada expects "
+                    f"{joint.parameters} ({joint.use})."
+                )
+        elif not isinstance(trainer, type) and not hasattr(trainer, joint.name):
+            problems.append(f"GRPOTrainer has no attribute {joint.name} in TRL {trl.__version__} ({joint.use}).")
+    return problems
+
+
+class GeneratedRows(NamedTuple):
+    """What TRL's `_generate` returns, by name (one entry per row)."""
+
+    prompt_ids: list
+    completion_ids: list
+    tool_mask: list | None
+    completions: list
+    logprobs: list | None
+    extra_fields: dict[str, Any]
+    images: list | None
+    tool_images: list
+
+
+class _PromptsReady(Exception):
+    """Raised inside `_generate` while TRL's preamble prepares rows, to hand back the prompts it built."""
+
+    def __init__(self, prompts: list):
+        super().__init__("prompts prepared")
+        self.prompts = prompts
+
+
+class GRPOJoints(GRPOTrainer):
+    """`GRPOTrainer` whose private methods forward to hooks that a subclass implements under names of its own:
+
+    - `training_batch(inputs, score)`: one training batch; `score()` runs TRL's generation and scoring.
+    - `training_rows(prompts)`: the `GeneratedRows` of a training batch (`None`: TRL's own generation).
+    - `cached_rewards()`: rewards per function of the rows `training_rows` returned (`None`: TRL scores them).
+    - `saving_checkpoint(folder, save)`: a checkpoint save; `save()` writes TRL's part.
+    """
+
+    _ada_preparing_prompts: bool = False
+    _ada_streamed_rows: tuple[list, list | None] | None = None
+
+    def training_batch(self, inputs: list[dict], score: Callable[[], dict]) -> dict:
+        return score()
+
+    def training_rows(self, prompts: list) -> GeneratedRows | None:
+        return None
+
+    def cached_rewards(self) -> torch.Tensor | None:
+        return None
+
+    def saving_checkpoint(self, folder: str, save: Callable[[], None], trial: Any) -> None:
+        save()
+
+    def _generate_and_score_completions(self, inputs):
+        if not self.model.training:
+            return super()._generate_and_score_completions(inputs)
+        return self.training_batch(inputs, lambda: GRPOTrainer._generate_and_score_completions(self, inputs))
+
+    def _generate(self, prompts):
+        if self._ada_preparing_prompts:
+            raise _PromptsReady(prompts)
+        rows = self.training_rows(prompts)
+        return super()._generate(prompts) if rows is None else tuple(rows)
+
+    def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
+        if self._ada_streamed_rows is not None:  # streaming: the server already generated these rows
+            return self._ada_streamed_rows
+        return super()._generate_single_turn(prompt_ids, images, multimodal_fields, num_generations, has_tool_images)
+
+    def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+        cached = self.cached_rewards()
+        if cached is not None:
+            return cached
+        return super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+
+    def _save_checkpoint(self, model, trial):
+        folder = checkpoint_folder(self, trial)
+        self.saving_checkpoint(folder, lambda: super(GRPOJoints, self)._save_checkpoint(model, trial), trial)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Generation and scoring of a round's rows with TRL's own code
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def prepare_prompts(trainer: GRPOJoints, inputs: list[dict]) -> list:
+    """The prompts TRL's own preamble builds for these rows (environments drawn and reset, tool dicts, images).
+
+    TRL has no separate joint for its preamble: we run `_generate_and_score_completions` and stop it where it calls
+    `_generate`, before anything is generated or scored.
+    """
+    trainer._ada_preparing_prompts = True
+    try:
+        GRPOTrainer._generate_and_score_completions(trainer, inputs)
+    except _PromptsReady as ready:
+        return ready.prompts
+    finally:
+        trainer._ada_preparing_prompts = False
+    raise RuntimeError("GRPOTrainer._generate_and_score_completions returned without calling _generate.")
+
+
+def generate_rows(trainer: GRPOJoints, prompts: list, copies_per_request: int) -> GeneratedRows:
+    """TRL's `_generate` for rows of a round; each backend request asks for `copies_per_request` completions."""
+    saved, trainer.num_generations = trainer.num_generations, copies_per_request
+    try:
+        return GeneratedRows(*GRPOTrainer._generate(trainer, prompts))
+    finally:
+        trainer.num_generations = saved
+
+
+def decode_server_rows(trainer: GRPOJoints, prompts: list, completion_ids: list, logprobs: list | None):
+    """TRL's `_generate` over completions a server already returned (one per row): decoding, tool parsing, logs."""
+    trainer._ada_streamed_rows = (completion_ids, logprobs)
+    try:
+        return generate_rows(trainer, prompts, 1)
+    finally:
+        trainer._ada_streamed_rows = None
+
+
+def score_rows(trainer: GRPOJoints, inputs: list[dict], prompts: list, rows: GeneratedRows) -> torch.Tensor:
+    """TRL's `_calculate_rewards` of generated rows: (rows, reward functions), NaN where a function declined."""
+    return GRPOTrainer._calculate_rewards(trainer, inputs, prompts, rows.completions, rows.completion_ids)
+
+
+def tokenize_prompts(trainer: GRPOJoints, prompts: list) -> list[list[int]]:
+    """Prompt token ids as TRL's generation would send them."""
+    return trainer._tokenize_prompts(prompts)[0]
+
+
+def row_statistics(trainer: GRPOJoints, rows: GeneratedRows) -> list[list[int]]:
+    """Per row: prompt length, completion length and truncation, as TRL's `_generate` counts them."""
+    eos_and_pad = [*trainer.eos_token_ids, trainer._tokenizer.pad_token_id]
+    if rows.tool_mask is not None:
+        lengths = [sum(mask) for mask in rows.tool_mask]
+    else:
+        lengths = [len(ids) for ids in rows.completion_ids]
+    return [
+        [len(p), length, bool(ids) and ids[-1] not in eos_and_pad]
+        for p, length, ids in zip(rows.prompt_ids, lengths, rows.completion_ids, strict=True)
+    ]
+
+
+@contextmanager
+def rollout_state_restored(trainer: GRPOJoints) -> Iterator[None]:
+    """Restore the batch's per-row environments and tool dicts, which each round's preamble replaces."""
+    saved = {name: getattr(trainer, name) for name in ROLLOUT_STATE if hasattr(trainer, name)}
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            setattr(trainer, name, value)
+
+
+def rollout_features(trainer: GRPOJoints) -> dict[str, bool]:
+    """Which multi-turn or multimodal features the trainer was built with."""
+    return {
+        "tools": bool(trainer.tools),
+        "environment_factory": getattr(trainer, "environment_factories", None) is not None,
+        "rollout_func": trainer.rollout_func is not None,
+        "a vision-language model": bool(getattr(trainer, "_is_vlm", False)),
+    }
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# vLLM server mode
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def server_sampling(trainer: GRPOJoints) -> tuple[str, str, dict[str, Any], Callable]:
+    """(base URL, model, sampling settings, log-prob parser) of TRL's vLLM server client (`VLLMGeneration`'s)."""
+    from trl.generation.vllm_client import parse_logprobs
+
+    generation = trainer.vllm_generation
+    sampling = {
+        "repetition_penalty": generation.repetition_penalty,
+        "temperature": generation.temperature,
+        "top_p": generation.top_p,
+        "top_k": generation.top_k,
+        "min_p": 0.0 if generation.min_p is None else generation.min_p,
+        "max_tokens": generation.max_completion_length,
+        "logprobs": 0,
+    }
+    if generation.structured_outputs_regex is not None:
+        sampling["structured_outputs"] = {"regex": generation.structured_outputs_regex}
+    sampling.update(generation.generation_kwargs or {})
+    client = generation.vllm_client
+    return client.base_url, client.model, sampling, parse_logprobs
+
+
+def sync_weights_once(trainer: GRPOJoints) -> None:
+    """Send the policy's weights to the vLLM server once per optimizer step, as TRL's `_generate` does."""
+    if trainer.state.global_step != trainer._last_loaded_step:
+        trainer.vllm_generation.sync_weights()
+        trainer._last_loaded_step = trainer.state.global_step
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Logs: what TRL's `_generate` and reward functions log per call, held back and logged once per step
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def log_metrics(trainer: GRPOJoints, metrics: dict[str, float]) -> None:
+    """Append one value per training metric, as TRL's own metrics are (averaged over the logging interval)."""
+    for name, value in metrics.items():
+        trainer._metrics["train"][name].append(value)
+
+
+def replace_logged_advantages(trainer: GRPOJoints, advantages: list[float]) -> None:
+    """The advantages TRL logged for the completions table, replaced by ours (the last `len(advantages)`)."""
+    logged = trainer._logs["advantages"]
+    for _ in range(min(len(advantages), len(logged))):
+        logged.pop()
+    logged.extend(advantages)
+
+
+@contextmanager
+def held_generation_metrics(trainer: GRPOJoints, logs: RoundLogs, num_rows: int) -> Iterator[None]:
+    """Keep what TRL's `_generate` logs per call out of the log; the kept batch is logged once per step."""
+    metrics = trainer._metrics["train"]
+    saved = {key: list(values) for key, values in metrics.items() if key.startswith(GENERATION_METRICS)}
+    tokens_seen = trainer.state.num_input_tokens_seen
+    try:
+        yield
+    finally:
+        new = {
+            key: values[len(saved.get(key, [])) :]
+            for key, values in metrics.items()
+            if key.startswith(GENERATION_METRICS)
+        }
+        if new.get("tools/call_frequency"):  # TRL counts tool calls per call, not per completion
+            calls = new["tools/call_frequency"][-1] * num_rows
+            logs.tool_calls += calls
+            logs.tool_failures += new.get("tools/failure_frequency", [0.0])[-1] * calls
+            logs.tool_rows += num_rows
+        for key in new:
+            if key in saved:
+                metrics[key] = saved[key]
+            else:
+                del metrics[key]
+        trainer.state.num_input_tokens_seen = tokens_seen
+
+
+@contextmanager
+def held_reward_metrics(trainer: GRPOJoints, logs: RoundLogs, num_rows: int) -> Iterator[None]:
+    """Hold the `log_metric` values of a round's reward call, weighted by the real rows it scored here."""
+    pending = trainer._pending_metrics
+    saved = {name: list(values) for name, values in pending.items()}
+    try:
+        yield
+    finally:
+        for name, values in pending.items():
+            for value in values[len(saved.get(name, [])) :]:
+                if num_rows:
+                    logs.metric_sums[name] += value * num_rows
+                    logs.metric_rows[name] += num_rows
+        pending.clear()
+        pending.update(saved)
+
+
+def take_extra_logs(trainer: GRPOJoints, num_rows: int) -> dict[str, list]:
+    """Columns reward functions logged with `log_extra` for this round (kept per sample, queued for the kept)."""
+    pending = trainer._pending_extra_logs
+    logs = {column: values for column, values in pending.items() if len(values) == num_rows}
+    pending.clear()
+    return logs
+
+
+def queue_extra_logs(trainer: GRPOJoints, columns: dict[str, list]) -> None:
+    """Hand TRL the `log_extra` columns of the rows that reach the loss."""
+    for column, values in columns.items():
+        trainer._pending_extra_logs[column].extend(values)
+
+
+def queue_reward_metrics(trainer: GRPOJoints, logs: RoundLogs) -> None:
+    """Hand TRL each `log_metric` value so that its cross-process average weighs every real row once."""
+    for name, rows in logs.metric_rows.items():
+        trainer._pending_metrics[name].extend([logs.metric_sums[name] / rows] * rows)
+
+
+def log_kept_generation_metrics(trainer: GRPOJoints, kept_stats: np.ndarray, logs: RoundLogs) -> None:
+    """TRL's generation metrics (`num_tokens`, `completions/*`, `tools/*`) of the batch that reaches the loss."""
+    metrics = trainer._metrics["train"]
+    prompt_lengths, lengths, truncated = (torch.as_tensor(column) for column in kept_stats.T)
+    truncated = truncated.bool()
+    trainer.state.num_input_tokens_seen += int(prompt_lengths.sum() + lengths.sum())
+    metrics["num_tokens"] = [trainer.state.num_input_tokens_seen]
+    metrics["completions/mean_length"].append(lengths.float().mean().item())
+    metrics["completions/min_length"].append(lengths.float().min().item())
+    metrics["completions/max_length"].append(lengths.float().max().item())
+    metrics["completions/clipped_ratio"].append(truncated.float().mean().item())
+    terminated = lengths[~truncated] if (~truncated).any() else torch.zeros(1)
+    metrics["completions/mean_terminated_length"].append(terminated.float().mean().item())
+    metrics["completions/min_terminated_length"].append(terminated.float().min().item())
+    metrics["completions/max_terminated_length"].append(terminated.float().max().item())
+    if logs.tool_rows:  # every generated episode: TRL does not count tool calls per completion
+        metrics["tools/call_frequency"].append(logs.tool_calls / logs.tool_rows)
+        metrics["tools/failure_frequency"].append(logs.tool_failures / logs.tool_calls if logs.tool_calls else 0.0)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Checkpoints
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def run_directory(trainer: GRPOJoints, trial: Any) -> str:
+    """The directory a checkpoint of this run (or hyper-parameter search trial) is written to."""
+    return trainer._get_output_dir(trial=trial)
+
+
+def checkpoint_folder(trainer: GRPOJoints, trial: Any) -> str:
+    """`<run directory>/checkpoint-<global step>`: where `_save_checkpoint` writes."""
+    return f"{run_directory(trainer, trial)}/{PREFIX_CHECKPOINT_DIR}-{trainer.state.global_step}"

@@ -1,0 +1,450 @@
+"""`SamplingPlan`: every parameter of a step's sampling decisions, validated once, and the presets that fill it.
+
+Pure Python (no numpy, no torch, no TRL). A `ReinforceAdaConfig` builds its plan in one place
+(`ReinforceAdaConfig.sampling_plan`); the samplers, the streaming scheduler, the simulation, the toy experiments and
+the benchmarks all take a plan, so no other module lists these parameters again. A plan is the *resolved* view: with
+`exit_rule="none"` it samples one round of exactly n (`samples_per_round = n`, `max_rounds = 1`), whatever the
+fields of the config said.
+
+Every check here raises one `ValueError` that names the field (or both fields of a pair that cannot work together),
+the value and the fix.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import numbers
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .exit_rules import exit_rule_names, get_exit_rule
+
+__all__ = [
+    "ADVANTAGE_BASELINES",
+    "GENERATION_SCHEDULES",
+    "PRESETS",
+    "ROUND_SIZINGS",
+    "Preset",
+    "SamplingPlan",
+    "preset_fields",
+    "require_memory",
+    "validate_estimation",
+    "validate_refill",
+    "validate_sampling",
+    "validate_transport",
+]
+
+ADVANTAGE_BASELINES = ("pool", "group")
+GENERATION_SCHEDULES = ("rounds", "streaming")
+ROUND_SIZINGS = ("fixed", "prior")  # "fixed": samples_per_round per round; "prior": sized from the posterior
+
+
+@dataclass(frozen=True)
+class SamplingPlan:
+    """The parameters of every sampling decision of a step (see `ReinforceAdaConfig` for each field's meaning)."""
+
+    num_generations: int = 4
+    exit_rule: str = "balance"
+    samples_per_round: int = 8
+    max_rounds: int = 4
+    positive_threshold: float = 0.7
+    advantage_baseline: str = "pool"
+    # Budgeted rounds: a pass-rate memory across steps, rounds sized from it, futility stop, step budget
+    pass_rate_memory: bool = False
+    memory_decay: float = 0.5
+    first_round: str = "fixed"
+    later_rounds: str = "fixed"
+    round_confidence: float = 0.5
+    futility_threshold: float = 0.0
+    sample_budget: float | None = None
+    # Candidates beyond the batch: refill and pre-rollout skipping
+    prompt_oversampling: float = 1.0
+    rounds_per_prompt: int | None = None
+    skip_threshold: float | None = None
+    skip_exploration: float = 0.05
+    # How generation is scheduled
+    generation_schedule: str = "rounds"
+    streaming_chunk: int = 1
+    streaming_window: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.exit_rule not in exit_rule_names():
+            get_exit_rule(self.exit_rule)  # a ValueError listing the valid names
+        if self.advantage_baseline not in ADVANTAGE_BASELINES:
+            raise ValueError(
+                f"advantage_baseline={self.advantage_baseline!r} is not supported; choose one of "
+                f"{list(ADVANTAGE_BASELINES)}."
+            )
+        if not self.samples_adaptively:  # plain GRPO: one round of exactly n, whatever M and N said
+            object.__setattr__(self, "samples_per_round", self.num_generations)
+            object.__setattr__(self, "max_rounds", 1)
+        validate_sampling(self.num_generations, self.samples_per_round, self.max_rounds, self.positive_threshold)
+        _validate_memory(self)
+        validate_estimation(
+            self.num_generations,
+            self.exit_rule,
+            self.first_round,
+            self.later_rounds,
+            self.round_confidence,
+            self.futility_threshold,
+            self.sample_budget,
+        )
+        validate_refill(self.prompt_oversampling, self.skip_threshold, self.skip_exploration, self.rounds_per_prompt)
+        _validate_candidates(self)
+        _validate_schedule(self)
+
+    @classmethod
+    def from_config(cls, config: Any) -> SamplingPlan:
+        """The plan of a `ReinforceAdaConfig` (or any object with the same attributes), with the trainer's needs
+        checked too: the priors of prior-sized first rounds and of skipping come from its pass-rate memory."""
+        plan = cls(**{f.name: getattr(config, f.name) for f in dataclasses.fields(cls)})
+        require_memory(plan)
+        return plan
+
+    def replace(self, **changes: Any) -> SamplingPlan:
+        """This plan with some fields changed (validated again)."""
+        return dataclasses.replace(self, **changes)
+
+    @property
+    def samples_adaptively(self) -> bool:
+        """True unless `exit_rule="none"` (plain GRPO: one round of exactly n per prompt)."""
+        return self.exit_rule != "none"
+
+    @property
+    def uses_candidates(self) -> bool:
+        """True when a step samples over candidates beyond its batch or may skip some (the refill schedule)."""
+        return self.prompt_oversampling > 1.0 or self.skip_threshold is not None or self.rounds_per_prompt is not None
+
+    @property
+    def sizes_rounds_from_prior(self) -> bool:
+        """True when some round is sized from the pass-rate posterior instead of `samples_per_round`."""
+        return "prior" in (self.first_round, self.later_rounds)
+
+    @property
+    def estimates(self) -> bool:
+        """True when a step reads a pass-rate posterior: memory, prior-sized rounds, futility stop or a budget."""
+        return (
+            self.pass_rate_memory
+            or self.sizes_rounds_from_prior
+            or self.futility_threshold > 0
+            or self.sample_budget is not None
+        )
+
+    @property
+    def cap(self) -> int:
+        """M·N: the most completions one prompt may draw in a step."""
+        return self.samples_per_round * self.max_rounds
+
+    @property
+    def candidate_rounds(self) -> int:
+        """Rounds one candidate may sample: `rounds_per_prompt`, or `max_rounds` when it is None."""
+        return self.max_rounds if self.rounds_per_prompt is None else min(self.rounds_per_prompt, self.max_rounds)
+
+    @property
+    def window(self) -> int:
+        """Streaming: completions of one prompt in flight at most (`streaming_window`, default M)."""
+        return self.samples_per_round if self.streaming_window is None else self.streaming_window
+
+    @property
+    def schedule(self) -> str:
+        """The generation schedule that runs a step: `"rounds"`, `"refill"` (rounds over candidates), `"streaming"`."""
+        if self.generation_schedule == "streaming":
+            return "streaming"
+        return "refill" if self.uses_candidates else "rounds"
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# Presets
+# ------------------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Preset:
+    """A named variant: the plan fields it sets, as a function of the group size n."""
+
+    description: str
+    fields: Callable[[int], dict[str, Any]]
+
+
+PRESETS: dict[str, Preset] = {
+    "grpo": Preset(
+        "plain GRPO sampling through the trainer's code path: one round of exactly n per prompt",
+        lambda n: {"exit_rule": "none"},
+    ),
+    "balance": Preset(
+        "Reinforce-Ada-Seq, balance (the paper's best variant): rounds of M=8 up to N=4 until ⌊n/2⌋ positives "
+        "and n − ⌊n/2⌋ negatives",
+        lambda n: {"exit_rule": "balance", "samples_per_round": 8, "max_rounds": 4},
+    ),
+    "pos": Preset(
+        "Reinforce-Ada-Seq, pos: rounds of M=8 up to N=4 until one positive",
+        lambda n: {"exit_rule": "pos", "samples_per_round": 8, "max_rounds": 4},
+    ),
+    "dapo": Preset(
+        "DAPO's dynamic sampling: one round of n per candidate, 3x candidates, groups without signal refilled "
+        "for up to 4 rounds",
+        lambda n: {
+            "exit_rule": "mixed",
+            "samples_per_round": n,
+            "max_rounds": 4,
+            "rounds_per_prompt": 1,
+            "prompt_oversampling": 3.0,
+        },
+    ),
+    "budgeted_balance": Preset(
+        "balance rounds on a budget (this package's design): rounds sized from a pass-rate memory across steps, "
+        "futile prompts stopped, at most 2n completions per prompt on average",
+        lambda n: {
+            "exit_rule": "balance",
+            "samples_per_round": 8,
+            "max_rounds": 3,
+            "pass_rate_memory": True,
+            "first_round": "prior",
+            "later_rounds": "prior",
+            "futility_threshold": 0.05,
+            "sample_budget": float(2 * n),
+        },
+    ),
+}
+
+BASE_FIELDS: dict[str, Any] = {
+    "exit_rule": "balance",
+    "samples_per_round": 8,
+    "max_rounds": 4,
+    "pass_rate_memory": False,
+    "first_round": "fixed",
+    "later_rounds": "fixed",
+    "futility_threshold": 0.0,
+    "sample_budget": None,
+    "prompt_oversampling": 1.0,
+    "rounds_per_prompt": None,
+}
+"""What a config field a preset may set resolves to when neither the user nor a preset sets it."""
+
+
+def preset_fields(sampling: str | None, num_generations: int, given: Mapping[str, Any]) -> dict[str, Any]:
+    """The values of the preset-settable fields: `given` (a user's explicit value, never None) wins over the preset
+    `sampling`, which wins over the base defaults (today's balance rounds)."""
+    if sampling is not None and sampling not in PRESETS:
+        raise ValueError(
+            f"sampling={sampling!r} is not a preset; choose one of {sorted(PRESETS)}, or leave it unset (None) and "
+            "set the fields yourself."
+        )
+    preset = PRESETS[sampling].fields(num_generations) if sampling is not None else {}
+    return {
+        name: given[name] if given.get(name) is not None else preset.get(name, default)
+        for name, default in BASE_FIELDS.items()
+    }
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# Validation: single fields
+# ------------------------------------------------------------------------------------------------------------------
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)  # bool is an int subclass: True would pass as 1
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def validate_sampling(
+    num_generations: int, samples_per_round: int, max_rounds: int, positive_threshold: float
+) -> None:
+    """Raise a ValueError naming the parameter, the value and the fix for an impossible sampling plan."""
+    if not _is_int(num_generations) or num_generations < 2:
+        raise ValueError(
+            f"num_generations={num_generations!r}: the group size n must be an integer >= 2, since a group of one "
+            "completion has no baseline."
+        )
+    if not _is_int(samples_per_round) or samples_per_round < 1:
+        raise ValueError(f"samples_per_round={samples_per_round!r}: must be an integer >= 1 (the paper uses 8).")
+    if not _is_int(max_rounds) or max_rounds < 1:
+        raise ValueError(f"max_rounds={max_rounds!r}: must be an integer >= 1 (the paper uses 4).")
+    if samples_per_round * max_rounds < num_generations:
+        raise ValueError(
+            f"samples_per_round * max_rounds = {samples_per_round} * {max_rounds} = {samples_per_round * max_rounds} "
+            f"is smaller than num_generations={num_generations}: a prompt could never fill its group. Raise "
+            f"samples_per_round or max_rounds so that their product is at least {num_generations}."
+        )
+    if not _is_number(positive_threshold):
+        raise ValueError(
+            f"positive_threshold={positive_threshold!r}: must be a finite number (0.7 for 0/1 rewards; a "
+            "completion is positive when its reward is strictly greater)."
+        )
+
+
+def validate_estimation(
+    num_generations: int,
+    exit_rule: str,
+    first_round: str,
+    later_rounds: str,
+    round_confidence: float,
+    futility_threshold: float,
+    sample_budget: float | None,
+) -> None:
+    """Raise a ValueError naming the parameter, the value and what is valid for an impossible budgeted plan."""
+    for name, value in (("first_round", first_round), ("later_rounds", later_rounds)):
+        if value not in ROUND_SIZINGS:
+            raise ValueError(
+                f"{name}={value!r}: choose one of {list(ROUND_SIZINGS)} ('fixed': rounds of samples_per_round; "
+                "'prior': rounds sized from the pass-rate posterior)."
+            )
+    if not _is_number(round_confidence) or not 0.0 < round_confidence < 1.0:
+        raise ValueError(
+            f"round_confidence={round_confidence!r}: must be in (0, 1), the probability with which a prior-sized "
+            "round should meet the exit rule (e.g. 0.5)."
+        )
+    if not _is_number(futility_threshold) or not 0.0 <= futility_threshold < 1.0:
+        raise ValueError(
+            f"futility_threshold={futility_threshold!r}: must be in [0, 1); 0 turns the futility stop off, e.g. 0.05 "
+            "stops a prompt whose chance to meet its exit rule within its remaining cap is below 5%."
+        )
+    if sample_budget is not None and (not _is_number(sample_budget) or sample_budget < num_generations):
+        raise ValueError(
+            f"sample_budget={sample_budget!r}: the average completions per prompt a step may draw must be a number >= "
+            f"num_generations={num_generations} (every prompt keeps n completions), or None for no budget."
+        )
+    budgeted = "prior" in (first_round, later_rounds) or futility_threshold > 0 or sample_budget is not None
+    if budgeted and exit_rule == "none":
+        raise ValueError(
+            "exit_rule='none' samples one round of n per prompt, so first_round/later_rounds='prior', "
+            "futility_threshold and sample_budget have nothing to act on: use an adaptive exit rule ('balance')."
+        )
+
+
+def validate_refill(
+    prompt_oversampling: float, skip_threshold: float | None, skip_exploration: float, rounds_per_prompt: int | None
+) -> None:
+    """Raise a ValueError naming the field, the value and the fix for an impossible candidate plan."""
+    if not _is_number(prompt_oversampling) or prompt_oversampling < 1.0:
+        raise ValueError(
+            f"prompt_oversampling={prompt_oversampling!r}: must be >= 1.0 (a number); it is how many candidate "
+            "prompts a step draws per prompt it trains on (1.0 = none beyond the batch, 3.0 = DAPO's usual refill "
+            "reserve)."
+        )
+    if skip_threshold is not None and (not _is_number(skip_threshold) or not 0.0 < skip_threshold <= 1):
+        raise ValueError(
+            f"skip_threshold={skip_threshold!r}: must be in (0, 1] (e.g. 0.9 skips a candidate whose posterior chance "
+            "of a group without signal is at least 90%), or None to never skip."
+        )
+    if not _is_number(skip_exploration) or not 0.0 <= skip_exploration <= 1.0:
+        raise ValueError(
+            f"skip_exploration={skip_exploration!r}: must be a probability in [0, 1] (e.g. 0.05: one skippable "
+            "candidate in 20 is sampled anyway)."
+        )
+    if rounds_per_prompt is not None and (not _is_int(rounds_per_prompt) or rounds_per_prompt < 1):
+        raise ValueError(
+            f"rounds_per_prompt={rounds_per_prompt!r}: must be an integer >= 1 (1 = DAPO: one round per candidate), "
+            "or None for max_rounds."
+        )
+
+
+def validate_transport(max_retries: Any, request_timeout: Any) -> None:
+    """Streaming's request settings: retries an integer >= 0, the timeout a number of seconds > 0."""
+    if not _is_int(max_retries) or max_retries < 0:
+        raise ValueError(f"streaming_max_retries={max_retries!r}: must be an integer >= 0 (e.g. 2).")
+    if not _is_number(request_timeout) or request_timeout <= 0:
+        raise ValueError(
+            f"streaming_request_timeout={request_timeout!r}: must be a number of seconds > 0 (e.g. 600.0), not a "
+            f"{type(request_timeout).__name__}."
+        )
+
+
+def _validate_memory(plan: SamplingPlan) -> None:
+    if not isinstance(plan.pass_rate_memory, bool):
+        raise ValueError(f"pass_rate_memory={plan.pass_rate_memory!r}: must be True or False.")
+    if not _is_number(plan.memory_decay) or not 0.0 < plan.memory_decay <= 1.0:
+        raise ValueError(
+            f"memory_decay={plan.memory_decay!r}: must be in (0, 1] (a number); 1 keeps all past evidence, 0.5 halves "
+            "the weight of earlier visits at each visit."
+        )
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# Validation: options that cannot work together
+# ------------------------------------------------------------------------------------------------------------------
+
+
+def require_memory(plan: SamplingPlan) -> None:
+    """A trainer's priors come from its pass-rate memory: prior-sized first rounds and skipping need it on. (A sampler
+    built directly takes its priors from the caller instead.)"""
+    if plan.first_round == "prior" and not plan.pass_rate_memory:
+        raise ValueError(
+            "first_round='prior' sizes the first round from the pass-rate memory, but pass_rate_memory=False. Set "
+            "pass_rate_memory=True, or use first_round='fixed'."
+        )
+    if plan.skip_threshold is not None and not plan.pass_rate_memory:
+        raise ValueError(
+            f"skip_threshold={plan.skip_threshold!r} skips candidates from the pass-rate memory, but "
+            "pass_rate_memory=False. Set pass_rate_memory=True, or skip_threshold=None."
+        )
+
+
+def _validate_candidates(plan: SamplingPlan) -> None:
+    if plan.rounds_per_prompt is None:
+        return
+    if not plan.samples_adaptively:
+        raise ValueError(
+            f"rounds_per_prompt={plan.rounds_per_prompt!r} with exit_rule='none': plain GRPO samples one round per "
+            "prompt, so there are no rounds to cap. Remove rounds_per_prompt, or use an adaptive exit rule."
+        )
+    if plan.rounds_per_prompt > plan.max_rounds:
+        raise ValueError(
+            f"rounds_per_prompt={plan.rounds_per_prompt} is more than max_rounds={plan.max_rounds}, the rounds of "
+            "the whole step. Lower rounds_per_prompt, or raise max_rounds."
+        )
+    if plan.samples_per_round * plan.rounds_per_prompt < plan.num_generations:
+        raise ValueError(
+            f"samples_per_round * rounds_per_prompt = {plan.samples_per_round} * {plan.rounds_per_prompt} is "
+            f"smaller than num_generations={plan.num_generations}: a candidate could never fill its group. Raise "
+            "rounds_per_prompt or samples_per_round."
+        )
+
+
+def _validate_schedule(plan: SamplingPlan) -> None:
+    schedule = plan.generation_schedule
+    if schedule not in GENERATION_SCHEDULES:
+        raise ValueError(f"generation_schedule={schedule!r}: choose one of {list(GENERATION_SCHEDULES)}.")
+    if schedule == "rounds":
+        if plan.streaming_window is not None:
+            raise ValueError(
+                f"streaming_window={plan.streaming_window!r} with generation_schedule='rounds': the window only "
+                "applies to streaming. Set generation_schedule='streaming', or remove streaming_window."
+            )
+        return
+    if not _is_int(plan.streaming_chunk) or not 1 <= plan.streaming_chunk <= plan.samples_per_round:
+        raise ValueError(
+            f"streaming_chunk={plan.streaming_chunk!r}: completions per request must be an integer in [1, "
+            f"samples_per_round={plan.samples_per_round}]."
+        )
+    window = plan.streaming_window
+    if window is not None and (not _is_int(window) or not plan.streaming_chunk <= window <= plan.cap):
+        raise ValueError(
+            f"streaming_window={window!r}: completions of a prompt in flight must be an integer in "
+            f"[streaming_chunk={plan.streaming_chunk}, samples_per_round * max_rounds={plan.cap}], or None for "
+            f"samples_per_round={plan.samples_per_round}."
+        )
+    for name in ("first_round", "later_rounds"):
+        if getattr(plan, name) != "fixed":
+            raise ValueError(
+                f"{name}={getattr(plan, name)!r} sizes rounds, but generation_schedule='streaming' has none: it keeps "
+                f"samples_per_round completions of each active prompt in flight. Use {name}='fixed', or "
+                "generation_schedule='rounds'."
+            )
+    conflicts = {
+        "prompt_oversampling": plan.prompt_oversampling != 1.0,
+        "rounds_per_prompt": plan.rounds_per_prompt is not None,
+        "skip_threshold": plan.skip_threshold is not None,
+    }
+    for name, conflicting in conflicts.items():
+        if conflicting:
+            raise ValueError(
+                f"generation_schedule='streaming' with {name}={getattr(plan, name)!r}: candidates, refill and "
+                "pre-rollout skipping run on the round schedule only. Use generation_schedule='rounds', or remove "
+                f"{name}."
+            )

@@ -1,0 +1,96 @@
+"""The refill schedule: rounds over candidate prompts beyond the batch, with refill and pre-rollout skipping.
+
+A step samples over C = ⌈`prompt_oversampling` · B⌉ candidates (the batch first, then new prompts from the seeded
+`CandidateStream`) with a `RefillSampler`, and trains on exactly B of them (`refill.py` has the rules).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .. import _trl
+from ..memory import prompt_key
+from ..refill import CandidateStream, RefillSampler, num_candidates, skip_before_rollout
+from .outcome import StepOutcome
+from .rounds import RoundsSchedule
+
+if TYPE_CHECKING:
+    from ..trainer import ReinforceAdaTrainer
+
+__all__ = ["RefillSchedule"]
+
+CANDIDATE_FIELDS = "prompt_oversampling / skip_threshold / rounds_per_prompt"
+
+
+class RefillSchedule(RoundsSchedule):
+    """Rounds over candidates; the trainer's `candidate_stream` is created here and checkpointed by the trainer."""
+
+    def __init__(self, trainer: ReinforceAdaTrainer):
+        super().__init__(trainer)
+        if _trl.rollout_features(trainer)["environment_factory"]:
+            raise ValueError(
+                f"{CANDIDATE_FIELDS} draw candidates beyond the batch, which environment_factory does not support yet "
+                "(its environments are per batch row). Use the defaults (prompt_oversampling=1.0, "
+                "skip_threshold=None, rounds_per_prompt=None)."
+            )
+        dataset = trainer.train_dataset
+        if dataset is None or not hasattr(dataset, "__len__"):
+            raise ValueError(
+                f"{CANDIDATE_FIELDS} need a train_dataset with a length (a map-style dataset): the extra candidates "
+                "are drawn from it by index."
+            )
+        args = trainer.args
+        per_batch = args.generation_batch_size // args.num_generations
+        needed = num_candidates(per_batch, args.prompt_oversampling)
+        if len(dataset) < needed:
+            raise ValueError(
+                f"prompt_oversampling={args.prompt_oversampling:g}: one step samples over {needed} candidate prompts "
+                f"({per_batch} per generation batch), but train_dataset has only {len(dataset)}. Lower "
+                f"prompt_oversampling to at most {len(dataset) / per_batch:.2f}, or add prompts."
+            )
+        trainer.candidate_stream = CandidateStream(len(dataset), args.seed)
+
+    def new_sampler(self, step_inputs: list[dict]) -> tuple[list[dict], RefillSampler]:
+        """The step's candidates (the batch first, then new prompts from the stream) and their `RefillSampler`.
+
+        The same on every process: the batch is gathered, the stream and the memory are identical, and the
+        exploration draws are seeded by (`seed`, global step).
+        """
+        trainer, plan, b = self.trainer, self.plan, len(step_inputs)
+        if any("image" in x or "images" in x for x in step_inputs):
+            raise ValueError(
+                f"{CANDIDATE_FIELDS} do not support image datasets yet; use the defaults (prompt_oversampling=1.0, "
+                "skip_threshold=None, rounds_per_prompt=None)."
+            )
+        seen = {prompt_key(x["prompt"]) for x in step_inputs}
+
+        def accept(index: int) -> bool:  # no prompt twice in a step
+            key = prompt_key(trainer.train_dataset[index]["prompt"])
+            if key in seen:
+                return False
+            seen.add(key)
+            return True
+
+        extra = trainer.candidate_stream.peek(num_candidates(b, plan.prompt_oversampling) - b, accept)
+        candidates = step_inputs + [trainer.train_dataset[index] for index in extra]
+        prior = trainer.memory_prior(candidates)
+        skipped = None
+        if plan.skip_threshold is not None:
+            uniforms = np.random.default_rng([trainer.args.seed, trainer.state.global_step]).random(len(candidates))
+            skipped = skip_before_rollout(
+                prior["prior_alpha"],
+                prior["prior_beta"],
+                prior["memory_hits"],
+                plan.num_generations,
+                plan.skip_threshold,
+                plan.skip_exploration,
+                uniforms,
+            )
+        return candidates, RefillSampler(len(candidates), plan, num_kept=b, skipped=skipped, **prior)
+
+    def end_step(self, outcome: StepOutcome) -> None:
+        """Consume the stream's candidates the step examined; the others are offered again next step."""
+        batch_size = outcome.sampler.num_kept
+        self.trainer.candidate_stream.consume(max(outcome.sampler.consumed - batch_size, 0))
