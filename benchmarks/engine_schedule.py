@@ -29,6 +29,7 @@ import numpy as np
 
 from benchmarks.common import derive_seed, format_table, machine_description, make_parser, mean_and_std, write_json
 from benchmarks.sampling_efficiency import PROMPT_SETS
+from trl_ada.plan import SamplingPlan
 from trl_ada.sampling import AdaptiveSampler
 from trl_ada.streaming import StreamingScheduler
 
@@ -106,10 +107,15 @@ def completion_lengths(setting: EngineSetting, rng: np.random.Generator, size: i
     return np.clip(lengths, 1, setting.max_length).astype(np.int64)
 
 
+PLANS = {
+    "GRPO n=4": SamplingPlan(num_generations=4, exit_rule="none"),
+    "balance": SamplingPlan(num_generations=4, samples_per_round=8, max_rounds=4, exit_rule="balance"),
+}
+"""The plan of each method family (streaming methods sample as balance does)."""
+
+
 def new_sampler(method: str, num_prompts: int) -> AdaptiveSampler:
-    if method == "GRPO n=4":
-        return AdaptiveSampler(num_prompts, 4, samples_per_round=4, max_rounds=1, exit_rule="none")
-    return AdaptiveSampler(num_prompts, 4, samples_per_round=8, max_rounds=4, exit_rule="balance")
+    return AdaptiveSampler(num_prompts, PLANS["GRPO n=4" if method == "GRPO n=4" else "balance"])
 
 
 def run_rounds(sampler: AdaptiveSampler, engine: Engine, rates: np.ndarray, rng: np.random.Generator) -> None:

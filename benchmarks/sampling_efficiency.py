@@ -212,7 +212,7 @@ def run_adaptive_step(
         realized_pass_rate_sum=float(realized.sum()),
         calibration_error_sum=float(np.abs(predicted - realized).sum()),
         futile=int(sum(sampler.stopped)),
-        hard_kept=sum(sampler._first_round_pass_rate(p) < HARD_PASS_RATE for p in range(len(pass_rates))),
+        hard_kept=sum(sampler.first_round_pass_rate(p) < HARD_PASS_RATE for p in range(len(pass_rates))),
     ), mixed
 
 

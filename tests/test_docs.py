@@ -229,9 +229,12 @@ def sampler_metric_names() -> set[str]:
 
 
 def trainer_metric_names() -> set[str]:
-    """The metrics the trainer logs under its prefix besides the sampler's (read from its source)."""
+    """The metrics the trainer logs under its prefix besides the sampler's (from its and the schedules' source)."""
     source = (REPO / "trl_ada" / "trainer.py").read_text()
-    return {_generic(name) for name in re.findall(r"\{METRIC_PREFIX\}([\w/]+(?:\{[^}]*\})?)", source)}
+    names = set(re.findall(r"\{METRIC_PREFIX\}([\w/]+(?:\{[^}]*\})?)", source))
+    for schedule in (REPO / "trl_ada" / "schedules").glob("*.py"):  # a schedule's own metrics, prefixed by the trainer
+        names.update(re.findall(r"f?\"((?:generation_time|streaming)/[\w/]*(?:\{[^}]*\})?)\"", schedule.read_text()))
+    return {_generic(name) for name in names}
 
 
 def test_metrics_documents_every_metric():

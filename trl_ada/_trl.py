@@ -63,6 +63,7 @@ class Joint:
     kind: str  # "method" or "attribute"
     parameters: tuple[str, ...] = ()
     use: str = ""
+    vllm_only: bool = False  # an attribute a trainer holds only with `use_vllm=True`
 
 
 JOINTS: tuple[Joint, ...] = (
@@ -88,11 +89,11 @@ JOINTS: tuple[Joint, ...] = (
     Joint("_pending_metrics", "attribute", (), "read and written: reward functions' log_metric values"),
     Joint("_pending_extra_logs", "attribute", (), "read and written: reward functions' log_extra columns"),
     Joint("_tokenizer", "attribute", (), "read: pad token id for truncation statistics"),
-    Joint("_last_loaded_step", "attribute", (), "read and written: one weight sync per step"),
+    Joint("_last_loaded_step", "attribute", (), "read and written: one weight sync per step", vllm_only=True),
     Joint("_is_vlm", "attribute", (), "read: streaming refuses vision-language models"),
     Joint("eos_token_ids", "attribute", (), "read: truncation statistics"),
     Joint("num_generations", "attribute", (), "rewritten around `_generate`: copies per request of a round"),
-    Joint("vllm_generation", "attribute", (), "read (server mode): sampling settings, client, weight sync"),
+    Joint("vllm_generation", "attribute", (), "read (server mode): sampling settings, client, weight sync", True),
 )
 """What `ReinforceAdaTrainer` relies on beyond `GRPOTrainer`'s public API (the rollout state restored after a round,
 `environments`, `_batch_environments`, `_sync_tool_dicts`, `_async_tool_dicts`, exists only with tools or
@@ -103,7 +104,8 @@ ROLLOUT_STATE = ("environments", "_batch_environments", "_sync_tool_dicts", "_as
 
 def check_joints(trainer: Any = GRPOTrainer) -> list[str]:
     """One line per joint that moved in the installed TRL (empty: all present). Methods are checked on the class;
-    attributes on `trainer` when it is a built trainer (a class only has them once `__init__` ran)."""
+    attributes on `trainer` when it is a built trainer (a class only has them once `__init__` ran; the vLLM ones
+    only with `use_vllm=True`)."""
     problems = []
     for joint in JOINTS:
         if joint.kind == "method":
@@ -118,7 +120,9 @@ def check_joints(trainer: Any = GRPOTrainer) -> list[str]:
                     f"GRPOTrainer.{joint.name} takes {names} in TRL {trl.__version__}; trl_ada expects "
                     f"{joint.parameters} ({joint.use})."
                 )
-        elif not isinstance(trainer, type) and not hasattr(trainer, joint.name):
+        elif isinstance(trainer, type) or (joint.vllm_only and not getattr(trainer, "use_vllm", False)):
+            continue
+        elif not hasattr(trainer, joint.name):
             problems.append(f"GRPOTrainer has no attribute {joint.name} in TRL {trl.__version__} ({joint.use}).")
     return problems
 

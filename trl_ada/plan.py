@@ -244,6 +244,13 @@ def preset_fields(sampling: str | None, num_generations: int, given: Mapping[str
 # ------------------------------------------------------------------------------------------------------------------
 
 
+def _check_integer(name: str, value: Any, minimum: int, fix: str) -> None:
+    if isinstance(value, bool):  # bool is an int subclass: True would pass as 1
+        raise ValueError(f"{name}={value!r}: must be an integer, not a boolean.")
+    if not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{name}={value!r}: must be an integer >= {minimum}{fix}")
+
+
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)  # bool is an int subclass: True would pass as 1
 
@@ -256,15 +263,15 @@ def validate_sampling(
     num_generations: int, samples_per_round: int, max_rounds: int, positive_threshold: float
 ) -> None:
     """Raise a ValueError naming the parameter, the value and the fix for an impossible sampling plan."""
+    if isinstance(num_generations, bool):
+        raise ValueError(f"num_generations={num_generations!r}: must be an integer, not a boolean.")
     if not _is_int(num_generations) or num_generations < 2:
         raise ValueError(
             f"num_generations={num_generations!r}: the group size n must be an integer >= 2, since a group of one "
             "completion has no baseline."
         )
-    if not _is_int(samples_per_round) or samples_per_round < 1:
-        raise ValueError(f"samples_per_round={samples_per_round!r}: must be an integer >= 1 (the paper uses 8).")
-    if not _is_int(max_rounds) or max_rounds < 1:
-        raise ValueError(f"max_rounds={max_rounds!r}: must be an integer >= 1 (the paper uses 4).")
+    _check_integer("samples_per_round", samples_per_round, 1, " (the paper uses 8).")
+    _check_integer("max_rounds", max_rounds, 1, " (the paper uses 4).")
     if samples_per_round * max_rounds < num_generations:
         raise ValueError(
             f"samples_per_round * max_rounds = {samples_per_round} * {max_rounds} = {samples_per_round * max_rounds} "

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from trl import TrlParser
 
+from ..plan import BASE_FIELDS
 from ..utils import closest_name
 from .common import PROG, UsageError, check_model, print_error, require_hub_token, setup_logging
 
@@ -202,7 +203,7 @@ class ReinforceAdaParser(TrlParser):
         for key, value in kwargs.items():
             problem = _yaml_value_problem(actions[key], value)
             if problem:
-                default = actions[key].default
+                default = BASE_FIELDS.get(key) if actions[key].default is None else actions[key].default
                 example = f" (e.g. `{key}: {default}`, the default)" if default not in (None, "") else ""
                 raise UsageError(
                     f"{key}: {value!r} {where} {problem}. Fix that key{example}, or override it with --{key}."

@@ -1,0 +1,219 @@
+"""`ReinforceAdaConfig`: presets resolve to their fields (explicit fields win), and every pair of options is either
+built or refused at construction with one `ValueError` that names both options and the fix."""
+
+from __future__ import annotations
+
+import itertools
+import logging
+
+import pytest
+import yaml
+
+from trl_ada import ReinforceAdaConfig
+from trl_ada.plan import BASE_FIELDS, PRESETS, SamplingPlan
+
+RUN = {"report_to": "none", "use_cpu": True}
+
+FEATURES: dict[str, tuple[str, dict]] = {
+    "exit none": ("exit_rule", {"exit_rule": "none"}),
+    "exit pos": ("exit_rule", {"exit_rule": "pos"}),
+    "exit mixed": ("exit_rule", {"exit_rule": "mixed"}),
+    "memory": ("pass_rate_memory", {"pass_rate_memory": True}),
+    "first round prior": ("first_round", {"pass_rate_memory": True, "first_round": "prior"}),
+    "later rounds prior": ("later_rounds", {"later_rounds": "prior"}),
+    "futility": ("futility_threshold", {"futility_threshold": 0.05}),
+    "budget": ("sample_budget", {"sample_budget": 8.0}),
+    "oversampling": ("prompt_oversampling", {"prompt_oversampling": 2.0}),
+    "rounds per prompt": ("rounds_per_prompt", {"rounds_per_prompt": 1}),
+    "skip": ("skip_threshold", {"pass_rate_memory": True, "skip_threshold": 0.9}),
+    "streaming": (
+        "generation_schedule",
+        {"generation_schedule": "streaming", "use_vllm": True, "vllm_mode": "server"},
+    ),
+    "group baseline": ("advantage_baseline", {"advantage_baseline": "group"}),
+    "std scaling": ("scale_rewards", {"scale_rewards": "group"}),
+}
+"""Each option that changes how a step samples, with a representative non-default setting; the first entry is the
+option a refusal must name."""
+
+CONFLICTS = {
+    frozenset(pair)
+    for pair in [
+        *(("exit none", other) for other in ("first round prior", "later rounds prior", "futility", "budget")),
+        ("exit none", "rounds per prompt"),
+        *(("streaming", other) for other in ("first round prior", "later rounds prior")),
+        *(("streaming", other) for other in ("oversampling", "rounds per prompt", "skip")),
+    ]
+}
+"""The pairs that cannot work together."""
+
+PAIRS = list(itertools.combinations(FEATURES, 2))
+
+
+@pytest.mark.parametrize(("first", "second"), PAIRS, ids=[f"{a} + {b}" for a, b in PAIRS])
+def test_every_pair_of_options_is_built_or_refused_naming_both(tmp_path, first, second):
+    (name_a, fields_a), (name_b, fields_b) = FEATURES[first], FEATURES[second]
+    fields = {**fields_a, **fields_b}
+    if frozenset((first, second)) not in CONFLICTS:
+        config = ReinforceAdaConfig(output_dir=str(tmp_path), **RUN, **fields)
+        assert config.sampling_plan.generation_schedule == fields.get("generation_schedule", "rounds")
+        return
+    with pytest.raises(ValueError) as error:
+        ReinforceAdaConfig(output_dir=str(tmp_path), **RUN, **fields)
+    message = str(error.value)
+    assert name_a in message and name_b in message, message
+    assert "\n" not in message
+    assert any(word in message.lower() for word in ("use ", "set ", "remove ", "raise ", "lower ")), message
+
+
+def test_the_conflicts_are_pairs_of_known_options():
+    assert all(len(pair) == 2 and pair <= FEATURES.keys() for pair in CONFLICTS)
+
+
+def test_a_streaming_window_without_streaming_is_refused(tmp_path):
+    with pytest.raises(ValueError, match=r"streaming_window=16 with generation_schedule='rounds'.*Set .*or remove"):
+        ReinforceAdaConfig(output_dir=str(tmp_path), **RUN, streaming_window=16)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("memory_decay", True),
+        ("streaming_window", True),
+        ("streaming_chunk", True),
+        ("streaming_max_retries", True),
+        ("streaming_request_timeout", "10"),
+        ("samples_per_round", True),
+        ("prompt_oversampling", True),
+        ("pass_rate_memory", "yes"),
+    ],
+)
+def test_a_value_of_the_wrong_type_is_refused_naming_the_field(tmp_path, field, value):
+    fields = {field: value}
+    if field.startswith("streaming_") and field not in ("streaming_max_retries", "streaming_request_timeout"):
+        fields.update(generation_schedule="streaming", use_vllm=True, vllm_mode="server")
+    with pytest.raises(ValueError, match=f"^{field}={value!r}: "):
+        ReinforceAdaConfig(output_dir=str(tmp_path), **RUN, **fields)
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# Presets
+# ------------------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("preset", "expected"),
+    [
+        ("grpo", {"exit_rule": "none", "samples_per_round": 4, "max_rounds": 1}),
+        ("balance", {"exit_rule": "balance", "samples_per_round": 8, "max_rounds": 4, "prompt_oversampling": 1.0}),
+        ("pos", {"exit_rule": "pos", "samples_per_round": 8, "max_rounds": 4}),
+        (
+            "dapo",
+            {
+                "exit_rule": "mixed",
+                "samples_per_round": 4,
+                "max_rounds": 4,
+                "rounds_per_prompt": 1,
+                "prompt_oversampling": 3.0,
+                "schedule": "refill",
+            },
+        ),
+        (
+            "budgeted_balance",
+            {
+                "exit_rule": "balance",
+                "samples_per_round": 8,
+                "max_rounds": 3,
+                "pass_rate_memory": True,
+                "first_round": "prior",
+                "later_rounds": "prior",
+                "futility_threshold": 0.05,
+                "sample_budget": 8.0,
+            },
+        ),
+    ],
+)
+def test_a_preset_fills_the_fields_of_its_variant(tmp_path, preset, expected):
+    plan = ReinforceAdaConfig(output_dir=str(tmp_path), **RUN, sampling=preset).sampling_plan
+    assert {name: getattr(plan, name) for name in expected} == expected
+
+
+def test_every_preset_builds_and_is_documented(tmp_path):
+    documented = ReinforceAdaConfig.__doc__
+    for preset in PRESETS:
+        ReinforceAdaConfig(output_dir=str(tmp_path), **RUN, sampling=preset)
+        assert f'`"{preset}"`' in documented
+
+
+def test_an_explicit_field_wins_over_the_preset(tmp_path):
+    config = ReinforceAdaConfig(output_dir=str(tmp_path), **RUN, sampling="dapo", samples_per_round=8, max_rounds=2)
+    assert (config.exit_rule, config.samples_per_round, config.max_rounds, config.rounds_per_prompt) == (
+        "mixed",
+        8,
+        2,
+        1,
+    )
+
+
+def test_the_dapo_preset_follows_the_group_size(tmp_path):
+    config = ReinforceAdaConfig(
+        output_dir=str(tmp_path), **RUN, sampling="dapo", num_generations=8, per_device_train_batch_size=8
+    )
+    assert (config.samples_per_round, config.sample_budget) == (8, None)
+
+
+def test_without_a_preset_the_fields_take_the_balance_defaults(tmp_path):
+    config = ReinforceAdaConfig(output_dir=str(tmp_path), **RUN)
+    balance = ReinforceAdaConfig(output_dir=str(tmp_path), **RUN, sampling="balance")
+    assert config.sampling_plan == balance.sampling_plan
+    assert {name: getattr(config, name) for name in BASE_FIELDS} == BASE_FIELDS
+
+
+def test_an_unknown_preset_lists_the_presets(tmp_path):
+    with pytest.raises(ValueError, match=r"sampling='dappo' is not a preset; choose one of \['balance', .*'dapo'"):
+        ReinforceAdaConfig(output_dir=str(tmp_path), **RUN, sampling="dappo")
+
+
+def test_a_config_rebuilt_from_its_dict_has_the_same_plan(tmp_path):
+    config = ReinforceAdaConfig(output_dir=str(tmp_path), **RUN, sampling="budgeted_balance", max_rounds=4)
+    fields = {name: getattr(config, name) for name in ("sampling", *BASE_FIELDS)}
+    again = ReinforceAdaConfig(output_dir=str(tmp_path), **RUN, **fields)
+    assert again.sampling_plan == config.sampling_plan
+
+
+def test_the_preset_comes_from_yaml_and_the_command_line(tmp_path):
+    from trl_ada.cli.train import parse_train_args
+
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(yaml.safe_dump({"output_dir": str(tmp_path / "out"), "sampling": "dapo", **RUN}))
+    _, from_yaml, _ = parse_train_args(["--config", str(recipe), "--model_name_or_path", "m"])
+    assert (from_yaml.sampling, from_yaml.exit_rule, from_yaml.rounds_per_prompt) == ("dapo", "mixed", 1)
+    _, overridden, _ = parse_train_args(["--config", str(recipe), "--model_name_or_path", "m", "--sampling", "pos"])
+    assert (overridden.exit_rule, overridden.prompt_oversampling, overridden.rounds_per_prompt) == ("pos", 1.0, None)
+
+
+def test_the_plan_is_pure_and_validates_without_a_config():
+    plan = SamplingPlan(exit_rule="none", num_generations=8, samples_per_round=2, max_rounds=9)
+    assert (plan.samples_per_round, plan.max_rounds, plan.cap, plan.schedule) == (8, 1, 8, "rounds")
+    with pytest.raises(ValueError, match="rounds_per_prompt=1 with exit_rule='none'"):
+        plan.replace(rounds_per_prompt=1)
+
+
+def test_the_resolved_sampling_is_logged_and_written_to_the_model_card(tiny_model_dir, tmp_path, caplog):
+    from datasets import Dataset
+    from tiny import tiny_config
+
+    from trl_ada import ReinforceAdaTrainer
+
+    dataset = Dataset.from_dict({"prompt": [[{"role": "user", "content": "a"}]] * 8})
+    with caplog.at_level(logging.INFO, logger="trl_ada.trainer"):
+        trainer = ReinforceAdaTrainer(
+            model=tiny_model_dir,
+            reward_funcs=[lambda completions, **_: [0.0] * len(completions)],
+            args=tiny_config(tmp_path, sampling="pos", per_device_train_batch_size=4),
+            train_dataset=dataset,
+        )
+    assert "sampling='pos' (rounds schedule): num_generations=4, exit_rule='pos', samples_per_round=8" in caplog.text
+    trainer.create_model_card()
+    card = (tmp_path / "out" / "README.md").read_text()
+    assert "## Sampling" in card and "sampling='pos' (rounds schedule)" in card

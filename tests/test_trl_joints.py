@@ -1,0 +1,86 @@
+"""TRL's private surface is touched in one module (`trl_ada/_trl.py`), and every joint there exists in the installed
+TRL with the parameters we rely on: a TRL upgrade that moves one fails here, naming the joint and the version."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+from pathlib import Path
+
+import pytest
+import trl
+from trl import GRPOTrainer
+
+from trl_ada import _trl
+
+PACKAGE = Path(__file__).resolve().parents[1] / "trl_ada"
+
+
+def _trl_private_names() -> set[str]:
+    """Every underscore member `GRPOTrainer` defines or sets in its own code (methods and `self._x = ...`)."""
+    names = {name for name in dir(GRPOTrainer) if name.startswith("_") and not name.startswith("__")}
+    for cls in GRPOTrainer.__mro__:
+        if not cls.__module__.startswith("trl."):
+            continue
+        for node in ast.walk(ast.parse(inspect.getsource(inspect.getmodule(cls)))):
+            on_self = isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self"
+            if on_self and node.attr.startswith("_") and not node.attr.startswith("__"):
+                names.add(node.attr)
+    return names
+
+
+def test_every_joint_exists_in_the_installed_trl():
+    assert _trl.check_joints() == []
+
+
+def test_a_built_trainer_holds_every_attribute_joint(tiny_model_dir, tmp_path):
+    from datasets import Dataset
+    from tiny import tiny_config
+
+    from trl_ada import ReinforceAdaTrainer
+
+    dataset = Dataset.from_dict({"prompt": [[{"role": "user", "content": "a"}]] * 4})
+    trainer = ReinforceAdaTrainer(
+        model=tiny_model_dir,
+        reward_funcs=[lambda completions, **_: [0.0] * len(completions)],
+        args=tiny_config(tmp_path, per_device_train_batch_size=4),
+        train_dataset=dataset,
+    )
+    assert _trl.check_joints(trainer) == []
+
+
+def test_a_moved_joint_is_reported_with_its_name_and_the_trl_version(monkeypatch):
+    monkeypatch.delattr(GRPOTrainer, "_tokenize_prompts")
+    monkeypatch.setattr(GRPOTrainer, "_calculate_rewards", lambda self, inputs, prompts: None)
+    problems = _trl.check_joints()
+    assert len(problems) == 2
+    assert problems[0].startswith(
+        f"GRPOTrainer._calculate_rewards takes ('inputs', 'prompts') in TRL {trl.__version__}"
+    )
+    assert problems[1] == (
+        f"GRPOTrainer._tokenize_prompts is gone in TRL {trl.__version__} (called: prompt ids for streaming requests)."
+    )
+
+
+def test_a_missing_attribute_of_a_built_trainer_is_reported():
+    built = type("Built", (), {name: None for name in ("_metrics", "_logs", "_tokenizer")})()
+    problems = _trl.check_joints(built)
+    assert f"GRPOTrainer has no attribute _pending_metrics in TRL {trl.__version__}" in problems[0]
+
+
+@pytest.mark.parametrize(
+    "path",
+    sorted(p for p in PACKAGE.rglob("*.py") if p.name != "_trl.py"),
+    ids=lambda p: str(p.relative_to(PACKAGE)),
+)
+def test_no_module_but_the_joints_names_a_trl_private_member(path):
+    private = _trl_private_names()
+    named = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Attribute) and node.attr in private:
+            named.add(node.attr)
+        elif isinstance(node, ast.FunctionDef) and node.name in private:
+            named.add(node.name)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in private:
+            named.add(node.value)
+    assert named == set()
