@@ -47,19 +47,21 @@ from benchmarks.common import (
 )
 from trl_ada.refill import num_candidates
 from trl_ada.toy.experiment import (
-    SMOOTHING_WINDOW,
     MethodSpec,
     TaskSettings,
     make_task,
-    moving_average,
-    plot_curves,
     prepare_model,
     quiet_training,
     run_method,
+    with_rounds,
+)
+from trl_ada.toy.results import (
+    SMOOTHING_WINDOW,
+    moving_average,
+    plot_curves,
     samples_to_reach,
     steps_to_reach,
     task_title,
-    with_rounds,
 )
 
 BASELINE = "GRPO n=4"

@@ -1,4 +1,5 @@
-"""Smoke test of benchmarks/sampling_efficiency.py: it runs, prints its tables, writes sane numbers and a PNG."""
+"""Smoke test of benchmarks/sampling_efficiency.py and sampling_multi_epoch.py: they run, print their tables, write
+sane numbers and a PNG."""
 
 from __future__ import annotations
 
@@ -111,6 +112,11 @@ def test_balance_groups_are_mixed_when_the_exit_rule_is_met(benchmark):
 
 
 @pytest.fixture(scope="module")
+def multi_epoch():
+    return load_benchmark_script("sampling_multi_epoch")
+
+
+@pytest.fixture(scope="module")
 def multi_epoch_run(benchmark, tmp_path_factory):
     out = tmp_path_factory.mktemp("multi_epoch")
     with contextlib.redirect_stdout(io.StringIO()) as printed:
@@ -119,11 +125,11 @@ def multi_epoch_run(benchmark, tmp_path_factory):
 
 
 @pytest.mark.slow
-def test_multi_epoch_mode_writes_every_sampler_with_consistent_numbers(benchmark, multi_epoch_run):
+def test_multi_epoch_mode_writes_every_sampler_with_consistent_numbers(multi_epoch, multi_epoch_run):
     data, out, printed = multi_epoch_run
     assert "[base multi-epoch]" in printed and "calib. MAE" in printed
     assert (out / "sampling_efficiency_multi_epoch.png").read_bytes()[:8] == PNG_MAGIC
-    specs = {spec.name: spec for spec in benchmark.build_multi_epoch_samplers()}
+    specs = {spec.name: spec for spec in multi_epoch.build_multi_epoch_samplers()}
     assert {"GRPO n=4", "GRPO n=8", "GRPO n=16", "DAPO n=4 (gen B)", "balance M=8 N=4"} <= set(specs)
     for budget in (4, 6, 8):
         assert {f"budget {budget}", f"memory + budget {budget}", f"Est (all) budget {budget}"} <= set(specs)

@@ -76,14 +76,14 @@ def test_left_padded_batches_match_single_prompts(tiny_model: str) -> None:
 
 
 def test_resolve_backend(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(ev, "vllm_available", lambda: False)
+    monkeypatch.setattr(ev.generation, "vllm_available", lambda: False)
     assert ev.resolve_backend("auto") == "transformers"
     assert ev.resolve_backend("transformers") == "transformers"
     with pytest.raises(ValueError, match="vllm"):
         ev.resolve_backend("vllm")
     with pytest.raises(ValueError, match="backend"):
         ev.resolve_backend("sglang")
-    monkeypatch.setattr(ev, "vllm_available", lambda: True)
+    monkeypatch.setattr(ev.generation, "vllm_available", lambda: True)
     assert ev.resolve_backend("auto") == "vllm"
 
 
@@ -107,7 +107,7 @@ def test_vllm_path_contract_with_stand_in(tiny_model: str, monkeypatch: pytest.M
             ]
 
     monkeypatch.setitem(sys.modules, "vllm", types.SimpleNamespace(LLM=LLM, SamplingParams=SamplingParams))
-    monkeypatch.setattr(ev, "vllm_available", lambda: True)
+    monkeypatch.setattr(ev.generation, "vllm_available", lambda: True)
     prompts = [CONVERSATION, [{"role": "user", "content": "Say b"}]]
     out = ev.generate_completions(tiny_model, prompts, 2, temperature=0.7, top_p=0.9, max_new_tokens=9, seed=5)
 
@@ -128,7 +128,7 @@ def _cuda_available() -> bool:
 
 @pytest.mark.gpu
 @pytest.mark.skipif(
-    ev.importlib.util.find_spec("vllm") is None or not _cuda_available(), reason="needs vllm and a CUDA GPU"
+    ev.generation.importlib.util.find_spec("vllm") is None or not _cuda_available(), reason="needs vllm and a CUDA GPU"
 )
 def test_vllm_backend_on_gpu(tiny_model: str) -> None:
     out = ev.generate_completions(tiny_model, [CONVERSATION, "hello"], 2, max_new_tokens=8, backend="vllm")
@@ -149,7 +149,7 @@ def test_avg_at_k_exact_values(monkeypatch: pytest.MonkeyPatch) -> None:
         "Compute 2 + 3.": boxed("4", "6", "7", "1"),  # 0/4
         "Compute 10 - 4.": boxed("6", "0", "6", "5"),  # 2/4
     }
-    monkeypatch.setattr(ev, "generate_completions", stub_generator(samples, calls))
+    monkeypatch.setattr(ev.generation, "generate_completions", stub_generator(samples, calls))
     datasets = {
         "alpha": Dataset.from_dict({"problem": ["Compute 1 + 1.", "Compute 2 + 3."], "answer": ["2", "5"]}),
         "beta": Dataset.from_dict({"question": ["Compute 10 - 4."], "gt": ["6"]}),
@@ -180,7 +180,7 @@ def test_avg_at_k_exact_values(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_estimate_pass_rates_passes_per_prompt_columns_to_the_reward(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[dict] = []
     samples = {"Say a": ["a", "aa", "b"], "Say b": ["b", "bb", "bbb"]}
-    monkeypatch.setattr(ev, "generate_completions", stub_generator(samples, calls))
+    monkeypatch.setattr(ev.generation, "generate_completions", stub_generator(samples, calls))
     prompts = [[{"role": "user", "content": text}] for text in samples]
 
     def at_least(completions, answer, min_count, **kwargs):
@@ -219,7 +219,7 @@ SELECTION_SAMPLES = {
 
 
 def test_select_prompts_keeps_expected_rows(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
-    monkeypatch.setattr(ev, "generate_completions", stub_generator(SELECTION_SAMPLES))
+    monkeypatch.setattr(ev.generation, "generate_completions", stub_generator(SELECTION_SAMPLES))
     with caplog.at_level("INFO", logger="trl_ada.evaluation"):
         kept = ev.select_prompts("m", _selection_dataset(), num_samples=4, max_pass_rate=0.75)
     assert kept["source"] == ["b", "c"]
@@ -231,7 +231,7 @@ def test_select_prompts_keeps_expected_rows(monkeypatch: pytest.MonkeyPatch, cap
 
 
 def test_select_prompts_thresholds(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(ev, "generate_completions", stub_generator(SELECTION_SAMPLES))
+    monkeypatch.setattr(ev.generation, "generate_completions", stub_generator(SELECTION_SAMPLES))
     strict = ev.select_prompts("m", _selection_dataset(), num_samples=4, max_pass_rate=0.5)
     assert strict["source"] == ["b"]
     everything = ev.select_prompts("m", _selection_dataset(), num_samples=4, max_pass_rate=1.0, min_correct=0)
@@ -263,7 +263,7 @@ def test_bad_api_options_name_the_option() -> None:
 def test_missing_columns_use_the_data_module_error(monkeypatch: pytest.MonkeyPatch) -> None:
     from datasets import Dataset
 
-    monkeypatch.setattr(ev, "generate_completions", pytest.fail)  # must fail before generating
+    monkeypatch.setattr(ev.generation, "generate_completions", pytest.fail)  # must fail before generating
     with pytest.raises(ValueError, match="No answer column found"):
         ev.avg_at_k("m", {"d": Dataset.from_dict({"problem": ["x"], "label": ["1"]})}, k=1)
     with pytest.raises(ValueError, match="No problem column found"):

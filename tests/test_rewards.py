@@ -30,6 +30,7 @@ from trl_ada.rewards import (
     register_reward,
     score_math,
     scoring,
+    workers,
 )
 from trl_ada.rewards import registry as reward_registry
 
@@ -289,11 +290,11 @@ def test_alarm_swallowed_in_a_weakref_callback_still_cuts_off_quietly(monkeypatc
         time.sleep(10)  # without a second alarm this would run to the end
         return 1.0 if ref is not None else 0.0
 
-    monkeypatch.setattr(scoring, "_verify_pair", verify_with_a_slow_weakref_callback)
+    monkeypatch.setattr(workers, "_verify_pair", verify_with_a_slow_weakref_callback)
     printed: list = []  # what Python would print as "Exception ignored in ..."
     monkeypatch.setattr(sys, "unraisablehook", printed.append)
     start = time.monotonic()
-    assert scoring._score_pair_with_alarm("1", "1", 0.2) == (0.0, False)
+    assert workers._score_pair_with_alarm("1", "1", 0.2) == (0.0, False)
     assert time.monotonic() - start < 2.0
     assert landed_in_callback == [True]
     assert printed == []
@@ -345,7 +346,7 @@ def test_adversarial_latex_is_cut_off_in_a_worker_thread(fast_reward):
     clear_caches()
     start = time.monotonic()
     assert run_in_thread(fast_reward, ADVERSARIAL, ["5"] * len(ADVERSARIAL)) == [0.0] * len(ADVERSARIAL)
-    assert time.monotonic() - start < (FAST_TIMEOUT_S + scoring.HARD_GRACE_S) * len(ADVERSARIAL) + 5.0
+    assert time.monotonic() - start < (FAST_TIMEOUT_S + workers.HARD_GRACE_S) * len(ADVERSARIAL) + 5.0
 
 
 def test_parallel_scoring_matches_serial():
@@ -361,12 +362,12 @@ def test_hung_worker_is_killed_and_replaced():
     """A worker that stops answering (here: SIGSTOP) costs one pair timeout_s + HARD_GRACE_S, then is replaced."""
     clear_caches()
     assert score_math([r"\boxed{1}"], ["1"], num_workers=1, min_parallel_batch=1) == [1.0]
-    pool = scoring._get_pool(1)
+    pool = workers._get_pool(1)
     hung = pool._workers[0].process
     os.kill(hung.pid, signal.SIGSTOP)
     start = time.monotonic()
     assert score_math([r"\boxed{2}"], ["2"], num_workers=1, min_parallel_batch=1, timeout_s=0.5) == [0.0]
-    assert time.monotonic() - start < 0.5 + scoring.HARD_GRACE_S + 1.0
+    assert time.monotonic() - start < 0.5 + workers.HARD_GRACE_S + 1.0
     assert hung.poll() is not None  # killed
     assert score_math([r"\boxed{2}"], ["2"], num_workers=1, min_parallel_batch=1) == [1.0]  # not cached, rescored
 
@@ -374,7 +375,7 @@ def test_hung_worker_is_killed_and_replaced():
 def test_dead_worker_is_replaced():
     clear_caches()
     assert score_math([r"\boxed{1}"], ["1"], num_workers=1, min_parallel_batch=1) == [1.0]
-    scoring._get_pool(1)._workers[0].process.kill()
+    workers._get_pool(1)._workers[0].process.kill()
     score_math([r"\boxed{3}"], ["3"], num_workers=1, min_parallel_batch=1)  # this pair may be lost (0.0)
     assert score_math([r"\boxed{4}", r"\boxed{5}"], ["4", "6"], num_workers=1, min_parallel_batch=1) == [1.0, 0.0]
 

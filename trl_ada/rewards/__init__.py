@@ -4,6 +4,7 @@ r"""Rule-based rewards for math RL, and a registry that resolves reward function
   its comparison settings (`MathVerifySettings`).
 - `trl_ada.rewards.scoring`: time-bounded batch scoring (`score_math`) and the TRL reward functions `math_reward`,
   `format_reward`, `make_math_reward`.
+- `trl_ada.rewards.workers`: the per-pair timers and the worker processes that `score_math` verifies in.
 - `trl_ada.rewards.registry`: `register_reward` and `get_reward_funcs` (names such as `"math"` or import paths).
 """
 

@@ -1,0 +1,451 @@
+"""The multi-epoch mode of the sampling-efficiency benchmark (Reinforce-Ada-Est and refill): D simulated prompts
+trained over E epochs, their pass rates moving with the effective groups each sampler produces.
+
+Every sampler of `benchmarks.sampling_efficiency` runs here over the same dataset and epoch orders, with the
+Reinforce-Ada-Est switches (pass-rate memory, prior-sized rounds, futility stop, sample budget) and the candidate
+refill samplers added; the prompt sets, step runners and metrics are that module's. What is measured and the
+results: `docs/benchmarks_sampling.md`, "Multi-epoch mode".
+
+    python -m benchmarks.sampling_efficiency --multi-epoch           # D=1024, B=256, 4 epochs, 5 seeds, ~2 min
+    python -m benchmarks.sampling_efficiency --multi-epoch --smoke   # D=32, B=16, 2 epochs, 1 seed, seconds
+    python -m benchmarks.sampling_multi_epoch [--smoke] ...          # the same, without the flag
+
+Writes `multi_epoch.json`, `multi_epoch.csv`, `multi_epoch_tables.txt` and `sampling_efficiency_multi_epoch.png`
+into `--out` (default `benchmarks/results/sampling_efficiency/`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from dataclasses import asdict
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from benchmarks import sampling_efficiency
+from benchmarks.common import (
+    derive_seed,
+    format_table,
+    machine_description,
+    mean_and_std,
+    progress,
+    pyplot,
+    save_figure,
+    write_csv,
+    write_json,
+)
+from benchmarks.sampling_efficiency import (
+    DAPO_MAX_ROUNDS,
+    FAMILY_STYLE,
+    METRICS,
+    NUM_GENERATIONS,
+    POSITIVE_THRESHOLD,
+    PROMPT_SETS,
+    PromptSet,
+    SamplerSpec,
+    StepResult,
+    _pm,
+    add_baseline_ratio,
+    csv_rows,
+    dapo_rounds,
+    is_low_pass,
+    run_adaptive_step,
+    seed_metrics,
+)
+from trl_ada.memory import PassRateMemory
+from trl_ada.refill import num_candidates
+from trl_ada.simulation import LearningPrompts, SimulatedPolicy, simulate_refill_step
+
+MULTI_EPOCH_SIZES = {"dataset": 1024, "num_prompts": 256, "epochs": 4, "seeds": 5}
+MULTI_EPOCH_SMOKE_SIZES = {"dataset": 32, "num_prompts": 16, "epochs": 2, "seeds": 1}
+LEARN_RATE = 0.5  # logit step of a prompt trained with an effective group
+TRANSFER = 0.02  # logit step of every solvable prompt per training step
+MEMORY_DECAY = 0.5
+FUTILITY_THRESHOLD = 0.05
+EST_BUDGETS = (4, 6, 8)
+EST_ROUNDS = 3
+BALANCE_PAPER = "balance M=8 N=4"
+MULTI_EPOCH_METRICS = (
+    *METRICS,
+    "memory_hit_fraction",
+    "futile_fraction",
+    "predicted_pass_rate",
+    "realized_pass_rate",
+    "calibration_error",
+    "skipped_per_slot",
+    "hard_kept_fraction",
+    "epochs_consumed",
+)
+SKIP_THRESHOLD = 0.8
+SKIP_EXPLORATION = 0.05
+
+
+def build_multi_epoch_samplers() -> list[SamplerSpec]:
+    """GRPO n=4/8/16, DAPO, balance M=8 N=4, and the Reinforce-Ada-Est switches alone and together."""
+    specs = [SamplerSpec(f"GRPO n={k}", "grpo", f"n={k}", k, k, 1) for k in (4, 8, 16)]
+    specs.append(SamplerSpec("DAPO n=4 (gen B)", "dapo", "DAPO B", 4, 4, DAPO_MAX_ROUNDS))
+    specs.append(SamplerSpec(BALANCE_PAPER, "balance", "8×4", NUM_GENERATIONS, 8, 4, "balance"))
+    est = {"family": "est", "num_generations": NUM_GENERATIONS, "exit_rule": "balance"}
+    specs.append(
+        SamplerSpec(
+            "memory + prior first round",
+            label="prior",
+            samples_per_round=8,
+            max_rounds=4,
+            memory=True,
+            first_round="prior",
+            **est,
+        )
+    )
+    specs.append(
+        SamplerSpec(
+            "memory + futility stop",
+            label="futility",
+            samples_per_round=8,
+            max_rounds=4,
+            memory=True,
+            futility_threshold=FUTILITY_THRESHOLD,
+            **est,
+        )
+    )
+    for budget in EST_BUDGETS:
+        specs.append(
+            SamplerSpec(
+                f"budget {budget}",
+                label=f"b{budget}",
+                samples_per_round=8,
+                max_rounds=EST_ROUNDS,
+                sample_budget=budget,
+                **est,
+            )
+        )
+    for budget in EST_BUDGETS:
+        specs.append(
+            SamplerSpec(
+                f"memory + budget {budget}",
+                label=f"m+b{budget}",
+                samples_per_round=8,
+                max_rounds=EST_ROUNDS,
+                memory=True,
+                sample_budget=budget,
+                **est,
+            )
+        )
+    for budget in EST_BUDGETS:
+        specs.append(
+            SamplerSpec(
+                f"Est (all) budget {budget}",
+                label=f"all b{budget}",
+                samples_per_round=8,
+                max_rounds=EST_ROUNDS,
+                memory=True,
+                first_round="prior",
+                later_rounds="prior",
+                futility_threshold=FUTILITY_THRESHOLD,
+                sample_budget=budget,
+                **est,
+            )
+        )
+    refill = {"family": "refill", "num_generations": NUM_GENERATIONS, "prompt_oversampling": 3.0}
+    dapo_mode = {**refill, "exit_rule": "mixed", "samples_per_round": 4, "rounds_per_prompt": 1}
+    skip = {"memory": True, "skip_threshold": SKIP_THRESHOLD, "skip_exploration": SKIP_EXPLORATION}
+    specs += [
+        SamplerSpec("DAPO mode 3x, 4 rounds", label="DAPO mode", max_rounds=4, **dapo_mode),
+        SamplerSpec("DAPO mode 3x, 8 rounds", label="DAPO 8r", max_rounds=8, **dapo_mode),
+        SamplerSpec("DAPO mode 3x, 8 rounds + skip", label="DAPO+skip", max_rounds=8, **dapo_mode, **skip),
+    ]
+    mixed = {**refill, "exit_rule": "mixed", "samples_per_round": 4, "max_rounds": 12}
+    balance = {**refill, "exit_rule": "balance", "samples_per_round": 4, "max_rounds": 8}
+    for rounds in (3, 4, 8):
+        specs.append(
+            SamplerSpec(f"mixed 4x12, {rounds} r/p, 3x", label=f"mix{rounds}", rounds_per_prompt=rounds, **mixed)
+        )
+    specs.append(SamplerSpec("mixed 4x12, 4 r/p, 3x + skip", label="mix4+skip", rounds_per_prompt=4, **mixed, **skip))
+    specs.append(SamplerSpec("balance 4x8, 4 r/p, 3x", label="bal4", rounds_per_prompt=4, **balance))
+    specs.append(
+        SamplerSpec("balance 4x8, 4 r/p, 3x + skip", label="bal4+skip", rounds_per_prompt=4, **balance, **skip)
+    )
+    return specs
+
+
+class CandidateStream:
+    """The data order of the refill samplers: each prompt once per epoch (seeded permutation); candidates a step
+    did not examine stay at the front of the stream. At an epoch's end the next permutation follows, with the
+    prompts still in the step moved to its end, so no prompt repeats inside a step."""
+
+    def __init__(self, dataset: int, rng: np.random.Generator):
+        self.dataset, self.rng = dataset, rng
+        self.order, self.position = rng.permutation(dataset), 0
+
+    def peek(self, size: int) -> np.ndarray:
+        """The next `size` candidates (not consumed yet)."""
+        if self.position + size > self.order.size:
+            rest = self.order[self.position :]
+            new = self.rng.permutation(self.dataset)
+            in_rest = np.isin(new, rest)
+            self.order, self.position = np.concatenate([rest, new[~in_rest], new[in_rest]]), 0
+        return self.order[self.position : self.position + size]
+
+    def consume(self, count: int) -> None:
+        """The first `count` candidates of the last `peek` were examined: they leave the stream."""
+        self.position += count
+
+
+def run_refill_step(
+    spec: SamplerSpec, rates: np.ndarray, ids: np.ndarray, num_kept: int, seed: int, memory: PassRateMemory | None
+) -> tuple[StepResult, np.ndarray, np.ndarray, int]:
+    """One refill step over candidates `ids`: (result, kept ids, their effectiveness, candidates consumed)."""
+    sampler = simulate_refill_step(
+        SimulatedPolicy(rates[ids], seed=seed),
+        num_kept,
+        memory,
+        ids,
+        skip_threshold=spec.skip_threshold,
+        skip_exploration=spec.skip_exploration,
+        num_generations=spec.num_generations,
+        samples_per_round=spec.samples_per_round,
+        max_rounds=spec.max_rounds,
+        rounds_per_prompt=spec.rounds_per_prompt,
+        positive_threshold=POSITIVE_THRESHOLD,
+        exit_rule=spec.exit_rule,
+        **spec.estimation_kwargs,
+    )
+    stats = sampler.refill_statistics()
+    kept = np.array(sampler.kept_prompts())
+    effective = np.array([sampler.is_effective(p) for p in kept])
+    low = is_low_pass(rates[ids[: stats.consumed]])
+    low_effective = is_low_pass(rates[ids[kept]]) & effective
+    result = StepResult(
+        num_prompts=num_kept,
+        samples=sampler.samples_drawn,
+        effective_groups=int(effective.sum()),
+        rounds=sampler.round,
+        prompts_drawn=stats.consumed,
+        low_pass_drawn=int(low.sum()),
+        low_pass_effective=int(low_effective.sum()),
+        futile=int(sum(sampler.stopped)),
+        skipped=stats.skipped,
+        hard_kept=round(stats.hard_kept_fraction * num_kept),
+    )
+    return result, ids[kept], effective, stats.consumed
+
+
+def draw_from_dataset(rates: np.ndarray, rng: np.random.Generator, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """`size` prompts drawn uniformly from the dataset: (their pass rates, their ids); DAPO's refills."""
+    drawn = rng.integers(0, rates.size, size)
+    return rates[drawn], drawn
+
+
+def run_multi_epoch(spec: SamplerSpec, prompt_set: PromptSet, seed: int, sizes: dict[str, int]) -> list[StepResult]:
+    """`spec` trained over a dataset of D prompts for E epochs of D / B steps; pass rates move (`LearningPrompts`).
+
+    The dataset and the epoch orders depend on the seed only, so every sampler starts from the same prompts in the
+    same order; how the pass rates move then depends on the effective groups the sampler produced.
+    """
+    dataset, batch = sizes["dataset"], sizes["num_prompts"]
+    prompts = LearningPrompts(
+        prompt_set.sample(np.random.default_rng(derive_seed(seed, prompt_set.name, "dataset")), dataset),
+        learn_rate=LEARN_RATE,
+        transfer=TRANSFER,
+    )
+    order_rng = np.random.default_rng(derive_seed(seed, prompt_set.name, "order"))
+    memory = PassRateMemory(decay=MEMORY_DECAY) if spec.memory else None
+    stream = CandidateStream(dataset, order_rng) if spec.family == "refill" else None
+    results = []
+    for epoch in range(sizes["epochs"]):
+        order = order_rng.permutation(dataset) if stream is None else None
+        for step in range(dataset // batch):
+            rates = prompts.current
+            step_seed = derive_seed(seed, prompt_set.name, epoch, step, spec.name)
+            if stream is not None:  # the same number of trained steps; the stream says how many epochs they took
+                candidates = stream.peek(num_candidates(batch, spec.prompt_oversampling))
+                result, trained, effective, consumed = run_refill_step(
+                    spec, rates, candidates, batch, step_seed, memory
+                )
+                stream.consume(consumed)
+                prompts.learn(trained, effective)
+                results.append(result)
+                continue
+            ids = order[step * batch : (step + 1) * batch]
+            if spec.family == "dapo":
+                fresh = partial(draw_from_dataset, rates)
+                result, trained = dapo_rounds(spec, rates[ids], ids, fresh, np.random.default_rng(step_seed))
+                effective = np.ones(trained.size, dtype=bool)
+            else:
+                result, effective = run_adaptive_step(spec, rates[ids], step_seed, memory, ids)
+                trained = ids
+            prompts.learn(trained, effective)
+            results.append(result)
+    return results
+
+
+def multi_epoch_seed_metrics(steps: Sequence[StepResult], dataset: int) -> dict[str, float]:
+    """`seed_metrics` plus memory hits, futile stops, first-round calibration on memory hits, candidates skipped,
+    the hard share of trained prompts and the epochs of data the steps consumed."""
+    metrics = seed_metrics(steps)
+    hits = sum(s.memory_hits for s in steps)
+    prompts = sum(s.num_prompts for s in steps)
+    metrics["skipped_per_slot"] = sum(s.skipped for s in steps) / prompts
+    metrics["hard_kept_fraction"] = sum(s.hard_kept for s in steps) / prompts
+    metrics["epochs_consumed"] = sum(s.prompts_drawn for s in steps) / dataset
+    metrics["memory_hit_fraction"] = hits / prompts
+    metrics["futile_fraction"] = sum(s.futile for s in steps) / prompts
+    for name, field_name in (
+        ("predicted_pass_rate", "predicted_pass_rate_sum"),
+        ("realized_pass_rate", "realized_pass_rate_sum"),
+        ("calibration_error", "calibration_error_sum"),
+    ):
+        metrics[name] = sum(getattr(s, field_name) for s in steps) / hits if hits else float("nan")
+    return metrics
+
+
+def run_multi_epoch_set(
+    prompt_set: PromptSet, specs: Sequence[SamplerSpec], seeds: Sequence[int], sizes: dict[str, int], show: bool
+) -> dict[str, dict[str, float]]:
+    """Per-sampler summaries (mean and std over seeds) of the multi-epoch mode on one prompt set."""
+    per_seed: dict[str, list[dict[str, float]]] = {spec.name: [] for spec in specs}
+    tasks = [(seed, spec) for seed in seeds for spec in specs]
+    for seed, spec in progress(tasks, total=len(tasks), desc=f"{prompt_set.name} multi-epoch", enabled=show):
+        per_seed[spec.name].append(
+            multi_epoch_seed_metrics(run_multi_epoch(spec, prompt_set, seed, sizes), sizes["dataset"])
+        )
+    summaries = {}
+    for name, values in per_seed.items():
+        summaries[name] = {}
+        for metric in MULTI_EPOCH_METRICS:
+            summaries[name][metric], summaries[name][f"{metric}_std"] = mean_and_std([v[metric] for v in values])
+    add_baseline_ratio(summaries)
+    return summaries
+
+
+def multi_epoch_table(prompt_set: PromptSet, summaries: dict[str, dict[str, float]], sizes: dict[str, int]) -> str:
+    """The fixed-width table of the multi-epoch mode."""
+    headers = [
+        "sampler",
+        "eff. groups",
+        "samples/prompt",
+        "samples/eff. group",
+        "low-pass cov.",
+        "rounds",
+        "hits",
+        "futile",
+        "pred./real. pass",
+        "calib. MAE",
+        "skipped",
+        "hard kept",
+        "epochs",
+    ]
+    rows = []
+    for name, v in summaries.items():
+        calibrated = np.isfinite(v["predicted_pass_rate"])
+        rows.append(
+            [
+                name,
+                _pm(v["effective_fraction"], v["effective_fraction_std"], 3),
+                _pm(v["samples_per_prompt"], v["samples_per_prompt_std"], 2),
+                _pm(v["samples_per_effective_group"], v["samples_per_effective_group_std"], 2),
+                _pm(v["low_pass_effective_fraction"], v["low_pass_effective_fraction_std"], 3),
+                f"{v['rounds']:.2f}",
+                f"{v['memory_hit_fraction']:.2f}",
+                f"{v['futile_fraction']:.3f}",
+                f"{v['predicted_pass_rate']:.3f}/{v['realized_pass_rate']:.3f}" if calibrated else "-",
+                f"{v['calibration_error']:.3f}" if calibrated else "-",
+                f"{v['skipped_per_slot']:.2f}",
+                f"{v['hard_kept_fraction']:.3f}",
+                f"{v['epochs_consumed']:.2f}",
+            ]
+        )
+    title = (
+        f"[{prompt_set.name} multi-epoch] D={sizes['dataset']} prompts, B={sizes['num_prompts']} per step, "
+        f"{sizes['epochs']} epochs, {sizes['seeds']} seed(s); pass rates move (learn {LEARN_RATE}, transfer "
+        f"{TRANSFER} logits)"
+    )
+    return format_table(headers, rows, title)
+
+
+def plot_multi_epoch(summaries: dict[str, dict[str, float]], specs: Sequence[SamplerSpec], path: Path) -> Path:
+    """Samples per prompt (x) against effective-group fraction and low-pass coverage (y), one point per sampler."""
+    plt = pyplot()
+    fig, axes = plt.subplots(1, 2, figsize=(12.0, 5.0))
+    colors = {**{family: style[0] for family, style in FAMILY_STYLE.items()}, "est": "tab:red", "refill": "tab:purple"}
+    for ax, metric, label in (
+        (axes[0], "effective_fraction", "effective-group fraction"),
+        (axes[1], "low_pass_effective_fraction", "low-pass coverage (0 < p < 0.1)"),
+    ):
+        for spec in specs:
+            v = summaries[spec.name]
+            ax.errorbar(
+                v["samples_per_prompt"],
+                v[metric],
+                xerr=v["samples_per_prompt_std"],
+                yerr=v[f"{metric}_std"],
+                fmt="o",
+                color=colors[spec.family],
+                capsize=2,
+                markersize=5,
+            )
+            ax.annotate(
+                spec.label,
+                (v["samples_per_prompt"], v[metric]),
+                textcoords="offset points",
+                xytext=(3, 4),
+                fontsize=7,
+                color=colors[spec.family],
+            )
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("samples per prompt (log scale)")
+        ax.set_ylabel(label)
+        ax.grid(True, alpha=0.3)
+    fig.suptitle(
+        "Multi-epoch simulation (base prompts): GRPO (grey), DAPO (green), balance (blue), Est (red), refill (purple)"
+    )
+    return save_figure(fig, path)
+
+
+def main_multi_epoch(args: argparse.Namespace) -> dict[str, Any]:
+    """The multi-epoch mode on the base prompt set: tables, JSON, CSV and figure under `args.out`."""
+    sizes = dict(MULTI_EPOCH_SMOKE_SIZES if args.smoke else MULTI_EPOCH_SIZES)
+    sizes["seeds"] = args.seeds_given or sizes["seeds"]
+    prompt_set = PROMPT_SETS[0]
+    specs = build_multi_epoch_samplers()
+    seeds = list(range(args.seed, args.seed + sizes["seeds"]))
+    summaries = run_multi_epoch_set(prompt_set, specs, seeds, sizes, not args.quiet)
+    table = multi_epoch_table(prompt_set, summaries, sizes)
+    print(table + "\n", flush=True)
+    out = Path(args.out)
+    cfg = {
+        **sizes,
+        "first_seed": args.seed,
+        "smoke": args.smoke,
+        "learn_rate": LEARN_RATE,
+        "transfer": TRANSFER,
+        "memory_decay": MEMORY_DECAY,
+        "futility_threshold": FUTILITY_THRESHOLD,
+    }
+    data = {
+        "benchmark": "sampling_efficiency_multi_epoch",
+        "config": cfg,
+        "samplers": [asdict(spec) for spec in specs],
+        "results": {prompt_set.name: summaries},
+        "machine": machine_description(),
+    }
+    write_json(out / "multi_epoch.json", data)
+    write_csv(out / "multi_epoch.csv", csv_rows(data["results"], specs))
+    (out / "multi_epoch_tables.txt").write_text(table + "\n")
+    figure = plot_multi_epoch(summaries, specs, out / "sampling_efficiency_multi_epoch.png")
+    print(f"wrote {out / 'multi_epoch.json'}, {out / 'multi_epoch.csv'}, {figure}")
+    return data
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """`python -m benchmarks.sampling_multi_epoch ARGS` is `python -m benchmarks.sampling_efficiency --multi-epoch
+    ARGS`: the same options, outputs and return value."""
+    return sampling_efficiency.main(["--multi-epoch", *(sys.argv[1:] if argv is None else argv)])
+
+
+if __name__ == "__main__":
+    main()

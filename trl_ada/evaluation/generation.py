@@ -1,0 +1,248 @@
+"""Sampling completions: one set of [`SamplingSettings`], and the vLLM and transformers backends behind
+[`generate_completions`] (vLLM when it is installed and a GPU is present, else transformers `generate`)."""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+Prompt = str | list[dict[str, str]]
+"""A plain-text prompt (used as is) or a conversation (rendered with the tokenizer's chat template)."""
+
+BACKENDS = ("auto", "vllm", "transformers")
+
+
+@dataclass(frozen=True)
+class SamplingSettings:
+    """How [`avg_at_k`], [`select_prompts`] and [`estimate_pass_rates`] sample completions.
+
+    Args:
+        temperature (`float`, defaults to `1.0`): sampling temperature; 0 is greedy decoding.
+        top_p (`float`, defaults to `1.0`): nucleus sampling probability mass, in (0, 1].
+        max_new_tokens (`int`, defaults to `4096`): most tokens per completion (the training config calls this
+            `max_completion_length`, as does the `--max_completion_length` flag of the commands).
+        seed (`int`, defaults to `0`): random seed of the sampling.
+        backend (`str`, defaults to `"auto"`): `"vllm"`, `"transformers"` or `"auto"` (vLLM when usable).
+        batch_size (`int`, defaults to `8`): prompts per `generate` call (transformers backend).
+        dtype (`str`, defaults to `"auto"`): model dtype; `"auto"` is the checkpoint's on CUDA, float32 on CPU.
+    """
+
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_new_tokens: int = 4096
+    seed: int = 0
+    backend: str = "auto"
+    batch_size: int = 8
+    dtype: str = "auto"
+
+    def __post_init__(self) -> None:
+        _check_sampling(1, self.temperature, self.top_p, self.max_new_tokens)
+        _check_positive_int(self.batch_size, "batch_size")
+        if self.backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {list(BACKENDS)}, got {self.backend!r}.")
+
+    def generate_kwargs(self) -> dict[str, Any]:
+        """The settings as keyword arguments of [`generate_completions`]."""
+        return asdict(self)
+
+
+def _check_positive_int(value: int, name: str) -> None:
+    """ValueError naming `name` unless `value` is an integer >= 1."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be an integer >= 1, got {value!r}.")
+
+
+def _check_sampling(num_samples: int, temperature: float, top_p: float, max_new_tokens: int) -> None:
+    """ValueError naming the first invalid sampling option."""
+    _check_positive_int(num_samples, "num_samples")
+    _check_positive_int(max_new_tokens, "max_new_tokens")
+    if temperature < 0:
+        raise ValueError(f"temperature must be >= 0 (0 means greedy), got {temperature!r}.")
+    if not 0 < top_p <= 1:
+        raise ValueError(f"top_p must be in (0, 1], got {top_p!r}.")
+
+
+def vllm_available() -> bool:
+    """True when vLLM is installed and a CUDA device is visible."""
+    import torch
+
+    return importlib.util.find_spec("vllm") is not None and torch.cuda.is_available()
+
+
+def resolve_backend(backend: str) -> str:
+    """`auto` -> `vllm` when usable, else `transformers`; an explicit `vllm` without vLLM or CUDA is an error."""
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {list(BACKENDS)}, got {backend!r}.")
+    if backend == "auto":
+        return "vllm" if vllm_available() else "transformers"
+    if backend == "vllm" and not vllm_available():
+        raise ValueError("backend='vllm' needs the `vllm` package and a CUDA GPU; use backend='transformers'.")
+    return backend
+
+
+def load_tokenizer(model_name_or_path: str, *, revision: str | None = None, trust_remote_code: bool = False) -> Any:
+    """The model's tokenizer, padding on the left (for generation), with a pad token (the EOS token if it has none)."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(
+        model_name_or_path, revision=revision, trust_remote_code=trust_remote_code
+    )
+    tokenizer.padding_side = "left"
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
+def encode_prompts(tokenizer: Any, prompts: Sequence[Prompt], chat_template_kwargs: dict | None = None) -> list:
+    """Token ids of each prompt; conversations go through the chat template with the generation prompt."""
+    encoded = []
+    for prompt in prompts:
+        if isinstance(prompt, str):
+            text = prompt
+        else:
+            text = tokenizer.apply_chat_template(
+                prompt, tokenize=False, add_generation_prompt=True, **(chat_template_kwargs or {})
+            )
+        encoded.append(tokenizer(text, add_special_tokens=False)["input_ids"])
+    return encoded
+
+
+def _generate_vllm(
+    model_name_or_path: str,
+    prompt_ids: list[list[int]],
+    num_samples: int,
+    *,
+    temperature: float,
+    top_p: float,
+    max_new_tokens: int,
+    seed: int,
+    dtype: str,
+) -> list[list[str]]:
+    """Sample with vLLM; prompt i is seeded `seed + i * num_samples` (vLLM adds the sample index)."""
+    import vllm
+
+    llm = vllm.LLM(model=model_name_or_path, dtype=dtype, seed=seed)
+    params = [
+        vllm.SamplingParams(
+            n=num_samples, temperature=temperature, top_p=top_p, max_tokens=max_new_tokens, seed=seed + i * num_samples
+        )
+        for i in range(len(prompt_ids))
+    ]
+    outputs = llm.generate([{"prompt_token_ids": ids} for ids in prompt_ids], params, use_tqdm=True)
+    return [[sample.text for sample in output.outputs] for output in outputs]
+
+
+def _torch_dtype(dtype: str, on_cuda: bool) -> Any:
+    """`auto` -> the checkpoint's dtype on CUDA, float32 on CPU; else the named torch dtype."""
+    import torch
+
+    if dtype == "auto":
+        return "auto" if on_cuda else torch.float32
+    resolved = getattr(torch, dtype, None)
+    if not isinstance(resolved, torch.dtype):
+        raise ValueError(f"dtype must be 'auto' or a torch dtype name such as 'bfloat16', got {dtype!r}.")
+    return resolved
+
+
+def _sampling_kwargs(temperature: float, top_p: float, max_new_tokens: int, num_samples: int) -> dict[str, Any]:
+    """`generate` options for plain sampling: the model's own top-k / repetition settings are switched off."""
+    if temperature == 0:
+        return {"do_sample": False, "max_new_tokens": max_new_tokens, "num_return_sequences": 1}
+    return {
+        "do_sample": True,
+        "temperature": temperature,
+        "top_p": top_p,
+        "top_k": 0,
+        "min_p": None,
+        "repetition_penalty": 1.0,
+        "max_new_tokens": max_new_tokens,
+        "num_return_sequences": num_samples,
+    }
+
+
+def _generate_transformers(
+    model_name_or_path: str,
+    tokenizer: Any,
+    prompt_ids: list[list[int]],
+    num_samples: int,
+    *,
+    temperature: float,
+    top_p: float,
+    max_new_tokens: int,
+    seed: int,
+    batch_size: int,
+    dtype: str,
+) -> list[list[str]]:
+    """Sample with `generate`, `batch_size` prompts at a time (left padded, longest first), on CUDA if present."""
+    import torch
+    from tqdm.auto import tqdm
+    from transformers import AutoModelForCausalLM
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    model = AutoModelForCausalLM.from_pretrained(model_name_or_path, dtype=_torch_dtype(dtype, device == "cuda"))
+    model = model.to(device).eval()
+    kwargs = _sampling_kwargs(temperature, top_p, max_new_tokens, num_samples)
+    order = sorted(range(len(prompt_ids)), key=lambda i: -len(prompt_ids[i]))
+    results: list[list[str]] = [[] for _ in prompt_ids]
+    batches = [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
+    per_prompt = kwargs["num_return_sequences"]
+    with torch.random.fork_rng(devices=[torch.cuda.current_device()] if device == "cuda" else []):
+        torch.manual_seed(seed)
+        for batch in tqdm(batches, desc="Generating", unit="batch"):
+            texts = _generate_batch(model, tokenizer, [prompt_ids[i] for i in batch], kwargs)
+            for j, index in enumerate(batch):
+                results[index] = texts[j * per_prompt : (j + 1) * per_prompt]
+    return results if per_prompt == num_samples else [samples * num_samples for samples in results]
+
+
+def _generate_batch(model: Any, tokenizer: Any, prompt_ids: list[list[int]], kwargs: dict) -> list[str]:
+    """Decoded completions of one left-padded batch, prompt-major (all samples of prompt 0 first)."""
+    import torch
+
+    batch = tokenizer.pad({"input_ids": prompt_ids}, padding=True, return_tensors="pt").to(model.device)
+    with torch.no_grad():
+        output = model.generate(**batch, pad_token_id=tokenizer.pad_token_id, **kwargs)
+    return tokenizer.batch_decode(output[:, batch["input_ids"].shape[1] :], skip_special_tokens=True)
+
+
+def generate_completions(
+    model_name_or_path: str | Path,
+    prompts: Sequence[Prompt],
+    num_samples: int,
+    *,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    max_new_tokens: int = 4096,
+    seed: int = 0,
+    backend: str = "auto",
+    batch_size: int = 8,
+    dtype: str = "auto",
+    chat_template_kwargs: dict | None = None,
+) -> list[list[str]]:
+    """`num_samples` sampled completions (decoded text) for every prompt, in prompt order.
+
+    `backend`: `vllm` (needs vLLM and CUDA), `transformers` (`generate`, CUDA if available else CPU, `batch_size`
+    prompts per call), or `auto` (vLLM when usable). `temperature=0` is greedy decoding (one completion, repeated).
+    Results are reproducible for a given `seed` on a given backend and device.
+    """
+    _check_sampling(num_samples, temperature, top_p, max_new_tokens)
+    _check_positive_int(batch_size, "batch_size")
+    if not prompts:
+        return []
+    name = str(model_name_or_path)
+    chosen = resolve_backend(backend)
+    tokenizer = load_tokenizer(name)
+    prompt_ids = encode_prompts(tokenizer, prompts, chat_template_kwargs)
+    logger.info("Sampling %d x %d completions with %s from %s.", len(prompts), num_samples, chosen, name)
+    options = {"temperature": temperature, "top_p": top_p, "max_new_tokens": max_new_tokens, "seed": seed}
+    if chosen == "vllm":
+        return _generate_vllm(name, prompt_ids, num_samples, dtype=dtype, **options)
+    return _generate_transformers(
+        name, tokenizer, prompt_ids, num_samples, batch_size=batch_size, dtype=dtype, **options
+    )

@@ -1,0 +1,95 @@
+"""The paper's prompt selection: keep the prompts a model solves sometimes, but not too often."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .generation import SamplingSettings, _check_positive_int
+from .scoring import _format, estimate_pass_rates
+
+if TYPE_CHECKING:
+    from datasets import Dataset
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MAX_PASS_RATE = 0.75
+"""`select_prompts` keeps prompts solved at most this often (with 16 samples: at most 12 correct). Above it, a GRPO
+group of 4 is all-correct, hence gradient-free, more than a third of the time (0.75**4 = 0.32; at 0.9, 0.66)."""
+
+
+def _check_max_pass_rate(max_pass_rate: float) -> None:
+    """ValueError unless 0 < max_pass_rate <= 1."""
+    if not 0 < max_pass_rate <= 1:
+        raise ValueError(f"max_pass_rate must be in (0, 1], got {max_pass_rate!r}.")
+
+
+def select_prompts(
+    model: str | Path,
+    dataset: Dataset,
+    num_samples: int = 16,
+    max_pass_rate: float = DEFAULT_MAX_PASS_RATE,
+    min_correct: int = 1,
+    *,
+    sampling: SamplingSettings | None = None,
+    problem_column: str | None = None,
+    answer_column: str | None = None,
+) -> Dataset:
+    """The paper's difficulty filter: keep prompts the model solves sometimes, but not too often.
+
+    Estimates each prompt's pass rate from `num_samples` samples (paper: 16; [`estimate_pass_rates`]) and keeps a
+    prompt when it has at least `min_correct` correct samples and a pass rate <= `max_pass_rate` (default 0.75).
+    Returns the kept rows, formatted with the paper's prompt, plus `num_correct` and `pass_rate` columns.
+    `sampling` defaults to `SamplingSettings(max_new_tokens=2048)`.
+    """
+    _check_positive_int(num_samples, "num_samples")
+    _check_max_pass_rate(max_pass_rate)
+    if isinstance(min_correct, bool) or not isinstance(min_correct, int) or min_correct < 0:
+        raise ValueError(f"min_correct must be an integer >= 0, got {min_correct!r}.")
+    formatted = _format(dataset, problem_column, answer_column)
+    earlier = [column for column in ("num_correct", "pass_rate") if column in formatted.column_names]
+    formatted = formatted.remove_columns(earlier)  # re-selecting an earlier selection replaces its estimates
+    sampling = sampling or SamplingSettings(max_new_tokens=2048)
+    pass_rates = estimate_pass_rates(model, formatted["prompt"], formatted["answer"], num_samples, sampling=sampling)
+    num_correct = [round(rate * num_samples) for rate in pass_rates]
+    scored = formatted.add_column("num_correct", num_correct).add_column("pass_rate", pass_rates)
+    keep = [
+        i
+        for i, (n, p) in enumerate(zip(num_correct, pass_rates, strict=True))
+        if n >= min_correct and p <= max_pass_rate
+    ]
+    _log_selection(num_correct, pass_rates, len(keep), min_correct, max_pass_rate)
+    return scored.select(keep)
+
+
+def _log_selection(
+    num_correct: Sequence[int], pass_rates: Sequence[float], kept: int, min_correct: int, max_pass_rate: float
+) -> None:
+    """Log how many prompts were kept and why the others were dropped."""
+    too_hard = sum(n < min_correct for n in num_correct)
+    too_easy = sum(n >= min_correct and p > max_pass_rate for n, p in zip(num_correct, pass_rates, strict=True))
+    logger.info(
+        "Prompt selection: kept %d of %d; dropped %d with fewer than %d correct (all-wrong when 1) and %d with pass "
+        "rate > %.2f (too easy).",
+        kept,
+        len(num_correct),
+        too_hard,
+        min_correct,
+        too_easy,
+        max_pass_rate,
+    )
+
+
+def save_selection(
+    dataset: Dataset, output_dir: str | Path, push_to_hub: str | None = None, hub_token: str | None = None
+) -> Path:
+    """Save with `save_to_disk` to `output_dir`, copy to `output_dir/prompts.jsonl`, and push when asked."""
+    output_dir = Path(output_dir)
+    dataset.save_to_disk(str(output_dir))
+    dataset.to_json(str(output_dir / "prompts.jsonl"), lines=True, force_ascii=False)
+    if push_to_hub:
+        dataset.push_to_hub(push_to_hub, token=hub_token)
+        logger.info("Pushed the kept prompts to https://huggingface.co/datasets/%s.", push_to_hub)
+    return output_dir
