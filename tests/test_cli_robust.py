@@ -367,3 +367,21 @@ def test_train_help_opens_with_usage_description_and_the_reinforce_ada_options(c
     assert options.index("--samples_per_round") < options.index("--dataset_name") < options.index("--learning_rate")
     other = out[out.index("\nother options:") :] if "\nother options:" in out else ""
     assert "--output_dir" not in other and "--learning_rate" not in other
+
+
+@pytest.mark.parametrize(
+    ("flags", "state_file", "message"),
+    [
+        (["--pass_rate_memory", "true"], "pass_rate_memory.npz", "Corrupt pass-rate memory file"),
+        (["--prompt_oversampling", "2"], "candidate_stream.json", "Corrupt candidate stream file"),
+    ],
+)
+def test_a_corrupt_reinforce_ada_state_in_the_resumed_checkpoint_is_one_line(
+    recipe, tmp_path, capsys, flags, state_file, message
+):
+    assert _train("--config", str(recipe), *flags) == 0
+    saved = tmp_path / "run" / "checkpoint-1" / state_file
+    saved.write_bytes(saved.read_bytes()[:20])
+    assert _train("--config", str(recipe), *flags, "--max_steps", "2", "--resume_from_checkpoint", "true") == 2
+    line = _one_error_line(capsys, "train")
+    assert f"{message} {saved}: " in line and "start a new run without resume_from_checkpoint" in line

@@ -23,7 +23,6 @@ Old/ref log-probs, importance sampling and the loss stay TRL's.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import textwrap
@@ -43,6 +42,13 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from trl import GRPOTrainer
 
 from .advantages import compute_advantages, normalize_then_sum_advantages
+from .checkpoint_state import (
+    CANDIDATE_STREAM_FILE,
+    MEMORY_FILE,
+    load_candidate_stream,
+    load_memory,
+    save_candidate_stream,
+)
 from .checks import RewardGuard, check_train_dataset_size, resolve_reward_funcs
 from .config import ReinforceAdaConfig
 from .memory import PassRateMemory, prompt_key, prompt_keys
@@ -55,8 +61,6 @@ from .streaming import StreamingScheduler
 __all__ = ["ReinforceAdaTrainer"]
 
 METRIC_PREFIX = "reinforce_ada/"
-MEMORY_FILE = "pass_rate_memory.npz"
-CANDIDATE_STREAM_FILE = "candidate_stream.json"
 _GENERATION_METRICS = ("num_tokens", "completions/", "tools/")  # what TRL's `_generate` logs
 
 
@@ -282,9 +286,9 @@ class ReinforceAdaTrainer(GRPOTrainer):
         """TRL's `train` in a claimed run directory; a resumed run also restores the pass-rate memory."""
         with claim_run_dir(self, resume_from_checkpoint) as checkpoint:
             if self.pass_rate_memory is not None and checkpoint is not None:
-                self.pass_rate_memory = _load_memory(checkpoint, decay=self.args.memory_decay)
+                self.pass_rate_memory = load_memory(checkpoint, decay=self.args.memory_decay)
             if self.candidate_stream is not None and checkpoint is not None:
-                self.candidate_stream = _load_candidate_stream(checkpoint)
+                self.candidate_stream = load_candidate_stream(checkpoint, self.candidate_stream.size)
             return super().train(checkpoint, *args, **kwargs)
 
     def _save_checkpoint(self, model, trial):
@@ -294,8 +298,7 @@ class ReinforceAdaTrainer(GRPOTrainer):
             if self.pass_rate_memory is not None and self.args.should_save:  # inside: complete only with it
                 self.pass_rate_memory.save(os.path.join(folder, MEMORY_FILE))
             if self.candidate_stream is not None and self.args.should_save:
-                with open(os.path.join(folder, CANDIDATE_STREAM_FILE), "w") as file:
-                    json.dump(self.candidate_stream.state_dict(), file)
+                save_candidate_stream(self.candidate_stream, os.path.join(folder, CANDIDATE_STREAM_FILE))
 
     # ----------------------------------------------------------------------------------------------------------
     # Adaptive rounds
@@ -900,31 +903,3 @@ def local_rows(rank: int, rows_per_process: int) -> slice:
 def _kept_prompts(sampler: AdaptiveSampler) -> list[int]:
     """The step's prompts that reach the loss, in batch order: all of them, or a `RefillSampler`'s kept candidates."""
     return sampler.kept_prompts() if isinstance(sampler, RefillSampler) else list(range(sampler.num_prompts))
-
-
-def _load_candidate_stream(checkpoint: str) -> CandidateStream:
-    """The candidate stream position saved in `checkpoint`; an error if the checkpoint was saved without one."""
-    path = os.path.join(checkpoint, CANDIDATE_STREAM_FILE)
-    if not os.path.isfile(path):
-        raise FileNotFoundError(
-            f"prompt_oversampling / skip_threshold / rounds_per_prompt are set but checkpoint {checkpoint} has no "
-            f"{CANDIDATE_STREAM_FILE} (it was saved without candidates). Resume with the settings it was saved with."
-        )
-    with open(path) as file:
-        return CandidateStream.from_state_dict(json.load(file))
-
-
-def _load_memory(checkpoint: str, decay: float) -> PassRateMemory:
-    """The pass-rate memory saved in `checkpoint`; an error, never a fresh memory, if it is missing or unreadable.
-
-    Its evidence is kept as saved; `decay` (the resumed run's `memory_decay`) applies from the next update on.
-    """
-    path = os.path.join(checkpoint, MEMORY_FILE)
-    if not os.path.isfile(path):
-        raise FileNotFoundError(
-            f"pass_rate_memory=True but checkpoint {checkpoint} has no {MEMORY_FILE} (it was saved without the "
-            "memory). Resume with pass_rate_memory=False, or start a fresh run."
-        )
-    memory = PassRateMemory.load(path)
-    memory.decay = float(decay)
-    return memory
