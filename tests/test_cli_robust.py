@@ -385,3 +385,10 @@ def test_a_corrupt_reinforce_ada_state_in_the_resumed_checkpoint_is_one_line(
     assert _train("--config", str(recipe), *flags, "--max_steps", "2", "--resume_from_checkpoint", "true") == 2
     line = _one_error_line(capsys, "train")
     assert f"{message} {saved}: " in line and "start a new run without resume_from_checkpoint" in line
+
+
+def test_an_output_dir_that_is_a_file_is_one_line(recipe, tmp_path, monkeypatch, capsys):
+    _no_model_loading(monkeypatch)
+    (tmp_path / "run").write_text("not a directory")
+    assert _train("--config", str(recipe)) == 2
+    assert "run' is a file; output_dir must be a directory" in _one_error_line(capsys, "train")

@@ -49,7 +49,7 @@ from .checkpoint_state import (
     load_memory,
     save_candidate_stream,
 )
-from .checks import RewardGuard, check_train_dataset_size, resolve_reward_funcs
+from .checks import RewardGuard, check_trainer_inputs
 from .config import ReinforceAdaConfig
 from .memory import PassRateMemory, prompt_key, prompt_keys
 from .refill import CandidateStream, RefillSampler, num_candidates, skip_before_rollout
@@ -221,8 +221,8 @@ class ReinforceAdaTrainer(GRPOTrainer):
             )
         if args.use_vllm and args.vllm_mode == "server":
             _check_vllm_server(args)
-        check_train_dataset_size(kwargs.get("train_dataset", pargs[0] if pargs else None), args)
-        super().__init__(model, resolve_reward_funcs(reward_funcs), args, *pargs, **kwargs)
+        reward_funcs = check_trainer_inputs(args, reward_funcs, kwargs.get("train_dataset", *pargs[:1]))
+        super().__init__(model, reward_funcs, args, *pargs, **kwargs)
         self._reward_guard = RewardGuard(
             self.reward_func_names,
             self.reward_weights.tolist(),
