@@ -84,7 +84,7 @@ def incomplete_reason(checkpoint: str | os.PathLike) -> str | None:
     `trainer_state.json`), or None when it is complete."""
     path = Path(checkpoint)
     if (path / SAVING_MARKER).exists():
-        return "its save was interrupted"
+        return f"its saving marker {SAVING_MARKER} is still there"
     try:
         state = json.loads((path / TRAINER_STATE).read_text())
     except FileNotFoundError:
