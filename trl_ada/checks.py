@@ -52,13 +52,19 @@ TRL_REWARD_ARGUMENTS = frozenset(
 """Arguments TRL passes every reward function; its other arguments are dataset columns."""
 
 
-def check_trainer_inputs(args: Any, reward_funcs: Any, train_dataset: Any) -> Any:
-    """The checks run before the model loads (output_dir, dataset size, reward columns); returns the reward
-    functions to hand TRL: resolved ([`resolve_reward_funcs`]) and checked ([`checked_reward_funcs`])."""
+def check_trainer_inputs(args: Any, reward_funcs: Any, pargs: tuple, kwargs: dict[str, Any]) -> Any:
+    """The checks run before the model loads (output_dir, dataset size, reward columns) on the trainer's arguments
+    (`pargs` and `kwargs` after `args`, as `GRPOTrainer` takes them); returns the reward functions to hand TRL:
+    resolved ([`resolve_reward_funcs`]) and checked ([`checked_reward_funcs`]).
+
+    The reward columns are not checked with a `rollout_func`: the extra fields it returns reach the rewards too.
+    """
+    train_dataset = kwargs.get("train_dataset", pargs[0] if pargs else None)
     check_output_dir_is_directory(args.output_dir)
     check_train_dataset_size(train_dataset, args)
     reward_funcs = resolve_reward_funcs(reward_funcs)
-    check_reward_columns(reward_funcs, train_dataset)
+    if kwargs.get("rollout_func") is None:
+        check_reward_columns(reward_funcs, train_dataset)
     return checked_reward_funcs(reward_funcs)
 
 

@@ -221,7 +221,7 @@ class ReinforceAdaTrainer(GRPOTrainer):
             )
         if args.use_vllm and args.vllm_mode == "server":
             _check_vllm_server(args)
-        reward_funcs = check_trainer_inputs(args, reward_funcs, kwargs.get("train_dataset", *pargs[:1]))
+        reward_funcs = check_trainer_inputs(args, reward_funcs, pargs, kwargs)
         super().__init__(model, reward_funcs, args, *pargs, **kwargs)
         self._reward_guard = RewardGuard(
             self.reward_func_names,
