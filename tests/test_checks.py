@@ -1,16 +1,29 @@
-"""Reward names resolved like the CLI, overflowing rewards named, a threshold no reward reaches flagged."""
+"""Reward names resolved like the CLI, their columns and answers checked, overflowing rewards named, a threshold no
+reward reaches flagged, an output_dir that is a file refused."""
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import logging
 
 import numpy as np
 import pytest
+import torch
 from datasets import Dataset
+from trl.trainer.utils import is_async_callable
 
 from trl_ada import ReinforceAdaConfig, ReinforceAdaTrainer
-from trl_ada.checks import THRESHOLD_CHECK_STEPS, RewardGuard, resolve_reward_funcs
+from trl_ada.checks import (
+    THRESHOLD_CHECK_STEPS,
+    RewardGuard,
+    check_reward_columns,
+    check_rewards,
+    checked_reward_funcs,
+    resolve_reward_funcs,
+)
 from trl_ada.rewards import format_reward, math_reward
+from trl_ada.run_dir import RunDirectoryError
 
 pytestmark = pytest.mark.xdist_group("trainer")
 
@@ -101,7 +114,8 @@ def test_trainer_accepts_registry_names_like_the_cli(tiny_model_dir, tmp_path):
     trainer = ReinforceAdaTrainer(
         model=tiny_model_dir, reward_funcs="math", args=_config(tmp_path), train_dataset=_dataset()
     )
-    assert trainer.reward_funcs == [math_reward] and trainer.reward_func_names == ["math_reward"]
+    assert [inspect.unwrap(f) for f in trainer.reward_funcs] == [math_reward]
+    assert trainer.reward_func_names == ["math_reward"]
 
 
 def test_trainer_reports_an_overflowing_reward_by_function_and_completion(tiny_model_dir, tmp_path):
@@ -123,6 +137,80 @@ def test_a_dataset_smaller_than_one_batch_is_refused_before_the_model_loads(tmp_
     args = _config(tmp_path, per_device_train_batch_size=8)  # 8 / num_generations=2 = 4 prompts per batch
     with pytest.raises(ValueError, match=f"train_dataset {have}, fewer than the 4 distinct prompts.*0 steps"):
         ReinforceAdaTrainer(model="no/such-model", reward_funcs="math", args=args, train_dataset=dataset)
+
+
+def test_a_reward_needing_a_column_the_dataset_lacks_is_refused_before_the_model_loads(tmp_path):
+    dataset = Dataset.from_dict({"prompt": ["one plus one", "two plus two"] * 2, "solution": ["2", "4"] * 2})
+    with pytest.raises(
+        ValueError,
+        match=r"Reward function 'math_reward' needs the dataset column 'answer' \(its argument `answer`\), but "
+        r"train_dataset has columns \['prompt', 'solution'\]\. Add or rename that column.*format_dataset",
+    ):
+        ReinforceAdaTrainer(
+            model="no/such-model", reward_funcs=["math"], args=_config(tmp_path), train_dataset=dataset
+        )
+
+
+def test_reward_columns_accept_trl_arguments_columns_defaults_and_models():
+    def graded(prompts, completions, completion_ids, trainer_state, answer, difficulty=1, **kwargs):
+        return [0.0] * len(completions)
+
+    check_reward_columns([graded, len, "org/reward-model"], Dataset.from_dict({"prompt": ["p"], "answer": ["1"]}))
+
+
+def test_a_reward_returning_strings_is_named_with_what_it_returned(tiny_model_dir, tmp_path):
+    def as_text(completions, **kwargs):
+        return ["1"] * len(completions)
+
+    trainer = ReinforceAdaTrainer(
+        model=tiny_model_dir, reward_funcs=["format", as_text], args=_config(tmp_path), train_dataset=_dataset()
+    )
+    with pytest.raises(
+        ValueError, match=r"Reward function 'as_text' returned a str \('1'\) for completion 0; rewards must be numbers"
+    ):
+        trainer.train()
+
+
+@pytest.mark.parametrize(
+    ("returned", "message"),
+    [
+        (0.5, r"returned a float \(0.5\), not a list with one reward per completion"),
+        ("1", r"returned a str \('1'\), not a list"),
+        ([1.0, [1.0]], r"returned a list \(\[1.0\]\) for completion 1"),
+        ([b"1"], r"returned a bytes \(b'1'\) for completion 0"),
+    ],
+)
+def test_check_rewards_names_the_function_and_the_bad_value(returned, message):
+    with pytest.raises(ValueError, match=rf"Reward function 'f' {message}"):
+        check_rewards("f", returned)
+
+
+def test_check_rewards_accepts_numbers_none_and_numpy_and_torch_scalars():
+    rewards = [1, 0.5, None, True, np.float32(0.25), torch.tensor(1.0)]
+    assert check_rewards("f", rewards) is rewards
+
+
+def test_checked_rewards_keep_the_name_and_the_async_kind():
+    async def judge(completions, **kwargs):
+        return ["yes"] * len(completions)
+
+    def plain(completions, **kwargs):
+        return [1.0] * len(completions)
+
+    checked_judge, checked_plain, model_id = checked_reward_funcs([judge, plain, "org/reward-model"])
+    assert (checked_judge.__name__, checked_plain.__name__, model_id) == ("judge", "plain", "org/reward-model")
+    assert is_async_callable(checked_judge) and not is_async_callable(checked_plain)
+    assert checked_plain(completions=["a", "b"]) == [1.0, 1.0]
+    with pytest.raises(ValueError, match="Reward function 'judge' returned a str"):
+        asyncio.run(checked_judge(completions=["a"]))
+
+
+def test_an_output_dir_that_is_a_file_is_refused_before_the_model_loads(tmp_path):
+    (tmp_path / "out").write_text("not a directory")
+    with pytest.raises(RunDirectoryError, match=r"output_dir '.*out' is a file; output_dir must be a directory"):
+        ReinforceAdaTrainer(
+            model="no/such-model", reward_funcs="math", args=_config(tmp_path, output_dir=str(tmp_path / "out"))
+        )
 
 
 def test_samples_per_round_true_is_rejected(tmp_path):

@@ -367,3 +367,78 @@ def test_train_help_opens_with_usage_description_and_the_reinforce_ada_options(c
     assert options.index("--samples_per_round") < options.index("--dataset_name") < options.index("--learning_rate")
     other = out[out.index("\nother options:") :] if "\nother options:" in out else ""
     assert "--output_dir" not in other and "--learning_rate" not in other
+
+
+@pytest.mark.parametrize(
+    ("flags", "state_file", "message"),
+    [
+        (["--pass_rate_memory", "true"], "pass_rate_memory.npz", "Corrupt pass-rate memory file"),
+        (["--prompt_oversampling", "2"], "candidate_stream.json", "Corrupt candidate stream file"),
+    ],
+)
+def test_a_corrupt_reinforce_ada_state_in_the_resumed_checkpoint_is_one_line(
+    recipe, tmp_path, capsys, flags, state_file, message
+):
+    assert _train("--config", str(recipe), *flags) == 0
+    saved = tmp_path / "run" / "checkpoint-1" / state_file
+    saved.write_bytes(saved.read_bytes()[:20])
+    assert _train("--config", str(recipe), *flags, "--max_steps", "2", "--resume_from_checkpoint", "true") == 2
+    line = _one_error_line(capsys, "train")
+    assert f"{message} {saved}: " in line and "start a new run without resume_from_checkpoint" in line
+
+
+def test_an_output_dir_that_is_a_file_is_one_line(recipe, tmp_path, monkeypatch, capsys):
+    _no_model_loading(monkeypatch)
+    (tmp_path / "run").write_text("not a directory")
+    assert _train("--config", str(recipe)) == 2
+    assert "run' is a file; output_dir must be a directory" in _one_error_line(capsys, "train")
+
+
+BAD_DATA = {
+    "empty.jsonl": (b"", "empty.jsonl: has no rows"),
+    "broken.jsonl": (
+        b'{"problem": "a", "answer": "1"}\n{"problem": broken\n',
+        "broken.jsonl: line 2 is not valid JSON",
+    ),
+    "binary.jsonl": (b"\x89PNG\r\n\x1a\n\x00", "binary.jsonl: line 1 is not UTF-8 text"),
+    "mixed": (None, "mixed: could not be read as a dataset (Couldn't cast"),
+}
+
+
+def _bad_data(tmp_path: Path, name: str) -> str:
+    content, _ = BAD_DATA[name]
+    path = tmp_path / name
+    if content is None:  # a folder whose files do not share their columns
+        path.mkdir()
+        _jsonl(path / "a.jsonl", PROBLEMS)
+        _jsonl(path / "b.jsonl", [{"question": "q", "level": 1}])
+    else:
+        path.write_bytes(content)
+    return str(path)
+
+
+@pytest.mark.parametrize("name", sorted(BAD_DATA))
+@pytest.mark.parametrize("command", ["train", "evaluate", "select-prompts"])
+def test_an_unreadable_data_file_is_one_line_naming_it(recipe, tmp_path, monkeypatch, capsys, command, name):
+    _no_sampling(monkeypatch)
+    data = _bad_data(tmp_path, name)
+    argv = {
+        "train": ["--config", str(recipe), "--dataset_name", data],
+        "evaluate": ["--model", "m", "--datasets", data],
+        "select-prompts": ["--model", "m", "--dataset", data, "--output", str(tmp_path / "o")],
+    }[command]
+    assert cli.main([command, *argv]) == 2
+    assert BAD_DATA[name][1] in _one_error_line(capsys, command)
+
+
+def test_rows_without_an_answer_are_dropped_with_a_warning_before_sampling(tmp_path, monkeypatch, capsys):
+    rows = [*PROBLEMS[:3], {"problem": "What is 0 + 1?", "answer": None}, {"problem": "What is 1 + 1?", "answer": ""}]
+    data = _jsonl(tmp_path / "gaps.jsonl", rows)
+    sampled = []
+    monkeypatch.setattr(select_prompts, "check_model", lambda *a, **k: None)
+    monkeypatch.setattr(select_prompts, "select_prompts", lambda model, dataset, **k: sampled.append(dataset) or [])
+    assert select_prompts.main(["--model", "m", "--dataset", data, "--output", str(tmp_path / "o")]) == 1
+    assert [row["answer"] for row in sampled[0]] == ["1", "2", "3"]
+    assert "gaps.jsonl: dropped 2 of 5 rows whose answer (column 'answer') is null or empty" in capsys.readouterr().err
+    datasets = evaluate.load_datasets(evaluate.make_parser().parse_args(["--model", "m", "--datasets", data]))
+    assert len(datasets["gaps"]) == 3

@@ -13,6 +13,7 @@ from trl_ada.data import (
     SYSTEM_PROMPT,
     ReinforceAdaScriptArguments,
     build_prompt,
+    drop_unanswered,
     filter_by_prompt_length,
     format_dataset,
     load_prompt_dataset,
@@ -145,6 +146,23 @@ def test_conversational_prompt_column_is_kept_as_is():
     assert formatted[0]["prompt"] == conversation
 
 
+def test_rows_with_a_null_or_empty_answer_are_dropped_with_a_count(caplog):
+    answers = ["5", None, "", "  ", "0"]
+    dataset = Dataset.from_dict({"problem": [f"p{i}" for i in range(len(answers))], "answer": answers})
+    with caplog.at_level(logging.WARNING, logger="trl_ada.data"):
+        formatted = format_dataset(dataset)
+    assert formatted["problem"] == ["p0", "p4"] and formatted["answer"] == ["5", "0"]
+    assert "The dataset: dropped 3 of 5 rows whose answer (column 'answer') is null or empty" in caplog.text
+    lists = Dataset.from_dict({"problem": ["a", "b", "c"], "answer": [["1"], [], [None]]})
+    assert format_dataset(lists)["answer"] == ["1"]
+
+
+def test_a_dataset_without_any_answer_is_refused_naming_the_column():
+    dataset = Dataset.from_dict({"question": ["a", "b"], "gt": [None, ""]})
+    with pytest.raises(ValueError, match=r"data.jsonl: every row's answer \(column 'gt'\) is null or empty"):
+        drop_unanswered(dataset, "gt", "data.jsonl")
+
+
 # ---------------------------------------------------------------------------------------------------- local loading
 
 
@@ -205,6 +223,47 @@ def test_load_save_to_disk_directory(tmp_path):
     assert load_prompt_dataset(str(tmp_path / "splits"), split="test").num_rows == 1
     with pytest.raises(ValueError, match=r"\['train', 'test'\]"):
         load_prompt_dataset(str(tmp_path / "splits"), split="validation")
+
+
+BROKEN = '{"problem": "a", "answer": "1"}\n{"problem": broken\n'
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [
+        ("empty.jsonl", "", "empty.jsonl: has no rows. Check the file or the split."),
+        ("blank.jsonl", "\n\n", "blank.jsonl: has no rows."),
+        (
+            "broken.jsonl",
+            BROKEN,
+            "broken.jsonl: line 2 is not valid JSON (Expecting value at column 13). Fix the file",
+        ),
+        (
+            "binary.jsonl",
+            b"\x89PNG\r\n\x1a\n\x00\x00",
+            "binary.jsonl: line 1 is not UTF-8 text (is it a binary file?)",
+        ),
+        ("pretty.json", '[\n  {"problem": "a",\n   "answer": }\n]\n', "pretty.json: line 3 is not valid JSON"),
+    ],
+)
+def test_an_unreadable_local_file_is_one_line_naming_the_file_and_the_line(tmp_path, name, content, message):
+    path = tmp_path / name
+    path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    with pytest.raises(ValueError) as caught:
+        load_prompt_dataset(str(path))
+    assert message in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_a_directory_of_files_that_do_not_fit_together_is_one_line(tmp_path):
+    _write_jsonl(tmp_path / "a.jsonl", ROWS)
+    _write_jsonl(tmp_path / "b.jsonl", [{"question": "q", "difficulty": 3}])
+    with pytest.raises(
+        ValueError, match=r"could not be read as a dataset \(Couldn't cast .*\)\. Check its data files"
+    ):
+        load_prompt_dataset(str(tmp_path))
+    (tmp_path / "b.jsonl").write_text(BROKEN)
+    with pytest.raises(ValueError, match=r"b.jsonl: line 2 is not valid JSON"):
+        load_prompt_dataset(str(tmp_path))
 
 
 def test_unsupported_local_file(tmp_path):

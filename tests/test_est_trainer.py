@@ -11,6 +11,7 @@ from datasets import Dataset
 from tiny import tiny_config
 
 from trl_ada import ReinforceAdaConfig, ReinforceAdaTrainer
+from trl_ada.checkpoint_state import CheckpointStateError
 from trl_ada.memory import PassRateMemory, prompt_key
 
 pytestmark = pytest.mark.xdist_group("trainer")
@@ -116,7 +117,7 @@ def test_memory_is_checkpointed_and_a_resumed_run_makes_the_same_decisions(tiny_
         np.testing.assert_array_equal(_posteriors(resumed.pass_rate_memory), _posteriors(trainer.pass_rate_memory))
 
     forgetful = CountingReward()  # the same resume with a fresh memory decides differently
-    with patch("trl_ada.trainer._load_memory", return_value=PassRateMemory(decay=0.5)):
+    with patch("trl_ada.trainer.load_memory", return_value=PassRateMemory(decay=0.5)):
         _trainer(tiny_model_dir, tmp_path, forgetful).train(resume_from_checkpoint=str(checkpoint))
     assert forgetful.rounds[3] != uninterrupted.rounds[3]
 
@@ -127,10 +128,12 @@ def test_resume_refuses_a_corrupt_or_missing_memory(tiny_model_dir, tmp_path):
     checkpoint = Path(trainer.args.output_dir, "checkpoint-1")
     memory_file = checkpoint / "pass_rate_memory.npz"
     memory_file.write_bytes(memory_file.read_bytes()[:100])
-    with pytest.raises(ValueError, match="Corrupt pass-rate memory file .*pass_rate_memory.npz"):
+    with pytest.raises(CheckpointStateError, match="Corrupt pass-rate memory file .*pass_rate_memory.npz: .* new run"):
         _trainer(tiny_model_dir, tmp_path, max_steps=2).train(resume_from_checkpoint=str(checkpoint))
     memory_file.unlink()
-    with pytest.raises(FileNotFoundError, match="has no pass_rate_memory.npz .* Resume with pass_rate_memory=False"):
+    with pytest.raises(
+        CheckpointStateError, match="has no pass_rate_memory.npz .* Resume with pass_rate_memory=False"
+    ):
         _trainer(tiny_model_dir, tmp_path, max_steps=2).train(resume_from_checkpoint=True)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from collections import Counter
 from pathlib import Path
 
@@ -11,6 +12,7 @@ from datasets import Dataset
 from tiny import CountingReward, loss_batches, run_two_processes, tiny_config
 
 from trl_ada import ReinforceAdaConfig, ReinforceAdaTrainer
+from trl_ada.checkpoint_state import CheckpointStateError
 
 pytestmark = pytest.mark.xdist_group("trainer")
 
@@ -95,12 +97,53 @@ def test_checkpoint_restores_the_candidate_stream(tiny_model_dir, tmp_path):
     first.schedule.end_step = record
     first.train()
     saved = json.loads((Path(first.args.output_dir) / "checkpoint-1" / "candidate_stream.json").read_text())
-    assert saved == states[0] and states[0] != states[1]
+    assert saved == {"format": "trl_ada.candidate_stream", "version": 1, **states[0]} and states[0] != states[1]
     resumed = ReinforceAdaTrainer(
         model=tiny_model_dir, reward_funcs=[KindReward()], args=_config(tmp_path, **args), train_dataset=_dataset(8, 8)
     )
     resumed.train(resume_from_checkpoint=str(Path(first.args.output_dir) / "checkpoint-1"))
     assert resumed.candidate_stream.state_dict() == states[1]  # step 2 drew and consumed the same candidates
+
+
+@pytest.fixture(scope="module")
+def refill_checkpoint(tiny_model_dir, tmp_path_factory) -> Path:
+    """checkpoint-1 of a one-step refill run on 16 prompts."""
+    tmp_path = tmp_path_factory.mktemp("refill-run")
+    args = _config(tmp_path, save_strategy="steps", save_steps=1)
+    ReinforceAdaTrainer(
+        model=tiny_model_dir, reward_funcs=[KindReward()], args=args, train_dataset=_dataset(8, 8)
+    ).train()
+    return Path(args.output_dir) / "checkpoint-1"
+
+
+@pytest.mark.parametrize("prompts", [10, 24])
+def test_resuming_on_a_dataset_of_another_size_is_refused_naming_both_sizes(
+    tiny_model_dir, tmp_path, refill_checkpoint, prompts
+):
+    resumed = ReinforceAdaTrainer(
+        model=tiny_model_dir,
+        reward_funcs=[KindReward()],
+        args=_config(tmp_path, max_steps=2),
+        train_dataset=_dataset(prompts // 2, prompts // 2),
+    )
+    with pytest.raises(CheckpointStateError, match=f"a train_dataset of 16 prompts, but this run's has {prompts}"):
+        resumed.train(resume_from_checkpoint=str(refill_checkpoint))
+
+
+def test_resuming_from_a_corrupt_candidate_stream_names_the_file(tiny_model_dir, tmp_path, refill_checkpoint):
+    checkpoint = tmp_path / "checkpoint-1"
+    shutil.copytree(refill_checkpoint, checkpoint)
+    (checkpoint / "candidate_stream.json").write_text('{"size": 16, "seed": 0, "epoch": 0, "position": 99}')
+    resumed = ReinforceAdaTrainer(
+        model=tiny_model_dir,
+        reward_funcs=[KindReward()],
+        args=_config(tmp_path, max_steps=2),
+        train_dataset=_dataset(8, 8),
+    )
+    with pytest.raises(
+        CheckpointStateError, match=r"Corrupt candidate stream file .*candidate_stream.json: .*position=99"
+    ):
+        resumed.train(resume_from_checkpoint=str(checkpoint))
 
 
 @pytest.mark.slow

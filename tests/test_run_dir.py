@@ -21,6 +21,7 @@ from trl_ada.run_dir import (
     SAVING_MARKER,
     RunDirectoryError,
     check_output_dir,
+    is_complete,
     last_complete_checkpoint,
     resolve_resume,
     run_lock,
@@ -77,6 +78,35 @@ def test_resume_true_without_a_complete_checkpoint_says_what_to_do(tmp_path):
     with pytest.raises(RunDirectoryError, match="no such directory"):
         resolve_resume(tmp_path, str(tmp_path / "checkpoint-7"))
     assert last_complete_checkpoint(tmp_path / "missing") is None
+
+
+def test_a_checkpoint_whose_trainer_state_does_not_parse_is_partial(tmp_path, caplog):
+    _checkpoint(tmp_path, 1)
+    truncated = _checkpoint(tmp_path, 2)
+    (truncated / "trainer_state.json").write_text('{"global_step": 2, "log_hist')
+    with caplog.at_level(logging.WARNING, logger="trl_ada.run_dir"):
+        assert resolve_resume(tmp_path, True) == str(tmp_path / "checkpoint-1")
+    assert "checkpoint-2: it was not completely written (its trainer_state.json is truncated or corrupt" in caplog.text
+    with pytest.raises(RunDirectoryError, match="checkpoint-2'.*trainer_state.json is truncated.*checkpoint-1'"):
+        resolve_resume(tmp_path, str(truncated))
+    (truncated / "trainer_state.json").write_text("[2]")
+    assert not is_complete(truncated)
+
+
+def test_resume_from_the_string_true_in_python_says_the_boolean(tmp_path):
+    with pytest.raises(RunDirectoryError, match="resume_from_checkpoint='true': no such directory.*the boolean True"):
+        resolve_resume(tmp_path, "true")
+
+
+@pytest.mark.parametrize("inside", [False, True])
+def test_an_output_dir_that_is_a_file_is_refused_by_the_lock(tmp_path, inside):
+    file = tmp_path / "out"
+    file.write_text("not a directory")
+    output_dir = file / "run" if inside else file
+    where = f"is inside '{file}', which is a file" if inside else "is a file"
+    message = f"output_dir '{output_dir}' {where}; output_dir must be a directory"
+    with pytest.raises(RunDirectoryError, match=message), run_lock(output_dir):
+        pass
 
 
 # --------------------------------------------------------------------------- lock
@@ -206,6 +236,16 @@ def test_resume_true_picks_the_last_complete_checkpoint(tiny_model_dir, tmp_path
     resumed.train(resume_from_checkpoint=True)
     assert resumed.state.global_step == 2
     assert json.loads((out / "checkpoint-2" / "trainer_state.json").read_text())["global_step"] == 2
+
+
+def test_a_save_into_a_partial_folder_of_the_same_step_keeps_none_of_its_files(tiny_model_dir, tmp_path):
+    out = tmp_path / "run"
+    _trainer(tiny_model_dir, out, max_steps=1).train()
+    partial = _checkpoint(out, 2, complete=False)  # a killed save of step 2, by a run with the memory on
+    (partial / "pass_rate_memory.npz").write_bytes(b"stale memory of the killed run")
+    _trainer(tiny_model_dir, out, max_steps=2).train(resume_from_checkpoint=True)
+    assert is_complete(partial) and (partial / "model.safetensors").is_file()
+    assert not (partial / "pass_rate_memory.npz").exists()  # this run saves without the memory
 
 
 KILLED_DURING_SAVE = textwrap.dedent("""

@@ -22,7 +22,7 @@ class Scripted(BaseHTTPRequestHandler):
     """Answers `/v1/completions` with token ids [prompt length] * n; the first `failures` calls fail as told."""
 
     failures = 0
-    mode = "error"  # or "hang"
+    mode = "error"  # or "hang", "short" (one completion too few), "trickle" (a byte every 0.1 s, for at most 3 s)
     calls: list = []
     lock = threading.Lock()
 
@@ -34,7 +34,12 @@ class Scripted(BaseHTTPRequestHandler):
         if failing and Scripted.mode == "hang":
             time.sleep(1.0)
             return
-        if failing:
+        if failing and Scripted.mode == "trickle":
+            self.trickle()
+            return
+        if failing and Scripted.mode == "short":
+            body["n"] -= 1
+        elif failing:
             self.send_response(500)
             self.end_headers()
             self.wfile.write(b"engine error")
@@ -46,6 +51,19 @@ class Scripted(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(payload)))
         self.end_headers()
         self.wfile.write(payload)
+
+    def trickle(self):
+        """A 200 answer that never completes: one byte of its 1000 every 0.1 s, until the client hangs up or 3 s."""
+        self.send_response(200)
+        self.send_header("Content-Length", "1000")
+        self.end_headers()
+        for _ in range(30):
+            try:
+                self.wfile.write(b" ")
+                self.wfile.flush()
+            except OSError:
+                return
+            time.sleep(0.1)
 
     def log_message(self, *args):
         pass
@@ -114,6 +132,28 @@ def test_a_timed_out_request_is_retried_then_fails(server):
     requests.submit("a", [1], n=1)
     with pytest.raises(RuntimeError, match=r"failed 2 times.*(timed out|TimeoutError).*streaming_request_timeout"):
         collect(requests)
+
+
+def test_an_answer_with_too_few_completions_is_retried_then_fails(server):
+    Scripted.failures, Scripted.mode = 1, "short"
+    requests = client(server, max_retries=1)
+    requests.submit("a", [1, 2], n=3)
+    results = collect(requests)
+    assert len(results["a"].completion_ids) == 3 and results["a"].attempts == 2
+    Scripted.calls, Scripted.failures = [], 10
+    requests.submit("b", [1, 2], n=3)
+    with pytest.raises(RuntimeError, match=r"failed 2 times.*the server answered 2 completions, 3 were asked for"):
+        collect(requests)
+
+
+def test_the_timeout_bounds_the_whole_request_not_each_read(server):
+    Scripted.failures, Scripted.mode = 10, "trickle"
+    requests = client(server, max_retries=0, request_timeout=0.5)
+    requests.submit("a", [1], n=1)
+    start = time.monotonic()
+    with pytest.raises(RuntimeError, match=r"TimeoutError: no complete answer within streaming_request_timeout=0.5 s"):
+        collect(requests)
+    assert time.monotonic() - start < 1.5  # the server would trickle for 3 s
 
 
 def test_a_cancelled_request_never_returns(server):

@@ -1,8 +1,11 @@
 """Checks the trainer runs on its inputs (reward functions, their values, the dataset), with actionable messages.
 
+* [`check_trainer_inputs`]: all of the checks below that `ReinforceAdaTrainer` runs before the model loads.
 * [`check_train_dataset_size`]: a dataset smaller than one generation batch would train 0 steps; refused.
 * [`resolve_reward_funcs`]: registry names (`"math"`) and `module:function` paths become callables, as on the
   command line; any other string stays a reward-model id or path for TRL.
+* [`check_reward_columns`]: a reward function's own arguments (`answer` for `math`) must be dataset columns.
+* [`CheckedReward`]: a reward function whose answers are checked: one number or None per completion.
 * [`RewardGuard`]: the weighted reward of each round's completions (TRL's weighted sum), refusing a reward that is
   infinite or overflows (naming the reward function and the completion), and warning once when no completion of the
   first training steps scored above `positive_threshold`.
@@ -10,17 +13,32 @@
 
 from __future__ import annotations
 
+import inspect
 import logging
 import math
+import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from .run_dir import check_output_dir_is_directory
 from .sampling import aggregate_rewards
 
-__all__ = ["THRESHOLD_CHECK_STEPS", "RewardGuard", "check_train_dataset_size", "resolve_reward_funcs"]
+__all__ = [
+    "THRESHOLD_CHECK_STEPS",
+    "TRL_REWARD_ARGUMENTS",
+    "CheckedAsyncReward",
+    "CheckedReward",
+    "RewardGuard",
+    "check_reward_columns",
+    "check_rewards",
+    "check_train_dataset_size",
+    "check_trainer_inputs",
+    "checked_reward_funcs",
+    "resolve_reward_funcs",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -28,6 +46,26 @@ THRESHOLD_CHECK_STEPS = 3
 """After this many training steps with no reward above `positive_threshold`, [`RewardGuard`] warns (once)."""
 _SHOWN_CHARS = 200
 _FLOAT32_MAX = float(np.finfo(np.float32).max)  # TRL sums the weighted rewards in float32
+TRL_REWARD_ARGUMENTS = frozenset(
+    {"prompts", "completions", "completion_ids", "trainer_state", "log_extra", "log_metric", "environments"}
+)
+"""Arguments TRL passes every reward function; its other arguments are dataset columns."""
+
+
+def check_trainer_inputs(args: Any, reward_funcs: Any, pargs: tuple, kwargs: dict[str, Any]) -> Any:
+    """The checks run before the model loads (output_dir, dataset size, reward columns) on the trainer's arguments
+    (`pargs` and `kwargs` after `args`, as `GRPOTrainer` takes them); returns the reward functions to hand TRL:
+    resolved ([`resolve_reward_funcs`]) and checked ([`checked_reward_funcs`]).
+
+    The reward columns are not checked with a `rollout_func`: the extra fields it returns reach the rewards too.
+    """
+    train_dataset = kwargs.get("train_dataset", pargs[0] if pargs else None)
+    check_output_dir_is_directory(args.output_dir)
+    check_train_dataset_size(train_dataset, args)
+    reward_funcs = resolve_reward_funcs(reward_funcs)
+    if kwargs.get("rollout_func") is None:
+        check_reward_columns(reward_funcs, train_dataset)
+    return checked_reward_funcs(reward_funcs)
 
 
 def check_train_dataset_size(dataset: Any, args: Any) -> None:
@@ -66,6 +104,119 @@ def resolve_reward_funcs(reward_funcs: Any) -> Any:
     if isinstance(reward_funcs, (list, tuple)):
         return [resolve(item) for item in reward_funcs]
     return resolve(reward_funcs)
+
+
+def _as_list(reward_funcs: Any) -> list:
+    return list(reward_funcs) if isinstance(reward_funcs, (list, tuple)) else [reward_funcs]
+
+
+def _is_function(item: Any) -> bool:
+    """A reward function (not a reward-model id, path or model)."""
+    import torch
+
+    return callable(item) and not isinstance(item, torch.nn.Module)
+
+
+def _required_arguments(func: Any) -> list[str]:
+    """Names of the arguments `func` cannot be called without (by keyword); none when it has no signature."""
+    try:
+        parameters = inspect.signature(func).parameters.values()
+    except (TypeError, ValueError):
+        return []
+    keyword = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return [p.name for p in parameters if p.kind in keyword and p.default is inspect.Parameter.empty]
+
+
+def check_reward_columns(reward_funcs: Any, dataset: Any) -> None:
+    """Raise a ValueError when a reward function needs an argument that is neither given by TRL nor a column of
+    `dataset` (e.g. `math` on a dataset without `answer`): TRL would fail at the first step, after the model loaded."""
+    from trl.trainer.utils import get_callable_name
+
+    columns = getattr(dataset, "column_names", None)
+    if not columns:
+        return
+    for func in filter(_is_function, _as_list(reward_funcs)):
+        missing = [name for name in _required_arguments(func) if name not in TRL_REWARD_ARGUMENTS | set(columns)]
+        if missing:
+            hint = (
+                " trl_ada.data.format_dataset builds it from an answer, gt, solution or ground_truth column."
+                if missing[0] == "answer"
+                else ""
+            )
+            raise ValueError(
+                f"Reward function {get_callable_name(func)!r} needs the dataset column {missing[0]!r} (its argument "
+                f"`{missing[0]}`), but train_dataset has columns {list(columns)}. Add or rename that column, or "
+                f"choose another reward function.{hint}"
+            )
+
+
+def checked_reward_funcs(reward_funcs: Any) -> Any:
+    """Each reward function wrapped in a [`CheckedReward`] (same name, same sync/async kind); the rest as given."""
+    from trl.trainer.utils import is_async_callable
+
+    def checked(item: Any) -> Any:
+        if not _is_function(item):
+            return item
+        return CheckedAsyncReward(item) if is_async_callable(item) else CheckedReward(item)
+
+    if isinstance(reward_funcs, (list, tuple)):
+        return [checked(item) for item in reward_funcs]
+    return checked(reward_funcs)
+
+
+def _is_reward(value: Any) -> bool:
+    """A number (numpy and torch scalars included) or None; not a string."""
+    if value is None or isinstance(value, numbers.Real):
+        return True
+    if isinstance(value, (str, bytes)):
+        return False
+    try:
+        float(value)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= _SHOWN_CHARS else text[:_SHOWN_CHARS] + "..."
+
+
+def check_rewards(name: str, rewards: Any) -> Any:
+    """`rewards` as returned, when it is a list of numbers or None; else a ValueError naming `name` and the value."""
+    if isinstance(rewards, (str, bytes, dict)) or not hasattr(rewards, "__len__"):
+        raise ValueError(
+            f"Reward function {name!r} returned a {type(rewards).__name__} ({_short(rewards)}), not a list with one "
+            f"reward per completion. Make {name!r} return a list of floats (None for 'no opinion')."
+        )
+    for index, value in enumerate(rewards):
+        if not _is_reward(value):
+            raise ValueError(
+                f"Reward function {name!r} returned a {type(value).__name__} ({_short(value)}) for completion "
+                f"{index}; rewards must be numbers (None for 'no opinion'). Make {name!r} return floats, e.g. "
+                "float(score)."
+            )
+    return rewards
+
+
+class CheckedReward:
+    """A reward function whose answer is checked by [`check_rewards`]; TRL sees the function's name."""
+
+    def __init__(self, func: Any):
+        from trl.trainer.utils import get_callable_name
+
+        self.func = self.__wrapped__ = func
+        self.__name__ = get_callable_name(func)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return check_rewards(self.__name__, self.func(*args, **kwargs))
+
+
+class CheckedAsyncReward(CheckedReward):
+    """[`CheckedReward`] for an async reward function."""
+
+    async def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return check_rewards(self.__name__, await self.func(*args, **kwargs))
 
 
 def _shown(completion: Any) -> str:

@@ -37,6 +37,7 @@ __all__ = [
     "PromptStyle",
     "ReinforceAdaScriptArguments",
     "build_prompt",
+    "drop_unanswered",
     "filter_by_prompt_length",
     "format_dataset",
     "load_prompt_dataset",
@@ -237,6 +238,32 @@ def _answer_text(value: Any) -> str:
     return "" if value is None else str(value)
 
 
+def _has_answer(value: Any) -> bool:
+    """False for a null, empty or blank answer (or an empty list): such a row can never score."""
+    return value != [] and bool(_answer_text(value).strip())
+
+
+def drop_unanswered(dataset: Dataset, answer_column: str, source: str = "The dataset") -> Dataset:
+    """`dataset` without the rows whose answer is null or empty, with a warning giving their count; a ValueError
+    when no row is left."""
+    keep = [index for index, value in enumerate(dataset[answer_column]) if _has_answer(value)]
+    if len(keep) == len(dataset):
+        return dataset
+    if not keep:
+        raise ValueError(
+            f"{source}: every row's answer (column {answer_column!r}) is null or empty, so no row can be scored. Fill "
+            "in the answers, or name the right column with `answer_column`."
+        )
+    logger.warning(
+        "%s: dropped %d of %d rows whose answer (column %r) is null or empty: they could never score.",
+        source,
+        len(dataset) - len(keep),
+        len(dataset),
+        answer_column,
+    )
+    return dataset.select(keep)
+
+
 def format_dataset(
     dataset: Dataset,
     problem_column: str | None = None,
@@ -246,9 +273,11 @@ def format_dataset(
 ) -> Dataset:
     """Add the conversational `prompt` and the string `answer` columns; every other column is kept.
 
-    A problem column that already holds conversations is kept as it is (no template is applied).
+    A problem column that already holds conversations is kept as it is (no template is applied). Rows whose answer
+    is null or empty are dropped with a warning ([`drop_unanswered`]).
     """
     problem_key, answer_key = resolve_columns(dataset.column_names, problem_column, answer_column)
+    dataset = drop_unanswered(dataset, answer_key)
 
     def to_row(example: dict[str, Any]) -> dict[str, Any]:
         problem = example[problem_key]
@@ -301,18 +330,79 @@ def load_prompt_dataset(name_or_path: str, split: str = "train", config: str | N
     """Load one split of a Hub dataset, a local data directory, or a local json/jsonl/parquet/csv file.
 
     A single local file holds one split, `train`; a local directory follows the `datasets` naming of split files
-    (`train.jsonl`, `test.jsonl`, ...); a `save_to_disk` directory is loaded with `load_from_disk`.
+    (`train.jsonl`, `test.jsonl`, ...); a `save_to_disk` directory is loaded with `load_from_disk`. An empty or
+    unreadable file is a one-line ValueError naming the file and, for json/jsonl, the line.
     """
-    from datasets import load_dataset
-
     path = Path(name_or_path).expanduser()
     if _is_saved_dataset(path):
         return _load_saved(path, split)
     builder = _local_data_file(path)
     if builder is None:
-        return load_dataset(str(path) if path.is_dir() else name_or_path, name=config, split=split)
+        return _load_dataset(name_or_path, str(path) if path.is_dir() else name_or_path, name=config, split=split)
     _check_single_split(name_or_path, split)
-    return load_dataset(builder, data_files={"train": str(path)}, split=split)
+    return _load_dataset(name_or_path, builder, data_files={"train": str(path)}, split=split)
+
+
+def _load_dataset(source: str, *args: Any, **kwargs: Any) -> Dataset:
+    """`datasets.load_dataset(*args, **kwargs)`; an empty or unreadable `source` is a one-line ValueError."""
+    from datasets import load_dataset
+    from datasets.exceptions import DatasetGenerationError
+
+    try:
+        return load_dataset(*args, **kwargs)
+    except StopIteration as error:  # what `datasets` raises for a 0-byte file
+        raise ValueError(f"{source}: has no rows. Check the file or the split.") from error
+    except ValueError as error:
+        if "corresponds to no data" not in str(error):  # what `datasets` says about a file of blank lines
+            raise
+        raise ValueError(f"{source}: has no rows. Check the file or the split.") from error
+    except DatasetGenerationError as error:
+        raise ValueError(_unreadable(source, error)) from error
+
+
+def _unreadable(source: str, error: Exception) -> str:
+    """Why `source` could not be read: the first bad json/jsonl file and line when there is one, else the cause."""
+    path = Path(source).expanduser()
+    candidates = sorted(path.rglob("*")) if path.is_dir() else [path]
+    for file in candidates:
+        problem = _json_problem(file) if file.suffix.lower() in (".json", ".jsonl") and file.is_file() else None
+        if problem:
+            return f"{file}: {problem}. Fix the file, or pass another one."
+    cause = error.__cause__ or error.__context__ or error
+    lines = [line.strip() for line in str(cause).strip().splitlines() if line.strip()] or [type(cause).__name__]
+    summary = lines[0] if len(lines) == 1 else f"{lines[0]} ... {lines[-1]}"
+    return (
+        f"{source}: could not be read as a dataset ({summary}). Check its data files: those of one split need the "
+        "same format and columns."
+    )
+
+
+def _json_problem(path: Path) -> str | None:
+    """The first thing a json/jsonl reader chokes on (text that is not UTF-8, a line that is not JSON), or None."""
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = raw[: error.start].count(b"\n") + 1
+        return f"line {line} is not UTF-8 text (is it a binary file?)"
+    for number, line in enumerate(text.splitlines(), start=1):
+        try:
+            if line.strip():
+                json.loads(line)
+        except json.JSONDecodeError as error:
+            if path.suffix.lower() == ".json":  # a .json file may also hold one JSON document over many lines
+                return _json_document_problem(text)
+            return f"line {number} is not valid JSON ({error.msg} at column {error.colno})"
+    return None
+
+
+def _json_document_problem(text: str) -> str | None:
+    """Where a whole-file JSON document is invalid, or None when it parses."""
+    try:
+        json.loads(text)
+    except json.JSONDecodeError as error:
+        return f"line {error.lineno} is not valid JSON ({error.msg} at column {error.colno})"
+    return None
 
 
 def prompt_token_count(

@@ -11,9 +11,10 @@ Three guarantees for a training run's `output_dir`:
 * **No half-written checkpoint is ever resumed.** [`saving_checkpoint`] marks `checkpoint-N` with
   `.trl_ada-saving` before the first file is written and removes the marker only after the last one (and after
   checkpoint rotation, so an interruption between the two cannot delete the previous complete checkpoint).
-  [`last_complete_checkpoint`] skips marked folders, and folders without `trainer_state.json`, with a warning.
+  [`last_complete_checkpoint`] skips marked folders, and folders without a readable `trainer_state.json`, with a
+  warning. A new save of a step deletes the folder an earlier save of that step left, before writing into it.
 
-Checkpoints written by other tools (no marker, `trainer_state.json` present) count as complete.
+Checkpoints written by other tools (no marker, a readable `trainer_state.json`) count as complete.
 [`claim_run_dir`] and [`complete_checkpoint`] wire this into a `transformers.Trainer` in one line each.
 """
 
@@ -40,9 +41,11 @@ __all__ = [
     "LockHolder",
     "RunDirectoryError",
     "check_output_dir",
+    "check_output_dir_is_directory",
     "checkpoint_dirs",
     "claim_run_dir",
     "complete_checkpoint",
+    "incomplete_reason",
     "is_complete",
     "last_complete_checkpoint",
     "resolve_resume",
@@ -76,23 +79,39 @@ def checkpoint_dirs(output_dir: str | os.PathLike) -> list[Path]:
     return [path for _, path in sorted(found)]
 
 
-def is_complete(checkpoint: str | os.PathLike) -> bool:
-    """True when every file of the checkpoint was written: no saving marker, and `trainer_state.json` present."""
+def incomplete_reason(checkpoint: str | os.PathLike) -> str | None:
+    """Why the checkpoint was not completely written (a saving marker, a missing or unreadable
+    `trainer_state.json`), or None when it is complete."""
     path = Path(checkpoint)
-    return not (path / SAVING_MARKER).exists() and (path / TRAINER_STATE).is_file()
+    if (path / SAVING_MARKER).exists():
+        return f"its saving marker {SAVING_MARKER} is still there"
+    try:
+        state = json.loads((path / TRAINER_STATE).read_text())
+    except FileNotFoundError:
+        return f"it has no {TRAINER_STATE}"
+    except (OSError, UnicodeDecodeError, ValueError):
+        return f"its {TRAINER_STATE} is truncated or corrupt"
+    return None if isinstance(state, dict) else f"its {TRAINER_STATE} is not a JSON object"
+
+
+def is_complete(checkpoint: str | os.PathLike) -> bool:
+    """True when every file of the checkpoint was written: no saving marker, and a `trainer_state.json` that parses."""
+    return incomplete_reason(checkpoint) is None
 
 
 def last_complete_checkpoint(output_dir: str | os.PathLike) -> Path | None:
     """The complete checkpoint with the highest step, warning about every partial one newer than it."""
     complete = None
     for path in reversed(checkpoint_dirs(output_dir)):
-        if is_complete(path):
+        reason = incomplete_reason(path)
+        if reason is None:
             complete = path
             break
         logger.warning(
-            "Ignoring %s: it was not completely written (interrupted save or full disk). Delete it once you no longer "
-            "need to inspect it.",
+            "Ignoring %s: it was not completely written (%s; an interrupted save or a full disk). Delete it once "
+            "you no longer need to inspect it.",
             path,
+            reason,
         )
     return complete
 
@@ -115,15 +134,30 @@ def resolve_resume(output_dir: str | os.PathLike, resume: str | os.PathLike | bo
     if not path.is_dir():
         raise RunDirectoryError(
             f"resume_from_checkpoint={str(resume)!r}: no such directory. Pass a checkpoint-N folder of a previous "
-            "run, or true for the last complete checkpoint in output_dir."
+            "run, or the boolean True (`true` in the YAML or on the command line, not the string 'true' in Python) "
+            "for the last complete checkpoint in output_dir."
         )
-    if not is_complete(path):
+    reason = incomplete_reason(path)
+    if reason is not None:
         last = last_complete_checkpoint(path.parent)
         hint = f" The last complete checkpoint there is {str(last)!r}." if last else ""
         raise RunDirectoryError(
-            f"resume_from_checkpoint={str(resume)!r} was not completely written (interrupted save or full disk).{hint}"
+            f"resume_from_checkpoint={str(resume)!r} was not completely written ({reason}; an interrupted save or a "
+            f"full disk).{hint}"
         )
     return str(path)
+
+
+def check_output_dir_is_directory(output_dir: str | os.PathLike) -> None:
+    """Raise when `output_dir`, or the closest of its parents that exists, is not a directory."""
+    path = Path(output_dir).expanduser().absolute()
+    existing = next(p for p in (path, *path.parents) if p.exists() or p == p.parent)
+    if not existing.is_dir():
+        where = "is a file" if existing == path else f"is inside {str(existing)!r}, which is a file"
+        raise RunDirectoryError(
+            f"output_dir {str(output_dir)!r} {where}; output_dir must be a directory (it receives the checkpoints and "
+            "the final model). Choose another output_dir, or move the file away."
+        )
 
 
 def check_output_dir(output_dir: str | os.PathLike, *, resuming: bool, overwrite: bool) -> list[Path]:
@@ -221,6 +255,7 @@ def run_lock(output_dir: str | os.PathLike) -> Iterator[LockHolder]:
 
     Re-entrant within a process. Creates `output_dir` if needed, and removes it again if it is still empty.
     """
+    check_output_dir_is_directory(output_dir)
     root = Path(output_dir).resolve()
     if root in _HELD:
         _HELD[root] += 1
@@ -367,11 +402,17 @@ def complete_checkpoint(trainer: Any, folder: str | Path) -> Iterator[None]:
     """For a checkpoint save into `folder` (`<run dir>/checkpoint-N`): write it under a saving marker, rotate old
     ones after the marker is gone.
 
-    Rotation (`save_total_limit`) is held back while the body runs and done here once the new checkpoint is complete.
+    A `checkpoint-N` already there (left partial by a killed save, or by a run resumed from an earlier step) is
+    deleted first, so that no file of it survives into the new one. Rotation (`save_total_limit`) is held back while
+    the body runs and done here once the new checkpoint is complete.
     """
     args = trainer.args
     checkpoint = Path(folder)
     run_dir = checkpoint.parent
+    if args.should_save and checkpoint.is_dir():
+        logger.warning("Replacing %s, left by an earlier save of this step.", checkpoint)
+        shutil.rmtree(checkpoint)
+    trainer.accelerator.wait_for_everyone()  # no rank writes into the folder before it is cleared
     limit, args.save_total_limit = args.save_total_limit, None
     try:
         with saving_checkpoint(checkpoint, is_writer=args.should_save):

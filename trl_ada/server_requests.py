@@ -3,8 +3,10 @@
 TRL's `VLLMClient.generate` sends one blocking request per call. Streaming needs many requests in flight at once,
 results as each finishes, and a way to stop a request the step no longer needs: every request here runs in its own
 thread on its own HTTP connection, and cancelling it closes that connection, which makes vLLM's server abort the
-request so the engine stops generating for it. A failed or timed-out request is sent again, at most `max_retries`
-times; after that the step fails with an error naming the request, the server and the options to change.
+request so the engine stops generating for it. A request gets `request_timeout` seconds for its whole answer (a
+server that trickles bytes does not extend it). A failed or timed-out request, or an answer with fewer or more
+completions than asked for, is sent again, at most `max_retries` times; after that the step fails with an error naming
+the request, the server and the options to change.
 """
 
 from __future__ import annotations
@@ -41,9 +43,12 @@ class CompletionResult:
 class _Call:
     key: Any
     payload: bytes
+    n: int
     attempts: int = 0
     cancelled: bool = False
-    connection: http.client.HTTPConnection | None = None
+    sock: socket.socket | None = None
+    """The connection's socket, once connected (http.client hands it to the response, so it is kept here)."""
+    expired: threading.Event = field(default_factory=threading.Event)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -87,7 +92,7 @@ class ServerCompletions:
             "return_token_ids": True,
             "return_tokens_as_token_ids": True,
         }
-        call = _Call(key, json.dumps(body).encode())
+        call = _Call(key, json.dumps(body).encode(), n)
         self._calls[key] = call
         self._send(call)
 
@@ -98,10 +103,8 @@ class ServerCompletions:
             return
         with call.lock:
             call.cancelled = True
-            connection = call.connection
-        if connection is not None and connection.sock is not None:
-            with contextlib.suppress(OSError):  # already closed
-                connection.sock.shutdown(socket.SHUT_RDWR)
+            sock = call.sock
+        _shut_down(sock)
         self.cancelled += 1
 
     @property
@@ -147,24 +150,38 @@ class ServerCompletions:
         self._futures[self._pool.submit(self._post, call)] = call
 
     def _post(self, call: _Call) -> CompletionResult:
+        call.sock, call.expired = None, threading.Event()
         connection = http.client.HTTPConnection(self.host, self.port, timeout=self.request_timeout)
-        with call.lock:
-            if call.cancelled:
-                raise RequestCancelled(call.key)
-            call.connection = connection
+        deadline = threading.Timer(self.request_timeout, _expire, (call,))
+        deadline.daemon = True
+        deadline.start()
         try:
+            connection.connect()
+            with call.lock:
+                if call.cancelled:
+                    raise RequestCancelled(call.key)
+                if call.expired.is_set():  # the deadline passed while connecting
+                    raise self._timed_out()
+                call.sock = connection.sock
             connection.request("POST", self.path, call.payload, {"Content-Type": "application/json"})
             response = connection.getresponse()
             text = response.read()
         except (OSError, http.client.HTTPException) as error:
             if call.cancelled:
                 raise RequestCancelled(call.key) from error
+            if call.expired.is_set():
+                raise self._timed_out() from error
             raise
         finally:
+            deadline.cancel()
             connection.close()
+        if call.expired.is_set():
+            raise self._timed_out()
         if response.status != 200:
             raise ConnectionError(f"HTTP {response.status}: {text[-500:].decode(errors='replace')}")
         choices = json.loads(text)["choices"]
+        if len(choices) != call.n:
+            raise ConnectionError(f"the server answered {len(choices)} completions, {call.n} were asked for")
         logprobs, _ = self.parse_logprobs([choice["logprobs"] for choice in choices])
         return CompletionResult(
             key=call.key,
@@ -172,3 +189,21 @@ class ServerCompletions:
             logprobs=None if logprobs is None else [[position[0] for position in seq] for seq in logprobs],
             attempts=call.attempts,
         )
+
+    def _timed_out(self) -> TimeoutError:
+        return TimeoutError(f"no complete answer within streaming_request_timeout={self.request_timeout:g} s")
+
+
+def _shut_down(sock: socket.socket | None) -> None:
+    """Stop a request's socket under the thread reading it (the server then aborts the request)."""
+    if sock is not None:
+        with contextlib.suppress(OSError):  # already closed
+            sock.shutdown(socket.SHUT_RDWR)
+
+
+def _expire(call: _Call) -> None:
+    """A request's deadline: mark it expired and stop its socket."""
+    with call.lock:
+        call.expired.set()
+        sock = call.sock
+    _shut_down(sock)

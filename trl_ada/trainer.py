@@ -16,7 +16,6 @@ Old/ref log-probs, importance sampling and the loss stay TRL's.
 
 from __future__ import annotations
 
-import json
 import os
 import textwrap
 import time
@@ -34,7 +33,14 @@ from transformers.utils import logging
 from . import _trl
 from ._trl import GeneratedRows, GRPOJoints
 from .advantages import compute_advantages, normalize_then_sum_advantages
-from .checks import RewardGuard, check_train_dataset_size, resolve_reward_funcs
+from .checkpoint_state import (
+    CANDIDATE_STREAM_FILE,
+    MEMORY_FILE,
+    load_candidate_stream,
+    load_memory,
+    save_candidate_stream,
+)
+from .checks import RewardGuard, check_trainer_inputs
 from .config import ReinforceAdaConfig
 from .memory import PassRateMemory, prompt_keys
 from .plan import BASE_FIELDS
@@ -49,8 +55,6 @@ __all__ = ["ReinforceAdaTrainer", "split_round"]
 logger = logging.get_logger(__name__)
 
 METRIC_PREFIX = "reinforce_ada/"
-MEMORY_FILE = "pass_rate_memory.npz"
-CANDIDATE_STREAM_FILE = "candidate_stream.json"
 
 
 def _check_vllm_server(args: ReinforceAdaConfig, retry_interval: float = 1.0) -> None:
@@ -131,8 +135,8 @@ class ReinforceAdaTrainer(GRPOJoints):
             )
         if args.use_vllm and args.vllm_mode == "server":
             _check_vllm_server(args)
-        check_train_dataset_size(kwargs.get("train_dataset", pargs[0] if pargs else None), args)
-        super().__init__(model, resolve_reward_funcs(reward_funcs), args, *pargs, **kwargs)
+        reward_funcs = check_trainer_inputs(args, reward_funcs, pargs, kwargs)
+        super().__init__(model, reward_funcs, args, *pargs, **kwargs)
         plan = args.sampling_plan
         self.reward_guard = RewardGuard(
             self.reward_func_names,
@@ -244,9 +248,9 @@ class ReinforceAdaTrainer(GRPOJoints):
         """TRL's `train` in a claimed run directory; a resumed run also restores the pass-rate memory."""
         with claim_run_dir(self, resume_from_checkpoint) as checkpoint:
             if self.pass_rate_memory is not None and checkpoint is not None:
-                self.pass_rate_memory = _load_memory(checkpoint, decay=self.args.memory_decay)
+                self.pass_rate_memory = load_memory(checkpoint, decay=self.args.memory_decay)
             if self.candidate_stream is not None and checkpoint is not None:
-                self.candidate_stream = _load_candidate_stream(checkpoint)
+                self.candidate_stream = load_candidate_stream(checkpoint, self.candidate_stream.size)
             return super().train(checkpoint, *args, **kwargs)
 
     def saving_checkpoint(self, folder: str, save: Callable[[], None], trial: Any) -> None:
@@ -256,8 +260,7 @@ class ReinforceAdaTrainer(GRPOJoints):
             if self.pass_rate_memory is not None and self.args.should_save:
                 self.pass_rate_memory.save(os.path.join(folder, MEMORY_FILE))
             if self.candidate_stream is not None and self.args.should_save:
-                with open(os.path.join(folder, CANDIDATE_STREAM_FILE), "w") as file:
-                    json.dump(self.candidate_stream.state_dict(), file)
+                save_candidate_stream(self.candidate_stream, os.path.join(folder, CANDIDATE_STREAM_FILE))
 
     def create_model_card(self, model_name=None, dataset_name=None, tags=None):
         """TRL's model card, with the resolved sampling settings of the run."""
@@ -319,31 +322,3 @@ def sampling_summary(args: ReinforceAdaConfig) -> str:
     fields = ["num_generations", *BASE_FIELDS, "positive_threshold", "advantage_baseline", "generation_schedule"]
     resolved = ", ".join(f"{name}={getattr(plan, name)!r}" for name in dict.fromkeys(fields))
     return f"sampling={args.sampling!r} ({plan.schedule} schedule): {resolved}"
-
-
-def _load_candidate_stream(checkpoint: str) -> CandidateStream:
-    """The candidate stream position saved in `checkpoint`; an error if the checkpoint was saved without one."""
-    path = os.path.join(checkpoint, CANDIDATE_STREAM_FILE)
-    if not os.path.isfile(path):
-        raise FileNotFoundError(
-            f"prompt_oversampling / skip_threshold / rounds_per_prompt are set but checkpoint {checkpoint} has no "
-            f"{CANDIDATE_STREAM_FILE} (it was saved without candidates). Resume with the settings it was saved with."
-        )
-    with open(path) as file:
-        return CandidateStream.from_state_dict(json.load(file))
-
-
-def _load_memory(checkpoint: str, decay: float) -> PassRateMemory:
-    """The pass-rate memory saved in `checkpoint`; an error, never a fresh memory, if it is missing or unreadable.
-
-    Its evidence is kept as saved; `decay` (the resumed run's `memory_decay`) applies from the next update on.
-    """
-    path = os.path.join(checkpoint, MEMORY_FILE)
-    if not os.path.isfile(path):
-        raise FileNotFoundError(
-            f"pass_rate_memory=True but checkpoint {checkpoint} has no {MEMORY_FILE} (it was saved without the "
-            "memory). Resume with pass_rate_memory=False, or start a fresh run."
-        )
-    memory = PassRateMemory.load(path)
-    memory.decay = float(decay)
-    return memory

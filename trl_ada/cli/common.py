@@ -25,7 +25,7 @@ __all__ = [
     "UsageError",
     "add_data_arguments",
     "add_sampling_arguments",
-    "check_columns",
+    "answerable_rows",
     "check_model",
     "check_not_empty",
     "exit_code",
@@ -254,17 +254,14 @@ def load_split(source: str, split: str, limit: int | None) -> Dataset:
     """Load a dataset split (a single local file is read whole) and keep its first `limit` rows."""
     from ..data import load_prompt_dataset
 
-    try:
-        dataset = load_prompt_dataset(source, split="train" if Path(source).expanduser().is_file() else split)
-    except ValueError as err:
-        if "corresponds to no data" not in str(err):  # what `datasets` says about an empty file
-            raise
-        raise UsageError(f"{source}: has no rows. Check the file or the split.") from err
+    dataset = load_prompt_dataset(source, split="train" if Path(source).expanduser().is_file() else split)
     return dataset.select(range(min(limit, len(dataset)))) if limit else dataset
 
 
-def check_columns(dataset: Dataset, problem_column: str | None, answer_column: str | None) -> None:
-    """Fail before any generation when the problem or answer column is missing."""
-    from ..data import resolve_columns
+def answerable_rows(dataset: Dataset, problem_column: str | None, answer_column: str | None, source: str) -> Dataset:
+    """Fail before any generation when the problem or answer column is missing; the rows with a null or empty answer
+    are dropped with a warning (they could never score)."""
+    from ..data import drop_unanswered, resolve_columns
 
-    resolve_columns(dataset.column_names, problem_column, answer_column)
+    _, answer = resolve_columns(dataset.column_names, problem_column, answer_column)
+    return drop_unanswered(dataset, answer, source)

@@ -20,7 +20,7 @@ from .common import (
     PROG,
     add_data_arguments,
     add_sampling_arguments,
-    check_columns,
+    answerable_rows,
     check_model,
     check_not_empty,
     load_split,
@@ -76,15 +76,15 @@ def dataset_label(spec: str) -> tuple[str, str]:
 
 
 def load_datasets(args: argparse.Namespace) -> dict[str, Dataset]:
-    """The `--datasets`, by table label, with their columns checked."""
+    """The `--datasets`, by table label, with their columns checked and the rows without an answer dropped."""
     labels = [dataset_label(spec) for spec in args.datasets]
     names = [label for label, _ in labels]
     if len(set(names)) != len(names):
         raise ValueError(f"--datasets: two datasets share a name in {names}; name them with LABEL=NAME_OR_PATH.")
     datasets = {label: load_split(source, args.split, args.limit) for label, source in labels}
-    for (_, source), dataset in zip(labels, datasets.values(), strict=True):
-        check_not_empty(dataset, "--datasets", source)
-        check_columns(dataset, args.problem_column, args.answer_column)
+    for label, source in labels:
+        check_not_empty(datasets[label], "--datasets", source)
+        datasets[label] = answerable_rows(datasets[label], args.problem_column, args.answer_column, source)
     return datasets
 
 

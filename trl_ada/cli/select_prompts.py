@@ -19,7 +19,7 @@ from .common import (
     UsageError,
     add_data_arguments,
     add_sampling_arguments,
-    check_columns,
+    answerable_rows,
     check_model,
     check_not_empty,
     load_split,
@@ -111,7 +111,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         dataset = load_split(args.dataset, args.split, args.limit)
         check_not_empty(dataset, "--dataset", args.dataset)
-        check_columns(dataset, args.problem_column, args.answer_column)
+        dataset = answerable_rows(dataset, args.problem_column, args.answer_column, args.dataset)
         sampling = sampling_settings(args)
         if args.push_to_hub:
             require_hub_token(args.hub_token, option=f"--push_to_hub {args.push_to_hub}", before="sampling")

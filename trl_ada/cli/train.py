@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from trl import TrlParser
 
+from ..checkpoint_state import CheckpointStateError
 from ..plan import BASE_FIELDS
 from ..utils import closest_name
 from .common import PROG, UsageError, check_model, print_error, require_hub_token, setup_logging
@@ -463,7 +464,8 @@ def check_run_dir(training_args: ReinforceAdaConfig) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """`trl-ada train`: setup errors (flags, recipe, model, data, rewards, run directory, credentials) are reported
-    in one line without a traceback, before the model loads; exit code 2 for usage errors, 1 otherwise.
+    in one line without a traceback, before the model loads; exit code 2 for usage errors, 1 otherwise. So is a
+    resumed checkpoint's unusable Reinforce-Ada state (memory, candidate stream), found when training starts.
 
     The main process holds the `output_dir` lock from these checks until the final model is saved.
     """
@@ -490,5 +492,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             trainer = build_trainer(script_args, training_args, model_args)
         except (ValueError, OSError) as err:
             return print_error(COMMAND, err)
-        run_training(trainer, script_args)
+        try:
+            run_training(trainer, script_args)
+        except CheckpointStateError as err:  # read when training starts: a resumed checkpoint's Reinforce-Ada state
+            return print_error(COMMAND, err)
     return 0
