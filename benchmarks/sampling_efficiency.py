@@ -36,6 +36,7 @@ from benchmarks.common import (
     write_json,
 )
 from trl_ada.memory import PassRateMemory
+from trl_ada.plan import SamplingPlan
 from trl_ada.refill import HARD_PASS_RATE
 from trl_ada.simulation import SimulatedPolicy, simulate_step
 
@@ -111,14 +112,25 @@ class SamplerSpec:
     skip_exploration: float = 0.0
 
     @property
-    def estimation_kwargs(self) -> dict[str, Any]:
-        """The sampler's Reinforce-Ada-Est arguments (all off for the paper's samplers)."""
-        return {
-            "first_round": self.first_round,
-            "later_rounds": self.later_rounds,
-            "futility_threshold": self.futility_threshold,
-            "sample_budget": self.sample_budget,
-        }
+    def plan(self) -> SamplingPlan:
+        """The library's sampling plan of this sampler: every parameter, the ones the spec leaves at their default
+        (`round_confidence`, `memory_decay`, ...) included."""
+        return SamplingPlan(
+            num_generations=self.num_generations,
+            exit_rule=self.exit_rule,
+            samples_per_round=self.samples_per_round,
+            max_rounds=self.max_rounds,
+            positive_threshold=POSITIVE_THRESHOLD,
+            pass_rate_memory=self.memory,
+            first_round=self.first_round,
+            later_rounds=self.later_rounds,
+            futility_threshold=self.futility_threshold,
+            sample_budget=self.sample_budget,
+            prompt_oversampling=self.prompt_oversampling,
+            rounds_per_prompt=self.rounds_per_prompt,
+            skip_threshold=self.skip_threshold,
+            skip_exploration=self.skip_exploration,
+        )
 
 
 def build_samplers() -> list[SamplerSpec]:
@@ -180,17 +192,7 @@ def run_adaptive_step(
 
     Returns the step's result and, per prompt, whether its kept group is effective (mixed).
     """
-    sampler = simulate_step(
-        SimulatedPolicy(pass_rates, seed=seed),
-        memory,
-        prompt_ids,
-        num_generations=spec.num_generations,
-        samples_per_round=spec.samples_per_round,
-        max_rounds=spec.max_rounds,
-        positive_threshold=POSITIVE_THRESHOLD,
-        exit_rule=spec.exit_rule,
-        **spec.estimation_kwargs,
-    )
+    sampler = simulate_step(SimulatedPolicy(pass_rates, seed=seed), memory, prompt_ids, spec.plan)
     mixed = has_both_classes(sampler.kept_rewards())
     exited = np.array([r is not None for r in sampler.exit_round])
     low = is_low_pass(pass_rates)

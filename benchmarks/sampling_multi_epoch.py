@@ -43,7 +43,6 @@ from benchmarks.sampling_efficiency import (
     FAMILY_STYLE,
     METRICS,
     NUM_GENERATIONS,
-    POSITIVE_THRESHOLD,
     PROMPT_SETS,
     PromptSet,
     SamplerSpec,
@@ -199,21 +198,7 @@ def run_refill_step(
     spec: SamplerSpec, rates: np.ndarray, ids: np.ndarray, num_kept: int, seed: int, memory: PassRateMemory | None
 ) -> tuple[StepResult, np.ndarray, np.ndarray, int]:
     """One refill step over candidates `ids`: (result, kept ids, their effectiveness, candidates consumed)."""
-    sampler = simulate_refill_step(
-        SimulatedPolicy(rates[ids], seed=seed),
-        num_kept,
-        memory,
-        ids,
-        skip_threshold=spec.skip_threshold,
-        skip_exploration=spec.skip_exploration,
-        num_generations=spec.num_generations,
-        samples_per_round=spec.samples_per_round,
-        max_rounds=spec.max_rounds,
-        rounds_per_prompt=spec.rounds_per_prompt,
-        positive_threshold=POSITIVE_THRESHOLD,
-        exit_rule=spec.exit_rule,
-        **spec.estimation_kwargs,
-    )
+    sampler = simulate_refill_step(SimulatedPolicy(rates[ids], seed=seed), num_kept, memory, ids, spec.plan)
     stats = sampler.refill_statistics()
     kept = np.array(sampler.kept_prompts())
     effective = np.array([sampler.is_effective(p) for p in kept])

@@ -44,9 +44,9 @@ def test_summarize_counts_gain_per_1k_samples():
 
 
 def test_method_spec_names_its_trainer_and_rejects_mixed_settings():
-    assert not experiment.MethodSpec("grpo", "GRPO n=4").is_adaptive
+    assert not experiment.MethodSpec("grpo", "GRPO n=4").uses_reinforce_ada
     ada_none = experiment.MethodSpec("none", "Ada none", trainer="reinforce_ada", exit_rule="none")
-    assert ada_none.is_adaptive and ada_none.exit_rule == "none"
+    assert ada_none.uses_reinforce_ada and ada_none.exit_rule == "none"
     with pytest.raises(ValueError, match=r"trainer='grpo' with exit_rule='none'; drop exit_rule"):
         experiment.MethodSpec("x", "x", exit_rule="none")
     with pytest.raises(ValueError, match=r"trainer='reinforce_ada' with exit_rule=None; set exit_rule"):

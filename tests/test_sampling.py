@@ -860,3 +860,32 @@ def test_a_prompt_at_its_cap_ends_the_step_without_empty_rounds():
     assert sampler.plan_sizes == [32]  # the whole cap M·N in round 1
     sampler.ingest([0.0] * 32)
     assert sampler.done and sampler.round == 1 and sampler.exit_round == [None]
+
+
+def test_estimation_metrics_leave_out_what_does_not_apply_and_warn_about_nothing():
+    import warnings
+
+    from trl_ada.refill import RefillSampler
+
+    # Remembered candidates 2 and 3 are never sampled (the batch keeps 2), and no budget is set.
+    sampler = RefillSampler(
+        4, num_kept=2, num_generations=2, samples_per_round=2, max_rounds=1, memory_hits=[True, False, True, True]
+    )
+    sampler.plan_round()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # "Mean of empty slice" would fail here
+        sampler.ingest([1.0, 0.0, 1.0, 1.0])
+        metrics = sampler.metrics(prefix="reinforce_ada/")
+    assert "reinforce_ada/est/budget_used" not in metrics
+    assert metrics["reinforce_ada/est/realized_pass_rate"] == 0.5  # candidate 0 only: the others were not sampled
+    assert metrics["reinforce_ada/est/predicted_pass_rate"] == 0.5
+    assert all(value == value for value in metrics.values())  # no NaN anywhere
+
+
+def test_estimation_metrics_without_a_memory_hit_leave_out_the_calibration():
+    sampler = AdaptiveSampler(2, num_generations=2, samples_per_round=2, max_rounds=1, sample_budget=2)
+    sampler.plan_round()
+    sampler.ingest([1.0, 0.0, 0.0, 0.0])
+    metrics = sampler.metrics()
+    assert metrics["est/budget_used"] == 1.0
+    assert not {"est/predicted_pass_rate", "est/realized_pass_rate", "est/calibration_error"} & metrics.keys()

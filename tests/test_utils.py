@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 
+from trl_ada import PURE_CORE
 from trl_ada.utils import closest_name, format_table, json_safe, mean
 
 
@@ -35,12 +36,19 @@ def test_json_safe_replaces_nan_and_infinity_with_none():
     assert json_safe(value) == {"a": [1.0, None, [None, 2]], "b": None, "c": 3, "d": "x"}
 
 
-@pytest.mark.parametrize("module", ["trl_ada.sampling", "trl_ada.utils"])
+@pytest.mark.parametrize("module", PURE_CORE)
 def test_the_pure_core_imports_neither_torch_nor_trl(module):
     import subprocess
     import sys
 
     code = f"import sys, {module}; print(sorted(m for m in ('torch', 'trl', 'numpy') if m in sys.modules))"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
-    expected = ["numpy"] if module == "trl_ada.sampling" else []
+    expected = [] if module in ("trl_ada.plan", "trl_ada.utils", "trl_ada.exit_rules") else ["numpy"]
     assert result.stdout.strip() == str(expected)
+
+
+def test_every_pure_module_the_package_names_exists():
+    from pathlib import Path
+
+    package = Path(__file__).resolve().parents[1]
+    assert all((package / (name.replace(".", "/") + ".py")).is_file() for name in PURE_CORE)

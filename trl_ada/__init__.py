@@ -1,12 +1,15 @@
 """trl_ada: Reinforce-Ada adaptive sampling (arXiv 2510.04996) for TRL's GRPOTrainer.
 
-The pure core (`trl_ada.sampling`, `trl_ada.refill`, `trl_ada.memory`, `trl_ada.advantages`) imports neither torch
-nor TRL; the trainer, the config and the rewards are loaded on first use, so `import trl_ada` stays cheap. The
-`if TYPE_CHECKING:` imports below give type checkers and IDEs the real types of the lazily loaded names.
+The pure core (`PURE_CORE`: the plan, exit rules, groups, Beta maths, samplers, streaming scheduler, memory,
+advantages, simulation) imports neither torch nor TRL; the trainer, the config and the rewards are loaded on first use,
+so `import trl_ada` stays cheap. The `if TYPE_CHECKING:` imports below give type checkers and IDEs the real types of
+the lazily loaded names.
 
-Layout: the library is `config`, `trainer`, `sampling`, `refill`, `memory`, `advantages`, `data`, `rewards/`,
-`evaluation` and `simulation`; `toy/` is the tiny offline model, the toy task and the experiments on them; `cli/` is
-the `trl-ada` command line, which nothing else imports.
+Layout (`docs/architecture.md`): `plan` holds every sampling parameter; the pure core decides; `schedules/` run a
+step's generation; `_trl` is the only module that touches TRL's private surface; `config` and `trainer` are the glue.
+Around them: `data`, `rewards/`, `evaluation/`, `checks`, `checkpoint_state`, `run_dir`, `server_requests`; `toy/` is
+the tiny offline model, the toy task and the experiments on them; `cli/` is the `trl-ada` command line, which nothing
+else imports.
 """
 
 from __future__ import annotations
@@ -18,12 +21,28 @@ if TYPE_CHECKING:
     from .advantages import compute_advantages
     from .config import ReinforceAdaConfig
     from .memory import PassRateMemory
+    from .plan import PRESETS, SamplingPlan
     from .refill import RefillSampler
     from .rewards import get_reward_funcs, math_reward, register_reward
     from .sampling import AdaptiveSampler, ExitRule, QuotaRule, SamplingStatistics, get_exit_rule, register_exit_rule
     from .trainer import ReinforceAdaTrainer
 
 __version__ = "0.1.0"
+
+PURE_CORE = (
+    "trl_ada.plan",
+    "trl_ada.exit_rules",
+    "trl_ada.groups",
+    "trl_ada.beta",
+    "trl_ada.sampling",
+    "trl_ada.refill",
+    "trl_ada.streaming",
+    "trl_ada.memory",
+    "trl_ada.advantages",
+    "trl_ada.simulation",
+    "trl_ada.utils",
+)
+"""Modules that load without torch and TRL (numpy at most; the plan and `utils` not even numpy)."""
 
 _LAZY = {
     "ReinforceAdaConfig": "config",
@@ -36,6 +55,8 @@ _LAZY = {
     "register_exit_rule": "sampling",
     "PassRateMemory": "memory",
     "RefillSampler": "refill",
+    "SamplingPlan": "plan",
+    "PRESETS": "plan",
     "compute_advantages": "advantages",
     "math_reward": "rewards",
     "register_reward": "rewards",
@@ -43,6 +64,8 @@ _LAZY = {
 }
 
 __all__ = [
+    "PRESETS",
+    "PURE_CORE",
     "AdaptiveSampler",
     "ExitRule",
     "PassRateMemory",
@@ -50,6 +73,7 @@ __all__ = [
     "ReinforceAdaConfig",
     "RefillSampler",
     "ReinforceAdaTrainer",
+    "SamplingPlan",
     "SamplingStatistics",
     "__version__",
     "compute_advantages",

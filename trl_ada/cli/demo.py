@@ -188,7 +188,7 @@ def parse_args(argv: Sequence[str]) -> DemoArgs:
     settings = TaskSettings(prompts_per_step=2) if ns.smoke else TaskSettings()
     methods = [DEMO_METHODS[name] for name in dict.fromkeys(names)]
     if ns.smoke:
-        methods = [with_rounds(m, samples_per_round=4, max_rounds=2) if m.is_adaptive else m for m in methods]
+        methods = [with_rounds(m, samples_per_round=4, max_rounds=2) if m.uses_reinforce_ada else m for m in methods]
     every = 1 if steps < 10 else 5
     return DemoArgs(ns.output_dir, steps, ns.seed, methods, settings, ns.smoke, every)
 

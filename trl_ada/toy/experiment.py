@@ -106,14 +106,14 @@ class MethodSpec:
             raise ValueError(
                 f"MethodSpec {self.name!r}: trainer must be one of {list(TRAINERS)}, got {self.trainer!r}."
             )
-        if self.is_adaptive == (self.exit_rule is None):
-            fix = "set exit_rule" if self.is_adaptive else "drop exit_rule or use trainer='reinforce_ada'"
+        if self.uses_reinforce_ada == (self.exit_rule is None):
+            fix = "set exit_rule" if self.uses_reinforce_ada else "drop exit_rule or use trainer='reinforce_ada'"
             raise ValueError(
                 f"MethodSpec {self.name!r}: trainer={self.trainer!r} with exit_rule={self.exit_rule!r}; {fix}."
             )
 
     @property
-    def is_adaptive(self) -> bool:
+    def uses_reinforce_ada(self) -> bool:
         """True for Reinforce-Ada (adaptive rounds), False for TRL's plain GRPO."""
         return self.trainer == "reinforce_ada"
 
@@ -195,7 +195,7 @@ def _config_kwargs(spec: MethodSpec, settings: TaskSettings, steps: int, seed: i
         epsilon_high=0.28,
         beta=0.0,
     )
-    if spec.is_adaptive:
+    if spec.uses_reinforce_ada:
         kwargs.update(exit_rule=spec.exit_rule, samples_per_round=spec.samples_per_round, max_rounds=spec.max_rounds)
         kwargs.update(spec.options)
     return kwargs
@@ -213,7 +213,7 @@ def build_method_trainer(
     """A [`~trl.GRPOTrainer`] (plain GRPO) or [`~trl_ada.ReinforceAdaTrainer`] on the toy reward, from the saved
     model."""
     kwargs = _config_kwargs(spec, settings, steps, seed, output_dir)
-    if spec.is_adaptive:
+    if spec.uses_reinforce_ada:
         from ..config import ReinforceAdaConfig
         from ..trainer import ReinforceAdaTrainer
 
@@ -226,7 +226,7 @@ def build_method_trainer(
 def step_record(spec: MethodSpec, logs: dict[str, float], prompts_per_step: int) -> dict[str, float]:
     """One step's numbers from the trainer's log: first-round reward, samples generated, zero-std fraction, time."""
     nan = float("nan")
-    if spec.is_adaptive:
+    if spec.uses_reinforce_ada:
         first_round_reward, samples = logs["reinforce_ada/first_round_reward"], logs["reinforce_ada/samples"]
     else:
         first_round_reward, samples = logs["reward"], float(prompts_per_step * spec.num_generations)

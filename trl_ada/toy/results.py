@@ -168,7 +168,7 @@ def _versus(label: str, base_label: str, summary: dict, base: dict, target: floa
 
 def reading(specs: Sequence[MethodSpec], summaries: dict[str, dict], targets: Sequence[float]) -> str:
     """What the numbers say, method by method against plain GRPO (empty when GRPO was not run)."""
-    base = next((spec for spec in specs if not spec.is_adaptive), None)
+    base = next((spec for spec in specs if not spec.uses_reinforce_ada), None)
     if base is None:
         return ""
     lines = [
