@@ -169,3 +169,21 @@ def test_bad_estimation_config_names_field_value_and_fix(tmp_path, overrides, fr
         ReinforceAdaConfig(output_dir=str(tmp_path), report_to="none", use_cpu=True, **overrides)
     for fragment in fragments:
         assert fragment in str(error.value)
+
+
+def test_a_resume_inside_a_generation_batch_ends_with_the_memory_of_an_uninterrupted_run(tiny_model_dir, tmp_path):
+    # steps_per_generation=2: one generation batch (the 8 prompts) lasts two optimizer steps, so checkpoint-1 and
+    # checkpoint-3 fall inside a batch, which TRL generates again on resume.
+    within = {"steps_per_generation": 2, "per_device_train_batch_size": 16}
+    trainer = _trainer(tiny_model_dir, tmp_path, **within)
+    trainer.train()
+    uninterrupted = trainer.pass_rate_memory
+    assert uninterrupted.visits([_key(k) for k in PROMPTS]).tolist() == [2] * 8
+    output = Path(trainer.args.output_dir)
+    inside = PassRateMemory.load(str(output / "checkpoint-3" / "pass_rate_memory.npz"))
+    assert inside.visits([_key(k) for k in PROMPTS]).tolist() == [1] * 8  # as of the start of the second batch
+    for start in ("checkpoint-1", "checkpoint-3"):
+        resumed = _trainer(tiny_model_dir, tmp_path, output_dir=str(tmp_path / f"from-{start}"), **within)
+        resumed.train(resume_from_checkpoint=str(output / start))
+        assert resumed.pass_rate_memory.visits([_key(k) for k in PROMPTS]).tolist() == [2] * 8
+        np.testing.assert_array_equal(_posteriors(resumed.pass_rate_memory), _posteriors(uninterrupted))

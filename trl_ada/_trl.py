@@ -34,6 +34,7 @@ __all__ = [
     "checkpoint_folder",
     "generate_rows",
     "held_generation_metrics",
+    "inside_generation_batch",
     "held_reward_metrics",
     "log_kept_generation_metrics",
     "log_metrics",
@@ -91,6 +92,8 @@ JOINTS: tuple[Joint, ...] = (
     Joint("_tokenizer", "attribute", (), "read: pad token id for truncation statistics"),
     Joint("_last_loaded_step", "attribute", (), "read and written: one weight sync per step", vllm_only=True),
     Joint("_is_vlm", "attribute", (), "read: streaming refuses vision-language models"),
+    Joint("_step", "attribute", (), "read: is a checkpoint taken inside a generation batch"),
+    Joint("_buffered_inputs", "attribute", (), "read: is a checkpoint taken inside a generation batch"),
     Joint("eos_token_ids", "attribute", (), "read: truncation statistics"),
     Joint("num_generations", "attribute", (), "rewritten around `_generate`: copies per request of a round"),
     Joint("vllm_generation", "attribute", (), "read (server mode): sampling settings, client, weight sync", True),
@@ -421,6 +424,13 @@ def log_kept_generation_metrics(trainer: GRPOJoints, kept_stats: np.ndarray, log
 # ----------------------------------------------------------------------------------------------------------------
 # Checkpoints
 # ----------------------------------------------------------------------------------------------------------------
+
+
+def inside_generation_batch(trainer: GRPOJoints) -> bool:
+    """True when TRL's next training micro-step reuses its buffered generation batch instead of generating one (TRL
+    counts micro-steps from 0 in every run, resumed ones included, and checkpoints no buffered batch)."""
+    every = trainer.args.steps_per_generation * trainer.num_iterations
+    return trainer._buffered_inputs is not None and trainer._step % every != 0
 
 
 def run_directory(trainer: GRPOJoints, trial: Any) -> str:

@@ -16,6 +16,7 @@ Old/ref log-probs, importance sampling and the loss stay TRL's.
 
 from __future__ import annotations
 
+import copy
 import os
 import textwrap
 import time
@@ -118,6 +119,7 @@ class ReinforceAdaTrainer(GRPOJoints):
     # One training batch in flight. A class-level default, so that a trainer built without `__init__` (as TRL's unit
     # tests build theirs) falls back to GRPOTrainer's behaviour instead of failing on a missing attribute.
     _ada_batch: _Step | None = None
+    _batch_start: tuple[PassRateMemory | None, CandidateStream | None] | None = None
     pass_rate_memory: PassRateMemory | None = None
     candidate_stream: CandidateStream | None = None
 
@@ -154,6 +156,8 @@ class ReinforceAdaTrainer(GRPOJoints):
 
     def training_batch(self, inputs: list[dict], score: Callable[[], dict]) -> dict:
         """One training batch: TRL generates and scores it (through our rows), then the advantages become ours."""
+        if self._batch_spans_steps():  # a checkpoint may fall inside this batch: keep the state it started from
+            self._batch_start = (copy.deepcopy(self.pass_rate_memory), copy.deepcopy(self.candidate_stream))
         self._ada_batch = _Step(inputs)
         try:
             output = score()
@@ -255,12 +259,27 @@ class ReinforceAdaTrainer(GRPOJoints):
 
     def saving_checkpoint(self, folder: str, save: Callable[[], None], trial: Any) -> None:
         """TRL's checkpoint, completed by the sampling state (written inside: complete only with it)."""
+        memory, stream = self._resumable_sampling_state()
         with complete_checkpoint(self, folder):
             save()
-            if self.pass_rate_memory is not None and self.args.should_save:
-                self.pass_rate_memory.save(os.path.join(folder, MEMORY_FILE))
-            if self.candidate_stream is not None and self.args.should_save:
-                save_candidate_stream(self.candidate_stream, os.path.join(folder, CANDIDATE_STREAM_FILE))
+            if memory is not None and self.args.should_save:
+                memory.save(os.path.join(folder, MEMORY_FILE))
+            if stream is not None and self.args.should_save:
+                save_candidate_stream(stream, os.path.join(folder, CANDIDATE_STREAM_FILE))
+
+    def _batch_spans_steps(self) -> bool:
+        """A generation batch lasts more than one optimizer step (`steps_per_generation` or `num_iterations`)."""
+        args = self.args
+        return args.steps_per_generation * args.num_iterations > args.gradient_accumulation_steps
+
+    def _resumable_sampling_state(self) -> tuple[PassRateMemory | None, CandidateStream | None]:
+        """The memory and candidate stream a resumed run must start from. TRL does not checkpoint a generation batch
+        in progress: a run resumed inside one generates that batch again. So a checkpoint inside a batch holds the
+        state as of the batch's start (the regenerated batch then visits its prompts once, as the uninterrupted run
+        did); one at a batch boundary holds the current state."""
+        if self._batch_start is not None and _trl.inside_generation_batch(self):
+            return self._batch_start
+        return self.pass_rate_memory, self.candidate_stream
 
     def create_model_card(self, model_name=None, dataset_name=None, tags=None):
         """TRL's model card, with the resolved sampling settings of the run."""
