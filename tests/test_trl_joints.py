@@ -63,9 +63,12 @@ def test_a_moved_joint_is_reported_with_its_name_and_the_trl_version(monkeypatch
 
 
 def test_a_missing_attribute_of_a_built_trainer_is_reported():
-    built = type("Built", (), {name: None for name in ("_metrics", "_logs", "_tokenizer")})()
-    problems = _trl.check_joints(built)
-    assert f"GRPOTrainer has no attribute _pending_metrics in TRL {trl.__version__}" in problems[0]
+    present = {joint.name for joint in _trl.JOINTS if joint.kind == "attribute"} - {"_pending_metrics"}
+    built = type("Built", (), dict.fromkeys(present))()
+    assert _trl.check_joints(built) == [
+        f"GRPOTrainer has no attribute _pending_metrics in TRL {trl.__version__} (read and written: reward "
+        "functions' log_metric values)."
+    ]
 
 
 @pytest.mark.parametrize(
@@ -81,6 +84,12 @@ def test_no_module_but_the_joints_names_a_trl_private_member(path):
             named.add(node.attr)
         elif isinstance(node, ast.FunctionDef) and node.name in private:
             named.add(node.name)
+        elif isinstance(node, ast.ClassDef):  # class attributes TRL reads (`_name = ...`)
+            for statement in node.body:
+                targets = (
+                    statement.targets if isinstance(statement, ast.Assign) else [getattr(statement, "target", None)]
+                )
+                named.update(t.id for t in targets if isinstance(t, ast.Name) and t.id in private)
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in private:
             named.add(node.value)
     assert named == set()

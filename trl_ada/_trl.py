@@ -11,6 +11,7 @@ TRL").
 from __future__ import annotations
 
 import inspect
+import textwrap
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -83,6 +84,9 @@ JOINTS: tuple[Joint, ...] = (
         "overridden and called: scoring a round; the kept rewards are not scored twice",
     ),
     Joint("_save_checkpoint", "method", ("model", "trial"), "overridden: checkpoint completeness, sampling state"),
+    Joint("_tag_names", "attribute", (), "set: the model card's tags"),
+    Joint("_name", "attribute", (), "set: the model card's method name"),
+    Joint("_paper", "attribute", (), "set: the model card's paper and citation"),
     Joint("_tokenize_prompts", "method", ("prompts",), "called: prompt ids for streaming requests"),
     Joint("_get_output_dir", "method", ("trial",), "called: the run directory of a checkpoint"),
     Joint("_metrics", "attribute", (), "written: per-step metrics"),
@@ -159,6 +163,22 @@ class GRPOJoints(GRPOTrainer):
     - `cached_rewards()`: rewards per function of the rows `training_rows` returned (`None`: TRL scores them).
     - `saving_checkpoint(folder, save)`: a checkpoint save; `save()` writes TRL's part.
     """
+
+    # The model card TRL writes names the method, its tags and the paper.
+    _tag_names = ["trl", "grpo", "reinforce-ada"]
+    _name = "Reinforce-Ada"
+    _paper = {
+        "title": "Reinforce-Ada: An Adaptive Sampling Framework for Reinforce-Style LLM Training",
+        "id": "2510.04996",
+        "citation": textwrap.dedent("""\
+            @article{xiong2025reinforceada,
+                title        = {{Reinforce-Ada: An Adaptive Sampling Framework for Reinforce-Style LLM Training}},
+                author       = {Wei Xiong and Chenlu Ye and Baohao Liao and Hanze Dong and Xinxing Xu and Christof Monz
+                                and Jiang Bian and Nan Jiang and Tong Zhang},
+                year         = 2025,
+                eprint       = {arXiv:2510.04996},
+            }"""),
+    }
 
     _ada_preparing_prompts: bool = False
     _ada_streamed_rows: tuple[list, list | None] | None = None

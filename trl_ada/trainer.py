@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import copy
 import os
-import textwrap
 import time
 import urllib.error
 import urllib.request
@@ -100,21 +99,6 @@ class ReinforceAdaTrainer(GRPOJoints):
     GRPO sampling. `tools`, `environment_factory` and `rollout_func` resample like single completions: each round asks
     TRL's own `_generate` for `samples_per_round` episodes of every active prompt.
     """
-
-    _tag_names = ["trl", "grpo", "reinforce-ada"]
-    _name = "Reinforce-Ada"
-    _paper = {
-        "title": "Reinforce-Ada: An Adaptive Sampling Framework for Reinforce-Style LLM Training",
-        "id": "2510.04996",
-        "citation": textwrap.dedent("""\
-            @article{xiong2025reinforceada,
-                title        = {{Reinforce-Ada: An Adaptive Sampling Framework for Reinforce-Style LLM Training}},
-                author       = {Wei Xiong and Chenlu Ye and Baohao Liao and Hanze Dong and Xinxing Xu and Christof Monz
-                                and Jiang Bian and Nan Jiang and Tong Zhang},
-                year         = 2025,
-                eprint       = {arXiv:2510.04996},
-            }"""),
-    }
 
     # One training batch in flight. A class-level default, so that a trainer built without `__init__` (as TRL's unit
     # tests build theirs) falls back to GRPOTrainer's behaviour instead of failing on a missing attribute.
