@@ -153,7 +153,8 @@ def _observe(trainer, calls, phases, steps, server_tokens: list[tuple[float, flo
         return output
 
     client.generate = timed_generate
-    streaming_requests = getattr(trainer, "_streaming_requests", None)
+    schedule = getattr(trainer, "schedule", None)
+    streaming_requests = getattr(schedule, "server_requests", None)
 
     def observed_requests():
         requests = streaming_requests()
@@ -168,8 +169,8 @@ def _observe(trainer, calls, phases, steps, server_tokens: list[tuple[float, flo
         requests.results = timed_results
         return requests
 
-    if hasattr(trainer, "_streaming_requests"):
-        trainer._streaming_requests = observed_requests
+    if streaming_requests is not None:
+        schedule.server_requests = observed_requests
     phase = trainer._generate
 
     def timed_phase(prompts):

@@ -105,5 +105,5 @@ def attach_scripted_server(trainer, server: ScriptedCompletions | None) -> Count
             raise AssertionError("only the main process may send requests to the server")
         return server
 
-    trainer.schedule._server_requests = connect
+    trainer.schedule.server_requests = connect
     return generation

@@ -50,7 +50,7 @@ class StreamingSchedule(Schedule):
         prompt_ids = _trl.tokenize_prompts(trainer, prompt_rows)
         _trl.sync_weights_once(trainer)  # weights reach the server once, before generation
 
-        requests = self._server_requests() if trainer.accelerator.is_main_process else None
+        requests = self.server_requests() if trainer.accelerator.is_main_process else None
         start = time.perf_counter()
         try:
             send_requests(requests, prompt_ids, scheduler.start())
@@ -82,7 +82,7 @@ class StreamingSchedule(Schedule):
         )
         return outcome
 
-    def _server_requests(self) -> ServerCompletions:
+    def server_requests(self) -> ServerCompletions:
         """Concurrent requests to the vLLM server with TRL's sampling settings."""
         base_url, model, sampling, parse_logprobs = _trl.server_sampling(self.trainer)
         args = self.trainer.args
