@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import inspect
 import textwrap
+from collections import defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -23,13 +24,11 @@ import trl
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from trl import GRPOTrainer
 
-if TYPE_CHECKING:
-    from .schedules.outcome import RoundLogs
-
 __all__ = [
     "JOINTS",
     "GRPOJoints",
     "GeneratedRows",
+    "RoundLogs",
     "Joint",
     "check_joints",
     "checkpoint_folder",
@@ -132,6 +131,17 @@ def check_joints(trainer: Any = GRPOTrainer) -> list[str]:
         elif not hasattr(trainer, joint.name):
             problems.append(f"GRPOTrainer has no attribute {joint.name} in TRL {trl.__version__} ({joint.use}).")
     return problems
+
+
+@dataclass
+class RoundLogs:
+    """Per-step accumulators for what reward functions and TRL's `_generate` log while a step generates."""
+
+    metric_sums: dict[str, float] = field(default_factory=lambda: defaultdict(float))  # log_metric value x rows
+    metric_rows: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    tool_calls: float = 0.0
+    tool_failures: float = 0.0
+    tool_rows: int = 0
 
 
 class GeneratedRows(NamedTuple):

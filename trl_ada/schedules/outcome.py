@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from .._trl import RoundLogs
 from ..sampling import AdaptiveSampler
 
 __all__ = ["Key", "RoundLogs", "Sample", "StepOutcome"]
@@ -29,17 +29,6 @@ class Sample:
     tool_images: list = field(default_factory=list)
     extra_fields: dict[str, Any] = field(default_factory=dict)
     extra_logs: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class RoundLogs:
-    """Per-step accumulators for what reward functions and TRL's `_generate` log during the step's generation."""
-
-    metric_sums: dict[str, float] = field(default_factory=lambda: defaultdict(float))  # log_metric value x rows
-    metric_rows: dict[str, int] = field(default_factory=lambda: defaultdict(int))
-    tool_calls: float = 0.0
-    tool_failures: float = 0.0
-    tool_rows: int = 0
 
 
 @dataclass
