@@ -1,24 +1,42 @@
-"""What every generation schedule shares: the trainer it serves, its plan, and the step's sampler."""
+"""What every generation schedule shares: the trainer it serves (as `StepHost`), its plan, and the step's sampler."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
+import numpy as np
+
+from .._trl import GeneratedRows
+from ..checks import RewardGuard
 from ..plan import SamplingPlan
+from ..refill import CandidateStream
 from ..sampling import AdaptiveSampler
 from .outcome import StepOutcome
 
-if TYPE_CHECKING:
-    from ..trainer import ReinforceAdaTrainer
+__all__ = ["Schedule", "StepHost"]
 
-__all__ = ["Schedule"]
+
+class StepHost(Protocol):
+    """What a schedule uses of its trainer (`ReinforceAdaTrainer`), besides the `_trl` functions it calls on it."""
+
+    args: Any  # ReinforceAdaConfig
+    accelerator: Any
+    state: Any
+    train_dataset: Any
+    reward_guard: RewardGuard
+    mask_truncated_completions: bool
+    candidate_stream: CandidateStream | None
+
+    def memory_prior(self, inputs: list[dict]) -> dict[str, np.ndarray]: ...
+
+    def gather_row_statistics(self, rows: GeneratedRows) -> np.ndarray: ...
 
 
 class Schedule:
     """A generation schedule of `trainer`: built once with it (refusing there what it cannot do), then `run` once per
     training step over the step's distinct prompts, the same on every process."""
 
-    def __init__(self, trainer: ReinforceAdaTrainer):
+    def __init__(self, trainer: StepHost):
         self.trainer = trainer
 
     @property

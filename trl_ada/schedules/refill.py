@@ -6,18 +6,14 @@ A step samples over C = ⌈`prompt_oversampling` · B⌉ candidates (the batch f
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
 from .. import _trl
 from ..memory import prompt_key
 from ..refill import CandidateStream, RefillSampler, num_candidates, skip_before_rollout
+from .base import StepHost
 from .outcome import StepOutcome
 from .rounds import RoundsSchedule
-
-if TYPE_CHECKING:
-    from ..trainer import ReinforceAdaTrainer
 
 __all__ = ["RefillSchedule"]
 
@@ -27,7 +23,7 @@ CANDIDATE_FIELDS = "prompt_oversampling / skip_threshold / rounds_per_prompt"
 class RefillSchedule(RoundsSchedule):
     """Rounds over candidates; the trainer's `candidate_stream` is created here and checkpointed by the trainer."""
 
-    def __init__(self, trainer: ReinforceAdaTrainer):
+    def __init__(self, trainer: StepHost):
         super().__init__(trainer)
         if _trl.rollout_features(trainer)["environment_factory"]:
             raise ValueError(

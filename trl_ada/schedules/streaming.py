@@ -11,7 +11,6 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 import numpy as np
 from accelerate.utils import broadcast_object_list
@@ -19,11 +18,8 @@ from accelerate.utils import broadcast_object_list
 from .. import _trl
 from ..server_requests import ServerCompletions
 from ..streaming import Request, StreamingScheduler
-from .base import Schedule
+from .base import Schedule, StepHost
 from .outcome import Sample, StepOutcome
-
-if TYPE_CHECKING:
-    from ..trainer import ReinforceAdaTrainer
 
 __all__ = ["StreamingSchedule"]
 
@@ -31,7 +27,7 @@ __all__ = ["StreamingSchedule"]
 class StreamingSchedule(Schedule):
     """Streaming supports single-turn text generation; the rest is refused when the trainer is built."""
 
-    def __init__(self, trainer: ReinforceAdaTrainer):
+    def __init__(self, trainer: StepHost):
         super().__init__(trainer)
         found = [name for name, present in _trl.rollout_features(trainer).items() if present]
         if found:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from ..utils import format_table, mean, pyplot
 
 if TYPE_CHECKING:
-    from .experiment import MethodSpec, TaskSettings
+    from .specs import MethodSpec, TaskSettings
 
 __all__ = [
     "SMOOTHING_WINDOW",
