@@ -141,6 +141,7 @@ def test_defaults_leave_the_estimation_off(tmp_path):
     config = ReinforceAdaConfig(output_dir=str(tmp_path), report_to="none", use_cpu=True)
     assert (config.pass_rate_memory, config.first_round, config.later_rounds) == (False, "fixed", "fixed")
     assert (config.futility_threshold, config.sample_budget, config.memory_decay) == (0.0, None, 0.5)
+    assert PassRateMemory().decay == config.memory_decay  # the memory's own default is the config's
     plan = config.sampling_plan
     estimation = ("first_round", "later_rounds", "round_confidence", "futility_threshold", "sample_budget")
     assert {name: getattr(plan, name) for name in estimation} == {

@@ -180,3 +180,173 @@ def test_update_checks_its_counts():
         memory.update([1, 2], [1], [1, 1])
     with pytest.raises(ValueError, match="must be non-negative"):
         memory.update([1], [-1], [1])
+
+
+def test_default_decay_is_the_configs_memory_decay():
+    memory = PassRateMemory()  # ReinforceAdaConfig.memory_decay defaults to 0.5 (tests/test_est_trainer.py checks)
+    assert memory.decay == 0.5 and memory.prior == (1.0, 1.0) and memory.capacity == 1024
+    memory.update([4], [2], [0])
+    memory.update([4], [0], [2])  # s = 0.5 * 2, f = 2
+    assert memory.posterior([4])[0].tolist() == [2.0] and memory.posterior([4])[1].tolist() == [3.0]
+
+
+def test_a_key_that_hashes_to_zero_becomes_one(monkeypatch):
+    class ZeroDigest:
+        def __init__(self, data, digest_size):
+            assert digest_size == 8
+
+        def digest(self):
+            return bytes(8)
+
+    monkeypatch.setattr(hashlib, "blake2b", ZeroDigest)
+    assert prompt_key("anything") == 1  # 0 marks an empty slot
+
+
+def test_prompt_keys_are_uint64_even_when_every_key_fits_in_int64():
+    small = [p for p in (f"p{i}" for i in range(64)) if prompt_key(p) < 2**63][:3]
+    assert len(small) == 3
+    keys = prompt_keys(small)
+    assert keys.dtype == np.uint64 and keys.tolist() == [prompt_key(p) for p in small]
+    assert prompt_keys([]).dtype == np.uint64 and prompt_keys([]).size == 0
+
+
+@pytest.mark.parametrize(
+    ("asked", "capacity"), [(1, 1024), (1024, 1024), (1025, 2048), (2048, 2048), (2049, 4096), (5000, 8192)]
+)
+def test_capacity_is_rounded_up_to_a_power_of_two_of_at_least_1024(asked, capacity):
+    assert PassRateMemory(capacity=asked).capacity == capacity
+    assert PassRateMemory(capacity=asked).nbytes == 20 * capacity
+
+
+def test_home_slots_cover_the_whole_table():
+    from trl_ada.memory import _hash_slots
+
+    keys = np.random.default_rng(1).integers(1, 2**63, 4096, dtype=np.uint64)
+    for capacity in (1024, 4096):
+        slots = _hash_slots(keys, capacity)
+        assert slots.min() >= 0 and slots.max() < capacity
+        assert np.unique(slots).size > capacity // 2 and (slots >= capacity // 2).mean() > 0.4  # both halves used
+
+
+def test_growing_a_table_that_holds_entries_keeps_them():
+    memory = PassRateMemory(decay=0.5)  # 1024 slots: room for 512 entries
+    first = np.arange(1, 401, dtype=np.uint64)
+    memory.update(first, first % 3, np.full(first.size, 2.0))
+    assert memory.capacity == 1024 and len(memory) == 400
+    second = np.arange(301, 701, dtype=np.uint64)  # 100 seen again, 300 new: 700 > 512, the table doubles
+    memory.update(second, np.ones(second.size), np.zeros(second.size))
+    assert memory.capacity == 2048 and len(memory) == 700
+    alpha, beta, hit = memory.posterior(np.arange(1, 701, dtype=np.uint64))
+    assert hit.all()
+    only_first, both, only_second = slice(0, 300), slice(300, 400), slice(400, 700)
+    np.testing.assert_array_equal(alpha[only_first], 1.0 + first[:300] % 3)
+    np.testing.assert_array_equal(beta[only_first], 3.0)
+    np.testing.assert_array_equal(alpha[both], 1.0 + 0.5 * (first[300:] % 3) + 1.0)
+    np.testing.assert_array_equal(beta[both], 1.0 + 0.5 * 2.0)
+    np.testing.assert_array_equal(alpha[only_second], 2.0)
+    np.testing.assert_array_equal(beta[only_second], 1.0)
+    assert memory.visits(np.array([1, 350, 700], dtype=np.uint64)).tolist() == [1, 2, 1]
+
+
+def test_the_table_is_kept_at_most_half_full():
+    memory = PassRateMemory()
+    memory.update(np.arange(1, 513, dtype=np.uint64), np.zeros(512), np.ones(512))
+    assert (len(memory), memory.capacity) == (512, 1024)  # exactly half full: no growth
+    memory.update([513], [0], [1])
+    assert (len(memory), memory.capacity) == (513, 2048)
+    fresh = PassRateMemory()
+    fresh.update(np.arange(1, 1025, dtype=np.uint64), np.zeros(1024), np.ones(1024))
+    assert (len(fresh), fresh.capacity) == (1024, 2048)  # grows to the smallest table at most half full
+
+
+def test_len_counts_distinct_prompts_across_updates():
+    memory = PassRateMemory()
+    memory.update([1, 2], [0, 0], [1, 1])
+    memory.update([2, 3, 3], [1, 1, 1], [0, 0, 0])
+    assert len(memory) == 3
+    memory.update([1], [1], [1])
+    assert len(memory) == 3
+
+
+def test_keys_of_any_shape_are_read_as_a_flat_list():
+    memory = PassRateMemory(decay=1.0)
+    memory.update(np.uint64(9), 2, 1)
+    memory.update([[9, 10]], [[1, 0]], [[0, 3]])
+    alpha, beta, hit = memory.posterior(9)
+    assert alpha.tolist() == [4.0] and beta.tolist() == [2.0] and hit.tolist() == [True]
+    alpha, beta, hit = memory.posterior([[9], [10]])
+    assert alpha.shape == (2,) and alpha.tolist() == [4.0, 1.0] and beta.tolist() == [2.0, 4.0]
+    visits = memory.visits(np.array([[9, 10], [11, 9]], dtype=np.uint64))
+    assert visits.dtype == np.int64 and visits.tolist() == [2, 1, 0, 2]
+    assert memory.visits(10).tolist() == [1]
+
+
+def test_posterior_is_float64():
+    memory = PassRateMemory(decay=0.5)
+    memory.update([1], [1], [0])
+    alpha, beta, _ = memory.posterior([1, 2])
+    assert alpha.dtype == beta.dtype == np.float64
+
+
+def test_negative_negatives_are_refused():
+    memory = PassRateMemory()
+    with pytest.raises(ValueError) as refused:
+        memory.update([1], [1], [-1])
+    assert str(refused.value) == "update: positive and negative counts must be non-negative."
+    assert len(memory) == 0
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        (
+            {"successes": np.array([1.0])},
+            "Corrupt pass-rate memory: keys, successes, failures and visits must be 1-D arrays of one length; "
+            "got shapes [(2,), (1,), (2,), (2,)].",
+        ),
+        (
+            {"keys": np.array([3, 3], dtype=np.uint64)},
+            "Corrupt pass-rate memory: keys must be distinct non-zero uint64 values.",
+        ),
+        (
+            {"failures": np.array([0.0, -1.0], dtype=np.float32)},
+            "Corrupt pass-rate memory: evidence counts must be finite and non-negative.",
+        ),
+        (
+            {"successes": np.array([np.inf, 0.0], dtype=np.float32)},
+            "Corrupt pass-rate memory: evidence counts must be finite and non-negative.",
+        ),
+    ],
+)
+def test_a_corrupt_state_gets_its_exact_reason(changes, message):
+    with pytest.raises(ValueError) as refused:
+        PassRateMemory().load_state_dict(_state(**changes))
+    assert str(refused.value) == message
+
+
+def test_a_memory_file_with_a_pickled_entry_is_refused(tmp_path):
+    memory = PassRateMemory()
+    memory.update([1, 2], [1, 0], [0, 1])
+    path = tmp_path / "pickled.npz"
+    np.savez(path, **memory.state_dict(), extra=np.array([{"code": "object"}], dtype=object))
+    with pytest.raises(ValueError, match=f"^Corrupt pass-rate memory file {path}: ValueError: Object arrays cannot"):
+        PassRateMemory.load(str(path))
+
+
+def test_load_restores_a_memory_that_keeps_learning(tmp_path):
+    memory = PassRateMemory(decay=0.25, prior=(2.0, 0.5))
+    keys = np.arange(1, 513, dtype=np.uint64)  # 512 entries
+    memory.update(keys, keys % 4, np.ones(keys.size))
+    path = tmp_path / "memory.npz"
+    memory.save(str(path))
+    restored = PassRateMemory.load(str(path))
+    assert (restored.decay, restored.prior, len(restored)) == (0.25, (2.0, 0.5), 512)
+    new = np.arange(513, 1537, dtype=np.uint64)  # 1024 more after the load: the loaded table grows with its entries
+    restored.update(new, np.zeros(new.size), np.full(new.size, 3.0))
+    assert len(restored) == 1536 and restored.capacity >= 2 * 1536
+    alpha, beta, hit = restored.posterior(np.concatenate([keys, new]))
+    assert hit.all()
+    np.testing.assert_array_equal(alpha[:512], 2.0 + keys % 4)
+    np.testing.assert_array_equal(beta[:512], 1.5)
+    np.testing.assert_array_equal(alpha[512:], 2.0)
+    np.testing.assert_array_equal(beta[512:], 3.5)

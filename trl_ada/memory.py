@@ -62,15 +62,16 @@ class PassRateMemory:
     """Per-prompt decayed Beta posterior over the pass rate, keyed by `prompt_key`.
 
     Args:
-        decay (`float`, *optional*, defaults to `1.0`):
-            λ in (0, 1]: the weight of a visit's evidence is multiplied by λ at each later visit.
+        decay (`float`, *optional*, defaults to `0.5`):
+            λ in (0, 1]: the weight of a visit's evidence is multiplied by λ at each later visit (the default is
+            `ReinforceAdaConfig.memory_decay`'s; 1 keeps all evidence).
         prior (`tuple[float, float]`, *optional*, defaults to `(1.0, 1.0)`):
             (a₀, b₀) of the Beta prior of a prompt never seen.
         capacity (`int`, *optional*, defaults to `1024`):
             Initial number of slots (rounded up to a power of two); the table doubles when half full.
     """
 
-    def __init__(self, decay: float = 1.0, prior: tuple[float, float] = (1.0, 1.0), capacity: int = _MIN_CAPACITY):
+    def __init__(self, decay: float = 0.5, prior: tuple[float, float] = (1.0, 1.0), capacity: int = _MIN_CAPACITY):
         if not 0.0 < float(decay) <= 1.0:
             raise ValueError(f"decay={decay!r}: must be in (0, 1] (1 keeps all evidence; smaller forgets faster).")
         if len(prior) != 2 or not all(np.isfinite(v) and v > 0 for v in prior):
