@@ -178,3 +178,22 @@ def test_adding_unscored_samples_never_changes_the_scored_advantages(pool, unsco
     for k in range(4):
         expected = 0.0 if math.isnan(kept[0, k]) else reference[0, k]
         assert advantages[0, k] == pytest.approx(expected, abs=1e-12)
+
+
+def test_normalize_then_sum_centres_the_summed_rewards_on_their_batch_mean():
+    # one function, pool 0, 1, 1, 1: mean 0.75, std 0.5; kept 1, 0 -> normalised 0.5, -1.5 (batch mean -0.5, std √2)
+    pool = np.array([[0.0], [1.0], [1.0], [1.0]])
+    advantages = normalize_then_sum_advantages(np.array([[[1.0], [0.0]]]), [pool], [1.0], epsilon=0.0)
+    np.testing.assert_allclose(advantages, [[1 / math.sqrt(2), -1 / math.sqrt(2)]], rtol=1e-12)
+
+
+def test_normalize_then_sum_with_the_group_baseline_uses_each_kept_group_per_function():
+    # prompt 0: f1 = 0, 1, 2 (mean 1, std 1), f2 = 2, 4, 6 (mean 4, std 2)  -> both -1, 0, 1
+    # prompt 1: f1 = 5, 7, 9 (mean 7, std 2) -> -1, 0, 1; f2 = 10, 0, 5 (mean 5, std 5) -> 1, -1, 0
+    kept = np.array([[[0.0, 2.0], [1.0, 4.0], [2.0, 6.0]], [[5.0, 10.0], [7.0, 0.0], [9.0, 5.0]]])
+    sums = np.array([[-1.5, 0.0, 1.5], [-0.5, -0.5, 1.0]])  # weights 1 and 0.5; batch mean 0, std sqrt(6 / 5)
+    advantages = normalize_then_sum_advantages(kept, None, [1.0, 0.5], baseline="group", epsilon=0.0)
+    np.testing.assert_allclose(advantages, sums / math.sqrt(1.2), rtol=1e-12)
+    pools = [np.zeros((1, 2))] * 2  # ignored by the group baseline
+    ignored = normalize_then_sum_advantages(kept, pools, [1.0, 0.5], baseline="group", epsilon=0.0)
+    np.testing.assert_array_equal(ignored, advantages)
