@@ -8,7 +8,7 @@ export HF_HUB_OFFLINE := 1
 export HF_HUB_DISABLE_TELEMETRY := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install test test-fast lint format demo clean test-vllm
+.PHONY: install test test-fast lint format demo clean test-vllm mutation
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -58,8 +58,26 @@ test-vllm: $(VLLM_VENV)/.installed
 	TRL_ADA_REQUIRE_VLLM=1 $(VLLM_PY) -m pytest -q -m vllm -p no:cacheprovider -W "ignore:TRL currently supports vLLM" \
 		$(VLLM_PYTEST_ARGS) tests/vllm_engine
 
+# Mutation testing of the pure core (docs/mutation.md): mutmut mutates trl_ada/{memory,advantages,sampling,refill,
+# streaming}.py and runs the fast torch-free tests against each mutant ([tool.mutmut] in pyproject.toml). Not part of
+# `make test`: a full run takes tens of minutes on 2 cores. Starts afresh (mutmut would otherwise keep the verdicts of
+# mutants whose function did not change, even under new tests), then prints the per-module counts.
+# MUTANTS narrows the run, e.g. `make mutation MUTANTS='trl_ada.memory*'`; MUTATION_JOBS sets the parallel workers.
+MUTATION_JOBS ?= 2
+MUTANTS ?=
+
+$(VENV)/.mutation-installed: $(VENV)/.installed
+	$(PY) -m pip install -q $(TORCH) -e ".[mutation]"
+	touch $@
+
+mutation: $(VENV)/.mutation-installed
+	rm -rf mutants
+	$(VENV)/bin/mutmut run --max-children $(MUTATION_JOBS) $(MUTANTS) > mutation.log 2>&1 || (tail -c 3000 mutation.log; exit 1)
+	$(VENV)/bin/mutmut results --all true | awk -F'[.:]' 'NF > 2 { sub(/^ +/, "", $$NF); n[$$2 " " $$NF]++ } \
+		END { for (k in n) print k ": " n[k] }' | sort
+
 demo: install
 	$(VENV)/bin/trl-ada demo
 
 clean:
-	rm -rf $(VENV) $(VLLM_VENV) build dist *.egg-info .pytest_cache
+	rm -rf $(VENV) $(VLLM_VENV) build dist *.egg-info .pytest_cache mutants mutation.log

@@ -197,3 +197,52 @@ def test_normalize_then_sum_with_the_group_baseline_uses_each_kept_group_per_fun
     pools = [np.zeros((1, 2))] * 2  # ignored by the group baseline
     ignored = normalize_then_sum_advantages(kept, pools, [1.0, 0.5], baseline="group", epsilon=0.0)
     np.testing.assert_array_equal(ignored, advantages)
+
+
+def test_a_pool_without_a_scored_reward_has_no_mean_and_no_std():
+    means, stds = pool_moments([[NAN, NAN], [], [2.0, NAN, 4.0]])
+    assert np.isnan(means[:2]).all() and np.isnan(stds[:2]).all()
+    assert means[2] == 3.0 and stds[2] == pytest.approx(math.sqrt(2.0))
+    # kept rewards unscored like their pool get no advantage, whatever the scaling
+    for scale in ("none", "group", "batch"):
+        np.testing.assert_array_equal(compute_advantages([[NAN, NAN]], [[NAN, NAN, NAN]], scale=scale), [[0.0, 0.0]])
+
+
+def test_none_rewards_are_read_as_unscored():
+    """TRL's `None` (no reward function scored the completion) counts as NaN wherever rewards are read."""
+    advantages = compute_advantages([[1.0, None]], [[1.0, None, 0.0, 0.0]])
+    np.testing.assert_allclose(advantages, [[1.0 - 1 / 3, 0.0]], rtol=1e-15)
+    means, stds = pool_moments([[1.0, None, 0.0]])
+    assert means.tolist() == [0.5] and stds[0] == pytest.approx(math.sqrt(0.5))
+    assert nanstd(np.array([1.0, 3.0])) == pytest.approx(math.sqrt(2.0))
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (
+            lambda: compute_advantages(np.zeros((2, 2, 1)), [[0.0]] * 2),
+            "kept rewards must have shape (num_prompts, num_generations); got (2, 2, 1).",
+        ),
+        (
+            lambda: normalize_then_sum_advantages(np.zeros((2, 2)), [np.zeros((2, 1))] * 2, [1.0]),
+            "kept rewards must have shape (num_prompts, num_generations, num_functions); got (2, 2).",
+        ),
+        (
+            lambda: normalize_then_sum_advantages(np.zeros((2, 2, 1)), None, [1.0]),
+            "The pool baseline needs one pool of rewards per prompt (`pools`).",
+        ),
+        (
+            lambda: compute_advantages(KEPT, [POOL, POOL]),
+            "The pool baseline needs one pool of rewards per prompt (`pools`).",
+        ),
+        (
+            lambda: normalize_then_sum_advantages(np.zeros((1, 2, 1)), None, [1.0], baseline="kept"),
+            "advantage_baseline='kept': choose one of ['pool', 'group'].",
+        ),
+    ],
+)
+def test_bad_advantage_inputs_get_the_exact_reason(call, message):
+    with pytest.raises(ValueError) as refused:
+        call()
+    assert str(refused.value) == message
