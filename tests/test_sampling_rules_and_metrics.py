@@ -1,0 +1,203 @@
+"""The sampler's rules, defaults and reported numbers that the behaviour tests leave implicit: the `mixed` rule,
+default arguments, exact metric names, statistics of empty or unscored pools, equality at the confidence and futility
+thresholds, and `candidates` with unscored or masked samples. Torch-free, hand-computed."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from trl_ada import sampling
+from trl_ada.sampling import (
+    AdaptiveSampler,
+    aggregate_rewards,
+    exit_probability,
+    get_exit_rule,
+    prior_round_size,
+    register_exit_rule,
+)
+
+
+@pytest.fixture
+def exit_rule_registry():
+    saved = dict(sampling._EXIT_RULES)
+    yield
+    sampling._EXIT_RULES.clear()
+    sampling._EXIT_RULES.update(saved)
+
+
+@pytest.mark.parametrize(
+    ("positives", "negatives", "met"),
+    [(1, 1, True), (3, 1, True), (1, 7, True), (0, 4, False), (4, 0, False), (0, 0, False)],
+)
+def test_the_mixed_rule_needs_one_positive_and_one_negative(positives, negatives, met):
+    rule = get_exit_rule("mixed")
+    assert rule.name == "mixed"
+    for n in (2, 4, 8):
+        assert rule.is_met(positives, negatives, n) is met
+
+
+def test_the_mixed_rule_exits_a_prompt_once_its_pool_fills_a_group_and_is_mixed():
+    # n = 4, M = 2: prompt 0 is mixed after round 1 (2 samples) but exits only with a full group; prompt 1 stays
+    # all right; prompt 2 gets its negative in round 3.
+    sampler = AdaptiveSampler(num_prompts=3, num_generations=4, samples_per_round=2, max_rounds=4, exit_rule="mixed")
+    exits = []
+    for rewards in ([1, 0, 1, 1, 1, 1], [1, 1, 1, 1, 1, 1], [1, 1, 1, 0], [1, 1]):
+        if sampler.done:
+            break
+        sampler.plan_round()
+        exits.append(sampler.ingest(rewards))
+    assert exits == [[], [0], [2], []]
+    assert sampler.exit_round == [2, None, 3]
+    assert [len(pool) for pool in sampler.pools] == [4, 8, 6]
+
+
+def test_default_arguments():
+    sampler = AdaptiveSampler(num_prompts=2)
+    settings = (sampler.num_generations, sampler.samples_per_round, sampler.max_rounds, sampler.positive_threshold)
+    assert settings == (4, 8, 4, 0.7) and sampler.exit_rule == "balance" and sampler.cap == 32
+    assert (sampler.first_round, sampler.later_rounds, sampler.round_confidence) == ("fixed", "fixed", 0.5)
+    assert (sampler.futility_threshold, sampler.sample_budget, sampler.estimating) == (0.0, None, False)
+    assert sampler.plan_round() == [0, 1] and sampler.plan_sizes == [8, 8]
+
+
+def test_a_rule_without_a_name_or_an_is_met_method_is_refused(exit_rule_registry):
+    class NoName:
+        name = 3
+
+        def is_met(self, num_positive, num_negative, num_generations):
+            return True
+
+    class NotCallable:
+        name = "not-callable"
+        is_met = True
+
+    for rule in (NoName(), NotCallable()):
+        with pytest.raises(TypeError) as refused:
+            register_exit_rule(rule)
+        assert (
+            str(refused.value)
+            == f"An exit rule needs a `name: str` and an `is_met(pos, neg, n)` method; got {rule!r}."
+        )
+    assert sorted(sampling._EXIT_RULES) == ["balance", "mixed", "none", "pos"]
+
+
+def test_metric_names_are_exact_and_unprefixed_by_default():
+    sampler = AdaptiveSampler(num_prompts=2, num_generations=2, samples_per_round=2, max_rounds=2)
+    sampler.plan_round()
+    sampler.ingest([1.0, 0.0, 1.0, 1.0])  # prompt 0 exits; prompt 1 all right so far
+    sampler.plan_round()
+    sampler.ingest([1.0, 1.0])
+    metrics = sampler.statistics().as_metrics()
+    assert metrics == {
+        "samples": 6.0,
+        "samples_per_prompt": 3.0,
+        "rounds": 2.0,
+        "exited_fraction": 0.5,
+        "unresolved_fraction": 0.5,
+        "unresolved_all_positive_fraction": 0.5,
+        "unresolved_all_negative_fraction": 0.0,
+        "unresolved_mixed_fraction": 0.0,
+        "pool_pass_rate": 5 / 6,
+        "first_round_reward": 0.75,
+        "mixed_group_fraction": 0.5,
+        "exit_fraction/round_1": 0.5,
+        "exit_fraction/round_2": 0.0,
+    }
+
+
+def test_statistics_before_any_sample():
+    stats = AdaptiveSampler(num_prompts=2, num_generations=2, samples_per_round=2, max_rounds=3).statistics()
+    assert (stats.samples, stats.samples_per_prompt, stats.rounds) == (0, 0.0, 0)
+    assert stats.exit_fraction_per_round == (0.0, 0.0, 0.0) and stats.exited_fraction == 0.0
+    assert stats.unresolved_fraction == 1.0 and stats.pool_pass_rate == 0.0  # no scored sample: 0 of at least 1
+    assert math.isnan(stats.first_round_reward) and math.isnan(stats.mixed_group_fraction)  # nothing kept yet
+
+
+def test_statistics_of_a_pool_no_function_scored():
+    nan = float("nan")
+    sampler = AdaptiveSampler(num_prompts=1, num_generations=2, samples_per_round=2, max_rounds=2)
+    sampler.plan_round()
+    assert sampler.ingest([nan, nan]) == [0]  # more samples cannot help
+    stats = sampler.statistics()
+    assert math.isnan(stats.first_round_reward) and stats.pool_pass_rate == 0.0
+    assert stats.mixed_group_fraction == 0.0 and stats.exited_fraction == 1.0
+
+
+def test_first_round_pass_rate_is_strictly_above_the_threshold_and_nan_without_scores():
+    # memory hits on both prompts; first rounds 0.7, 0.7, 1, 0 (0.7 is not above 0.7: 1 of 4) and nan, nan.
+    nan = float("nan")
+    sampler = AdaptiveSampler(
+        num_prompts=2,
+        num_generations=4,
+        samples_per_round=4,
+        max_rounds=1,
+        prior_alpha=[1.0, 3.0],
+        prior_beta=[3.0, 1.0],
+        memory_hits=[True, True],
+    )
+    sampler.plan_round()
+    sampler.ingest([0.7, 0.7, 1.0, 0.0, nan, nan, nan, nan])
+    est = sampler.statistics().estimation
+    assert est.memory_hit_fraction == 1.0 and est.predicted_pass_rate == 0.5
+    assert est.realized_pass_rate == 0.25  # prompt 1 has no scored first round: left out of the mean
+    assert est.calibration_error == 0.0  # |0.25 - 0.25| for prompt 0, prompt 1 left out
+    assert math.isnan(est.budget_used)
+
+
+def test_estimation_statistics_without_memory_hits_are_nan():
+    sampler = AdaptiveSampler(
+        num_prompts=2, num_generations=2, samples_per_round=2, max_rounds=1, futility_threshold=0.1, sample_budget=3
+    )
+    sampler.plan_round()
+    sampler.ingest([1.0, 0.0, 1.0, 0.0])
+    est = sampler.statistics().estimation
+    assert est.memory_hit_fraction == 0.0 and est.budget_used == 4 / 6
+    assert math.isnan(est.predicted_pass_rate) and math.isnan(est.realized_pass_rate)
+    assert math.isnan(est.calibration_error)
+
+
+def test_a_round_size_whose_probability_equals_the_confidence_is_enough():
+    probability = np.array([0.0, 0.25, 0.5, 0.75, 1.0])
+    assert prior_round_size(probability, 1, 4, 0.5) == 2
+    assert prior_round_size(probability, 3, 4, 0.5) == 3
+    assert prior_round_size(probability, 1, 3, 0.9) == 3  # none reaches it: the largest allowed
+
+
+def test_a_chance_exactly_at_the_futility_threshold_is_not_futile_in_rounds():
+    # n = 2, M = 2, cap 4, balance: after 0, 0 the chance of a positive in the 2 left is 0.4 (Beta(1, 3)).
+    at = exit_probability(get_exit_rule("balance"), 2, np.array([1.0]), np.array([3.0]), [0], [2], 4)[0, 2]
+    sampler = AdaptiveSampler(
+        num_prompts=1, num_generations=2, samples_per_round=2, max_rounds=2, futility_threshold=float(at)
+    )
+    sampler.plan_round()
+    sampler.ingest([0.0, 0.0])
+    assert sampler.stopped == [False] and sampler.active == [0] and not sampler.done
+    below = AdaptiveSampler(
+        num_prompts=1, num_generations=2, samples_per_round=2, max_rounds=2, futility_threshold=float(at) + 1e-9
+    )
+    below.plan_round()
+    below.ingest([0.0, 0.0])
+    assert below.stopped == [True] and below.done
+
+
+def test_candidates_skip_unscored_and_masked_samples_beyond_the_first_n():
+    nan = float("nan")
+    sampler = AdaptiveSampler(num_prompts=2, num_generations=2, samples_per_round=5, max_rounds=1)
+    sampler.plan_round()
+    sampler.ingest([nan, nan, nan, 1.0, 0.0, 1.0, 1.0, 1.0, 0.0, 0.0], masked=[False] * 5 + [True] + [False] * 4)
+    assert sampler.candidates(0) == [0, 1, 3, 4]  # unscored are their own class: the first two of it
+    assert sampler.candidates(1) == [1, 2, 3, 4]  # its masked first positive comes after the unmasked 1 and 2
+
+
+def test_aggregate_rewards_refusal_names_the_expected_shape():
+    with pytest.raises(ValueError) as refused:
+        aggregate_rewards(np.zeros((3, 2)), [1.0, 1.0, 1.0])
+    assert str(refused.value) == (
+        "rewards_per_func has shape (3, 2); expected (num_completions, 3), one column per reward function."
+    )
+    nan = float("nan")
+    rewards = aggregate_rewards([[1, nan], [nan, nan], [0, 2]], [2, 0.5])
+    assert rewards[0] == 2.0 and math.isnan(rewards[1]) and rewards[2] == 1.0
