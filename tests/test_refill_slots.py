@@ -75,6 +75,27 @@ def test_no_refill_when_the_rounds_left_cannot_fill_a_group():
     assert sampler.kept_prompts() == [0]
 
 
+def test_no_refill_in_the_last_round_even_while_another_candidate_samples_on():
+    # B=2, n=4, M=2, cap 6, three rounds, mixed, futility 0.3. After round 2 candidate 0 (4 wrong) stops as futile
+    # (2/7 < 0.3) and frees its slot; candidate 1 (2 wrong, 2 unscored: 0.4) samples on in round 3. One round of 2
+    # cannot fill a new group of 4, so the free slot stays empty.
+    nan = float("nan")
+    sampler = RefillSampler(
+        num_prompts=3,
+        num_kept=2,
+        num_generations=4,
+        samples_per_round=2,
+        max_rounds=3,
+        rounds_per_prompt=3,
+        exit_rule="mixed",
+        futility_threshold=0.3,
+    )
+    plans = run_scripted(sampler, {0: [0.0] * 6, 1: [0.0, 0.0, nan, nan, 1.0, 0.0], 2: [1.0, 0.0] * 3})
+    assert plans == [[0, 1], [0, 1], [1]]
+    assert sampler.stopped[0] and sampler.exit_round[1] == 3 and sampler.pools[2] == []
+    assert sampler.kept_prompts() == [0, 1]
+
+
 def test_a_budget_too_small_for_a_new_group_ends_the_step():
     # B=2, n=2, budget 2.5 per kept prompt = 5. Round 1 draws 4, all wrong: two free slots, but 1 completion left
     # cannot pay for a group of 2, so the step ends after one round.
