@@ -201,3 +201,136 @@ def test_aggregate_rewards_refusal_names_the_expected_shape():
     nan = float("nan")
     rewards = aggregate_rewards([[1, nan], [nan, nan], [0, 2]], [2, 0.5])
     assert rewards[0] == 2.0 and math.isnan(rewards[1]) and rewards[2] == 1.0
+
+
+def test_an_unknown_rule_without_a_close_name_gets_no_hint():
+    with pytest.raises(ValueError) as refused:
+        get_exit_rule("zzzzzz")
+    assert (
+        str(refused.value)
+        == "exit_rule='zzzzzz' is not a known exit rule; choose one of ['balance', 'mixed', 'none', 'pos']."
+    )
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        (
+            {"num_generations": 1},
+            "num_generations=1: the group size n must be an integer >= 2, since a group of one completion has no "
+            "baseline.",
+        ),
+        (
+            {"positive_threshold": float("inf")},
+            "positive_threshold=inf: must be a finite number (0.7 for 0/1 rewards; a completion is positive when its "
+            "reward is strictly greater).",
+        ),
+        (
+            {"round_confidence": 0.0},
+            "round_confidence=0.0: must be in (0, 1), the probability with which a prior-sized round should meet the "
+            "exit rule (e.g. 0.5).",
+        ),
+        (
+            {"futility_threshold": 1.0},
+            "futility_threshold=1.0: must be in [0, 1); 0 turns the futility stop off, e.g. 0.05 stops a prompt whose "
+            "chance to meet its exit rule within its remaining cap is below 5%.",
+        ),
+    ],
+)
+def test_impossible_settings_get_the_exact_reason(kwargs, message):
+    with pytest.raises(ValueError) as refused:
+        AdaptiveSampler(num_prompts=1, **kwargs)
+    assert str(refused.value) == message
+
+
+NONE_REFUSAL = (
+    "exit_rule='none' samples one round of n per prompt, so first_round/later_rounds='prior', futility_threshold and "
+    "sample_budget have nothing to act on: use an adaptive exit rule ('balance')."
+)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"first_round": "prior"}, {"later_rounds": "prior"}, {"futility_threshold": 0.5}, {"sample_budget": 8.0}],
+)
+def test_estimation_options_are_refused_without_an_adaptive_rule(kwargs):
+    with pytest.raises(ValueError) as refused:
+        AdaptiveSampler(num_prompts=1, exit_rule="none", **kwargs)
+    assert str(refused.value) == NONE_REFUSAL
+    assert AdaptiveSampler(num_prompts=1, exit_rule="balance", **kwargs).estimating
+
+
+@pytest.mark.parametrize("kwargs", [{"first_round": "prior"}, {"later_rounds": "prior"}])
+def test_either_prior_sizing_alone_turns_the_estimation_statistics_on(kwargs):
+    sampler = AdaptiveSampler(num_prompts=1, num_generations=2, samples_per_round=2, max_rounds=1, **kwargs)
+    assert sampler.estimating
+    sampler.plan_round()
+    sampler.ingest([1.0, 0.0])
+    assert sampler.statistics().estimation is not None
+
+
+def test_rewards_of_a_round_may_come_as_a_prompt_by_sample_table():
+    sampler = AdaptiveSampler(num_prompts=2, num_generations=2, samples_per_round=2, max_rounds=1)
+    assert sampler.plan_sizes == []  # nothing planned yet
+    sampler.plan_round()
+    assert sampler.ingest(np.array([[1.0, 0.0], [1.0, 1.0]])) == [0]
+    assert sampler.pools == [[1.0, 0.0], [1.0, 1.0]] and sampler.masked == [[False, False], [False, False]]
+
+
+def test_bad_rewards_and_calls_out_of_order_get_the_exact_reason():
+    sampler = AdaptiveSampler(num_prompts=1, num_generations=2, samples_per_round=2, max_rounds=1)
+    with pytest.raises(RuntimeError) as refused:
+        sampler.ingest([1.0, 0.0])
+    assert str(refused.value) == "Call plan_round() before ingest()."
+    with pytest.raises(RuntimeError) as refused:
+        sampler.select_groups()
+    assert str(refused.value) == "Groups are formed once sampling is done."
+    sampler.plan_round()
+    with pytest.raises(ValueError) as refused:
+        sampler.ingest([1.0])
+    assert str(refused.value) == (
+        "rewards has 1 values; expected 2 (samples_per_round for each prompt of the round's plan, prompt-major)."
+    )
+    with pytest.raises(ValueError) as refused:
+        sampler.ingest([1.0, -float("inf")])
+    assert str(refused.value) == (
+        "rewards[1] = -inf: a reward must be finite, or NaN for a completion that no reward function scored."
+    )
+    sampler.ingest([1.0, 0.0])
+    with pytest.raises(RuntimeError) as refused:
+        sampler.plan_round()
+    assert (
+        str(refused.value) == "Sampling is finished: no prompt is active, max_rounds is reached or the budget spent."
+    )
+
+
+def test_a_prior_sized_later_round_may_ask_for_a_single_completion():
+    # n = 2, balance, cap 12: round 1 draws 0, 0, 0, 0. A positive in 1 more draw has chance 1/6 under Beta(1, 5),
+    # which meets a round_confidence of 0.15: the second round asks for 1 completion, not 2.
+    sampler = AdaptiveSampler(
+        num_prompts=1,
+        num_generations=2,
+        samples_per_round=4,
+        max_rounds=3,
+        later_rounds="prior",
+        round_confidence=0.15,
+    )
+    sampler.plan_round()
+    sampler.ingest([0.0] * 4)
+    assert sampler.plan_round() == [0] and sampler.plan_sizes == [1]
+
+
+def test_unresolved_counts_need_a_scored_sample():
+    # n = 2, one round: prompt 0 has one scored positive and one unscored sample (unresolved, all positive);
+    # prompt 1 has one scored negative; prompt 2 nothing scored (it exits: no function can score it).
+    nan = float("nan")
+    sampler = AdaptiveSampler(num_prompts=3, num_generations=2, samples_per_round=2, max_rounds=1)
+    sampler.plan_round()
+    sampler.ingest([1.0, nan, 0.0, nan, nan, nan])
+    stats = sampler.statistics()
+    assert sampler.exit_round == [None, None, 1]
+    assert stats.unresolved_all_positive_fraction == pytest.approx(1 / 3)
+    assert stats.unresolved_all_negative_fraction == pytest.approx(1 / 3)
+    assert stats.unresolved_mixed_fraction == 0.0
+    empty = AdaptiveSampler(num_prompts=2, num_generations=2, samples_per_round=2, max_rounds=1).statistics()
+    assert empty.unresolved_all_positive_fraction == 0.0 and empty.unresolved_all_negative_fraction == 0.0
