@@ -214,7 +214,16 @@ def test_none_rewards_are_read_as_unscored():
     np.testing.assert_allclose(advantages, [[1.0 - 1 / 3, 0.0]], rtol=1e-15)
     means, stds = pool_moments([[1.0, None, 0.0]])
     assert means.tolist() == [0.5] and stds[0] == pytest.approx(math.sqrt(0.5))
-    assert nanstd(np.array([1.0, 3.0])) == pytest.approx(math.sqrt(2.0))
+    assert nanstd([1.0, None, 3.0]) == pytest.approx(math.sqrt(2.0))
+    # normalize_then_sum: f1 of the pool 1, None, 0, 0 has mean 1/3 and std sqrt(1/3); the kept 1, None -> 0 advantage
+    kept = [[[1.0], [None]], [[0.0], [1.0]]]
+    pools = [[[1.0], [None], [0.0], [0.0]], [[0.0], [1.0]]]
+    with_none = normalize_then_sum_advantages(kept, pools, [1.0], epsilon=0.0)
+    with_nan = normalize_then_sum_advantages(
+        np.array(kept, dtype=float), [np.array(p, dtype=float) for p in pools], [1.0], epsilon=0.0
+    )
+    assert with_none[0, 1] == 0.0 and np.isfinite(with_none).all()
+    np.testing.assert_array_equal(with_none, with_nan)
 
 
 @pytest.mark.parametrize(

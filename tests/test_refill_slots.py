@@ -134,6 +134,7 @@ def test_refill_statistics_count_hard_prompts_below_a_quarter_in_the_first_round
     stats = sampler.refill_statistics()
     assert stats.hard_kept_fraction == 0.5 and stats.effective_kept_fraction == 0.5
     assert stats.samples_per_kept_prompt == 4.0 and stats.exhausted  # candidate 1's slot is free, none is left
+    assert stats.as_metrics()["refill/hard_kept_fraction"] == 0.5  # no prefix by default
     metrics = stats.as_metrics("train/")
     assert metrics["train/refill/hard_kept_fraction"] == 0.5 and metrics["train/refill/exhausted"] == 1.0
 
