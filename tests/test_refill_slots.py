@@ -205,17 +205,19 @@ def test_refill_room_counts_what_admitted_candidates_still_owe():
     assert sampler.stopped[:3] == [True, True, True] and sampler.kept_prompts() == [0, 1]
 
 
+OVERSAMPLING = (
+    "prompt_oversampling={}: must be >= 1.0 (a number); it is how many candidate prompts a step draws per prompt it "
+    "trains on (1.0 = none beyond the batch, 3.0 = DAPO's usual refill reserve)."
+)
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (("3", None, 0.0, None), "prompt_oversampling='3': must be a number >= 1.0 (1.0 = no candidates)."),
-        ((True, None, 0.0, None), "prompt_oversampling=True: must be a number >= 1.0 (1.0 = no candidates)."),
-        (
-            (0.5, None, 0.0, None),
-            "prompt_oversampling=0.5: must be >= 1.0; it is how many candidate prompts a step draws per prompt it "
-            "trains on (1.0 = none beyond the batch, 3.0 = DAPO's usual refill reserve).",
-        ),
-        ((float("inf"), None, 0.0, None), "prompt_oversampling=inf: must be >= 1.0; it is how many"),
+        (("3", None, 0.0, None), OVERSAMPLING.format("'3'")),
+        ((True, None, 0.0, None), OVERSAMPLING.format("True")),
+        ((0.5, None, 0.0, None), OVERSAMPLING.format("0.5")),
+        ((float("inf"), None, 0.0, None), OVERSAMPLING.format("inf")),
         (
             (2.0, 0.0, 0.0, None),
             "skip_threshold=0.0: must be in (0, 1] (e.g. 0.9 skips a candidate whose posterior chance of a group "
@@ -224,8 +226,8 @@ def test_refill_room_counts_what_admitted_candidates_still_owe():
         ((2.0, 1.5, 0.0, None), "skip_threshold=1.5: must be in (0, 1]"),
         ((2.0, True, 0.0, None), "skip_threshold=True: must be in (0, 1]"),
         ((2.0, "0.9", 0.0, None), "skip_threshold='0.9': must be in (0, 1]"),
-        ((2.0, None, "0.1", None), "skip_exploration='0.1': must be a probability in [0, 1], e.g. 0.05."),
-        ((2.0, None, False, None), "skip_exploration=False: must be a probability in [0, 1], e.g. 0.05."),
+        ((2.0, None, "0.1", None), "skip_exploration='0.1': must be a probability in [0, 1] (e.g. 0.05: one"),
+        ((2.0, None, False, None), "skip_exploration=False: must be a probability in [0, 1] (e.g. 0.05: one"),
         (
             (2.0, None, 1.5, None),
             "skip_exploration=1.5: must be a probability in [0, 1] (e.g. 0.05: one skippable candidate in 20 is "
@@ -265,8 +267,8 @@ def test_a_possible_candidate_plan_is_accepted(args):
         ({"rounds_per_prompt": 0}, "rounds_per_prompt=0: must be an integer >= 1"),
         (
             {"rounds_per_prompt": 1, "samples_per_round": 2},
-            "samples_per_round * rounds_per_prompt = 2 is smaller than num_generations=4: a candidate could never "
-            "fill its group. Raise rounds_per_prompt.",
+            "samples_per_round * rounds_per_prompt = 2 * 1 is smaller than num_generations=4: a candidate could "
+            "never fill its group. Raise rounds_per_prompt or samples_per_round.",
         ),
     ],
 )
@@ -276,10 +278,10 @@ def test_a_bad_refill_sampler_is_refused_with_the_reason(kwargs, message):
     assert str(refused.value).startswith(message)
 
 
-def test_rounds_per_prompt_is_capped_by_max_rounds_and_defaults_to_it():
+def test_a_candidates_cap_is_rounds_per_prompt_rounds_and_defaults_to_max_rounds():
     kwargs = {"num_prompts": 2, "num_generations": 2, "samples_per_round": 2, "max_rounds": 3}
-    assert RefillSampler(**kwargs).rounds_per_prompt == 3 and RefillSampler(**kwargs).cap == 6
-    assert RefillSampler(**kwargs, rounds_per_prompt=1).cap == 2
+    assert RefillSampler(**kwargs).cap == 6 and RefillSampler(**kwargs, rounds_per_prompt=1).cap == 2
+    assert RefillSampler(**kwargs, rounds_per_prompt=2).cap == 4
     assert RefillSampler(**kwargs, num_kept=1).num_kept == 1 and RefillSampler(**kwargs).num_kept == 2
 
 

@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from trl_ada import sampling
+from trl_ada import exit_rules
 from trl_ada.sampling import (
     AdaptiveSampler,
     aggregate_rewards,
@@ -22,10 +22,10 @@ from trl_ada.sampling import (
 
 @pytest.fixture
 def exit_rule_registry():
-    saved = dict(sampling._EXIT_RULES)
+    saved = dict(exit_rules._EXIT_RULES)
     yield
-    sampling._EXIT_RULES.clear()
-    sampling._EXIT_RULES.update(saved)
+    exit_rules._EXIT_RULES.clear()
+    exit_rules._EXIT_RULES.update(saved)
 
 
 @pytest.mark.parametrize(
@@ -81,7 +81,7 @@ def test_a_rule_without_a_name_or_an_is_met_method_is_refused(exit_rule_registry
             str(refused.value)
             == f"An exit rule needs a `name: str` and an `is_met(pos, neg, n)` method; got {rule!r}."
         )
-    assert sorted(sampling._EXIT_RULES) == ["balance", "mixed", "none", "pos"]
+    assert sorted(exit_rules._EXIT_RULES) == ["balance", "mixed", "none", "pos"]
 
 
 def test_metric_names_are_exact_and_unprefixed_by_default():

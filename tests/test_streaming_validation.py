@@ -1,39 +1,20 @@
-"""The streaming schedule's checks, torch-free: `validate_schedule` on a stand-in for the config's fields,
-`validate_streaming`, and the `StreamingScheduler` constructor. Each refusal is checked word for word."""
+"""The streaming schedule's checks, torch-free: the `SamplingPlan` fields of the streaming schedule, the request
+settings (`validate_transport`) and the `StreamingScheduler` constructor. Each refusal is checked word for word."""
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import pytest
 
+from trl_ada.plan import SamplingPlan, validate_transport
 from trl_ada.sampling import AdaptiveSampler
-from trl_ada.streaming import StreamingScheduler, validate_schedule, validate_streaming
+from trl_ada.streaming import StreamingScheduler
 
-STREAMING = {
-    "generation_schedule": "streaming",
-    "use_vllm": True,
-    "vllm_mode": "server",
-    "streaming_chunk": 1,
-    "streaming_window": None,
-    "streaming_max_retries": 2,
-    "streaming_request_timeout": 600.0,
-    "samples_per_round": 4,
-    "max_rounds": 3,
-    "exit_rule": "balance",
-    "first_round": "fixed",
-    "later_rounds": "fixed",
-    "prompt_oversampling": 1.0,
-}
-
-
-def args(**changes):
-    return SimpleNamespace(**{**STREAMING, **changes})
+STREAMING = {"generation_schedule": "streaming", "samples_per_round": 4, "max_rounds": 3}
 
 
 def refusal(**changes) -> str:
     with pytest.raises(ValueError) as refused:
-        validate_schedule(args(**changes))
+        SamplingPlan(**{**STREAMING, **changes})
     return str(refused.value)
 
 
@@ -44,13 +25,13 @@ def refusal(**changes) -> str:
         {"streaming_chunk": 4, "streaming_window": 4},
         {"streaming_chunk": 2, "streaming_window": 12},  # the window may reach the cap M·N
         {"streaming_window": 1},
-        {"streaming_max_retries": 0, "streaming_request_timeout": 0.5},
-        {"exit_rule": "none", "first_round": "prior"},  # plain GRPO sampling has no rounds to size
-        {"generation_schedule": "rounds", "use_vllm": False, "streaming_chunk": 0, "prompt_oversampling": 3.0},
+        {"exit_rule": "none"},
+        {"generation_schedule": "rounds", "streaming_chunk": 0, "prompt_oversampling": 3.0},
     ],
 )
 def test_a_possible_schedule_is_accepted(changes):
-    assert validate_schedule(args(**changes)) is None
+    plan = SamplingPlan(**{**STREAMING, **changes})
+    assert plan.generation_schedule == changes.get("generation_schedule", "streaming")
 
 
 def test_an_unknown_schedule_names_the_choices():
@@ -59,16 +40,14 @@ def test_an_unknown_schedule_names_the_choices():
     )
 
 
-@pytest.mark.parametrize(("use_vllm", "mode"), [(False, "server"), (True, "colocate"), (False, "colocate")])
-def test_streaming_needs_a_vllm_server(use_vllm, mode):
-    assert refusal(use_vllm=use_vllm, vllm_mode=mode) == (
-        f"generation_schedule='streaming' sends requests to a vLLM server, but use_vllm={use_vllm!r} and "
-        f"vllm_mode={mode!r}. Set use_vllm=True and vllm_mode='server', or use generation_schedule='rounds' (the "
-        "default, which every backend supports)."
+def test_a_window_without_streaming_is_refused():
+    assert refusal(generation_schedule="rounds", streaming_window=4) == (
+        "streaming_window=4 with generation_schedule='rounds': the window only applies to streaming. Set "
+        "generation_schedule='streaming', or remove streaming_window."
     )
 
 
-@pytest.mark.parametrize("chunk", [0, 5, 2.0, "1"])
+@pytest.mark.parametrize("chunk", [0, 5, 2.0, "1", True])
 def test_a_chunk_outside_one_to_samples_per_round_is_refused(chunk):
     assert refusal(streaming_chunk=chunk) == (
         f"streaming_chunk={chunk!r}: completions per request must be an integer in [1, samples_per_round=4]."
@@ -83,18 +62,6 @@ def test_a_window_outside_chunk_to_cap_is_refused(chunk, window):
     )
 
 
-@pytest.mark.parametrize("retries", [-1, 1.0])
-def test_retries_must_be_a_non_negative_integer(retries):
-    assert refusal(streaming_max_retries=retries) == f"streaming_max_retries={retries!r}: must be an integer >= 0."
-
-
-@pytest.mark.parametrize("timeout", [0, -1.0])
-def test_the_request_timeout_must_be_positive(timeout):
-    assert refusal(streaming_request_timeout=timeout) == (
-        f"streaming_request_timeout={timeout!r}: must be > 0 seconds."
-    )
-
-
 @pytest.mark.parametrize("name", ["first_round", "later_rounds"])
 def test_rounds_sized_by_a_prior_are_refused(name):
     assert refusal(**{name: "prior"}) == (
@@ -103,19 +70,36 @@ def test_rounds_sized_by_a_prior_are_refused(name):
     )
 
 
-def test_validate_streaming_checks_first_round_then_later_rounds():
-    assert validate_streaming("fixed", "fixed") is None
-    with pytest.raises(ValueError, match=r"^first_round='prior' sizes rounds"):
-        validate_streaming("prior", "prior")
-    with pytest.raises(ValueError, match=r"^later_rounds='prior' sizes rounds.*Use later_rounds='fixed'"):
-        validate_streaming("fixed", "prior")
-
-
-def test_candidates_are_refused_on_the_streaming_schedule():
-    assert refusal(prompt_oversampling=2.0) == (
-        "generation_schedule='streaming' with prompt_oversampling=2.0: candidates and refill run on the round "
-        "schedule only. Use generation_schedule='rounds', or prompt_oversampling=1.0."
+@pytest.mark.parametrize(
+    ("name", "value"), [("prompt_oversampling", 2.0), ("rounds_per_prompt", 1), ("skip_threshold", 0.9)]
+)
+def test_candidates_are_refused_on_the_streaming_schedule(name, value):
+    extra = {"pass_rate_memory": True} if name == "skip_threshold" else {}
+    assert refusal(**{name: value}, **extra) == (
+        f"generation_schedule='streaming' with {name}={value!r}: candidates, refill and pre-rollout skipping run on "
+        f"the round schedule only. Use generation_schedule='rounds', or remove {name}."
     )
+
+
+@pytest.mark.parametrize(
+    ("retries", "timeout", "message"),
+    [
+        (-1, 600.0, "streaming_max_retries=-1: must be an integer >= 0 (e.g. 2)."),
+        (1.0, 600.0, "streaming_max_retries=1.0: must be an integer >= 0 (e.g. 2)."),
+        (True, 600.0, "streaming_max_retries=True: must be an integer >= 0 (e.g. 2)."),
+        (2, 0, "streaming_request_timeout=0: must be a number of seconds > 0 (e.g. 600.0), not a int."),
+        (2, "10", "streaming_request_timeout='10': must be a number of seconds > 0 (e.g. 600.0), not a str."),
+    ],
+)
+def test_bad_request_settings_are_refused(retries, timeout, message):
+    with pytest.raises(ValueError) as refused:
+        validate_transport(retries, timeout)
+    assert str(refused.value) == message
+
+
+@pytest.mark.parametrize(("retries", "timeout"), [(0, 0.5), (2, 600.0), (5, 1)])
+def test_good_request_settings_are_accepted(retries, timeout):
+    assert validate_transport(retries, timeout) is None
 
 
 def sampler(**kwargs) -> AdaptiveSampler:
@@ -123,18 +107,29 @@ def sampler(**kwargs) -> AdaptiveSampler:
 
 
 @pytest.mark.parametrize(
-    ("window", "chunk"), [(0, 1), (1, 0), (-1, 1), (2, -2), (1.5, 1), (2, 1.0), (None, 0), ("2", 1)]
+    ("window", "chunk", "message"),
+    [
+        (0, 1, "window=0: must be an integer >= 1."),
+        (-1, 1, "window=-1: must be an integer >= 1."),
+        (1.5, 1, "window=1.5: must be an integer >= 1."),
+        ("2", 1, "window='2': must be an integer >= 1."),
+        (True, 1, "window=True: must be an integer >= 1."),
+        (1, 0, "chunk=0: must be an integer >= 1."),
+        (2, -2, "chunk=-2: must be an integer >= 1."),
+        (2, 1.0, "chunk=1.0: must be an integer >= 1."),
+        (None, 0, "chunk=0: must be an integer >= 1."),
+    ],
 )
-def test_a_window_or_chunk_below_one_is_refused(window, chunk):
+def test_a_window_or_chunk_below_one_is_refused(window, chunk, message):
     with pytest.raises(ValueError) as refused:
         StreamingScheduler(sampler(), window=window, chunk=chunk)
-    assert str(refused.value) == f"window={window!r} and chunk={chunk!r} must be integers >= 1."
+    assert str(refused.value) == message
 
 
-def test_the_smallest_window_and_chunk_are_accepted_and_the_window_defaults_to_samples_per_round():
+def test_the_smallest_window_and_chunk_are_accepted_and_the_plan_gives_the_defaults():
     assert StreamingScheduler(sampler(), window=1, chunk=1).window == 1
     scheduler = StreamingScheduler(sampler())
-    assert (scheduler.window, scheduler.chunk) == (2, 1)
+    assert (scheduler.window, scheduler.chunk) == (2, 1)  # samples_per_round, one completion per request
 
 
 def test_a_sampler_that_has_drawn_or_planned_is_refused():
@@ -152,8 +147,12 @@ def test_a_sampler_that_has_drawn_or_planned_is_refused():
         assert str(refused.value) == message
 
 
-def test_a_prior_sized_sampler_is_refused():
-    with pytest.raises(ValueError, match=r"^later_rounds='prior' sizes rounds"):
-        StreamingScheduler(
-            sampler(later_rounds="prior", prior_alpha=[1.0, 1.0], prior_beta=[1.0, 1.0], memory_hits=[True, True])
-        )
+@pytest.mark.parametrize("name", ["first_round", "later_rounds"])
+def test_a_prior_sized_sampler_is_refused(name):
+    prior = {"prior_alpha": [1.0, 1.0], "prior_beta": [1.0, 1.0], "memory_hits": [True, True]}
+    with pytest.raises(ValueError) as refused:
+        StreamingScheduler(sampler(**{name: "prior"}, **prior))
+    assert str(refused.value) == (
+        f"{name}='prior' sizes rounds, but generation_schedule='streaming' has none: it keeps a window of "
+        f"completions of each active prompt in flight. Use {name}='fixed', or generation_schedule='rounds'."
+    )
