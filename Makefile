@@ -60,10 +60,10 @@ test-vllm: $(VLLM_VENV)/.installed
 
 # Mutation testing of the pure core (docs/mutation.md): mutmut mutates trl_ada/{memory,advantages,sampling,refill,
 # streaming,plan,exit_rules,groups,beta}.py and runs the fast torch-free tests against each mutant ([tool.mutmut] in
-# pyproject.toml). Not part of
-# `make test`: a full run takes tens of minutes on 2 cores. Starts afresh (mutmut would otherwise keep the verdicts of
-# mutants whose function did not change, even under new tests), then prints the per-module counts.
-# MUTANTS narrows the run, e.g. `make mutation MUTANTS='trl_ada.memory*'`; MUTATION_JOBS sets the parallel workers.
+# pyproject.toml). Not part of `make test`: a full run takes about half an hour on 2 cores. Starts afresh (mutmut
+# would otherwise keep the verdicts of mutants whose function did not change, even under new tests), then prints the
+# per-module counts. MUTANTS narrows the run (`make mutation MUTANTS='trl_ada.memory*'`); MUTATION_JOBS sets the
+# number of parallel workers.
 MUTATION_JOBS ?= 2
 MUTANTS ?=
 
