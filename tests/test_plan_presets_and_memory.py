@@ -1,0 +1,78 @@
+"""`SamplingPlan` pieces the trainer uses and the torch-free tests did not reach: preset resolution
+(`preset_fields`), the trainer's memory requirement (`require_memory`), `from_config` and `replace`."""
+
+from __future__ import annotations
+
+import dataclasses
+from types import SimpleNamespace
+
+import pytest
+
+from trl_ada.plan import BASE_FIELDS, PRESETS, SamplingPlan, preset_fields, require_memory
+
+
+def test_without_a_preset_the_fields_resolve_to_the_base_defaults():
+    assert preset_fields(None, 4, {}) == BASE_FIELDS
+    assert preset_fields(None, 4, {name: None for name in BASE_FIELDS}) == BASE_FIELDS  # None means "not given"
+
+
+def test_a_preset_fills_what_the_user_left_unset_and_the_user_wins():
+    dapo = preset_fields("dapo", 6, {"max_rounds": 2, "sample_budget": None})
+    assert dapo == {
+        **BASE_FIELDS,
+        "exit_rule": "mixed",
+        "samples_per_round": 6,  # n
+        "max_rounds": 2,  # given
+        "rounds_per_prompt": 1,
+        "prompt_oversampling": 3.0,
+    }
+    budgeted = preset_fields("budgeted_balance", 4, {"futility_threshold": 0.0})
+    assert budgeted["sample_budget"] == 8.0 and budgeted["futility_threshold"] == 0.0
+    assert budgeted["first_round"] == budgeted["later_rounds"] == "prior" and budgeted["pass_rate_memory"] is True
+    assert preset_fields("grpo", 4, {}) == {**BASE_FIELDS, "exit_rule": "none"}
+
+
+def test_an_unknown_preset_names_the_choices():
+    with pytest.raises(ValueError) as refused:
+        preset_fields("dapo2", 4, {})
+    assert str(refused.value) == (
+        f"sampling='dapo2' is not a preset; choose one of {sorted(PRESETS)}, or leave it unset (None) and set the "
+        "fields yourself."
+    )
+
+
+def test_the_trainer_needs_the_memory_for_a_prior_first_round_and_for_skipping():
+    with pytest.raises(ValueError) as refused:
+        require_memory(SamplingPlan(first_round="prior"))
+    assert str(refused.value) == (
+        "first_round='prior' sizes the first round from the pass-rate memory, but pass_rate_memory=False. Set "
+        "pass_rate_memory=True, or use first_round='fixed'."
+    )
+    with pytest.raises(ValueError) as refused:
+        require_memory(SamplingPlan(skip_threshold=0.9, prompt_oversampling=2.0))
+    assert str(refused.value) == (
+        "skip_threshold=0.9 skips candidates from the pass-rate memory, but pass_rate_memory=False. Set "
+        "pass_rate_memory=True, or skip_threshold=None."
+    )
+    for plan in (
+        SamplingPlan(first_round="prior", pass_rate_memory=True),
+        SamplingPlan(later_rounds="prior"),  # later rounds read the step's own pool
+        SamplingPlan(skip_threshold=0.9, prompt_oversampling=2.0, pass_rate_memory=True),
+    ):
+        assert require_memory(plan) is None
+
+
+def test_from_config_reads_every_field_and_checks_the_memory():
+    fields = {f.name: f.default for f in dataclasses.fields(SamplingPlan)}
+    config = SimpleNamespace(**{**fields, "samples_per_round": 4, "max_rounds": 2, "unrelated": "ignored"})
+    assert SamplingPlan.from_config(config) == SamplingPlan(samples_per_round=4, max_rounds=2)
+    with pytest.raises(ValueError, match=r"^first_round='prior' sizes the first round"):
+        SamplingPlan.from_config(SimpleNamespace(**{**fields, "first_round": "prior"}))
+
+
+def test_replace_changes_a_field_and_validates_again():
+    plan = SamplingPlan(samples_per_round=4)
+    assert plan.replace(max_rounds=2) == SamplingPlan(samples_per_round=4, max_rounds=2)
+    assert plan.samples_per_round == 4 and plan.max_rounds == 4  # the original is unchanged
+    with pytest.raises(ValueError, match=r"^samples_per_round=0"):
+        plan.replace(samples_per_round=0)
