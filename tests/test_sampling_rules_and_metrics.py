@@ -201,6 +201,8 @@ def test_aggregate_rewards_refusal_names_the_expected_shape():
     nan = float("nan")
     rewards = aggregate_rewards([[1, nan], [nan, nan], [0, 2]], [2, 0.5])
     assert rewards[0] == 2.0 and math.isnan(rewards[1]) and rewards[2] == 1.0
+    declined = aggregate_rewards([[1, None], [None, None]], [2, 0.5])  # TRL's None: the function declined
+    assert declined[0] == 2.0 and math.isnan(declined[1])
 
 
 def test_an_unknown_rule_without_a_close_name_gets_no_hint():
