@@ -336,3 +336,11 @@ def test_unresolved_counts_need_a_scored_sample():
     assert stats.unresolved_mixed_fraction == 0.0
     empty = AdaptiveSampler(num_prompts=2, num_generations=2, samples_per_round=2, max_rounds=1).statistics()
     assert empty.unresolved_all_positive_fraction == 0.0 and empty.unresolved_all_negative_fraction == 0.0
+
+
+def test_exit_probability_refuses_counts_of_different_lengths():
+    rule = get_exit_rule("balance")
+    ones = np.ones(1)
+    assert exit_probability(rule, 2, ones, ones, [0], [0], 4).shape == (1, 5)
+    with pytest.raises(ValueError):
+        exit_probability(rule, 2, ones, ones, [0, 1], [0], 4)  # one prompt's negatives are missing
