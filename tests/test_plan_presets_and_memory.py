@@ -76,3 +76,19 @@ def test_replace_changes_a_field_and_validates_again():
     assert plan.samples_per_round == 4 and plan.max_rounds == 4  # the original is unchanged
     with pytest.raises(ValueError, match=r"^samples_per_round=0"):
         plan.replace(samples_per_round=0)
+
+
+def test_rounds_per_prompt_needs_rounds_to_cap():
+    with pytest.raises(ValueError) as refused:
+        SamplingPlan(exit_rule="none", rounds_per_prompt=1)
+    assert str(refused.value) == (
+        "rounds_per_prompt=1 with exit_rule='none': plain GRPO samples one round per prompt, so there are no rounds "
+        "to cap. Remove rounds_per_prompt, or use an adaptive exit rule."
+    )
+    with pytest.raises(ValueError) as refused:
+        SamplingPlan(max_rounds=2, rounds_per_prompt=3)
+    assert str(refused.value) == (
+        "rounds_per_prompt=3 is more than max_rounds=2, the rounds of the whole step. Lower rounds_per_prompt, or "
+        "raise max_rounds."
+    )
+    assert SamplingPlan(max_rounds=2, rounds_per_prompt=2).rounds_per_prompt == 2

@@ -5,6 +5,7 @@ thresholds, and `candidates` with unscored or masked samples. Torch-free, hand-c
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -344,3 +345,48 @@ def test_exit_probability_refuses_counts_of_different_lengths():
     assert exit_probability(rule, 2, ones, ones, [0], [0], 4).shape == (1, 5)
     with pytest.raises(ValueError):
         exit_probability(rule, 2, ones, ones, [0, 1], [0], 4)  # one prompt's negatives are missing
+
+
+def test_an_unknown_attribute_names_the_class_and_the_attribute():
+    sampler = AdaptiveSampler(num_prompts=1, num_generations=2, samples_per_round=2, max_rounds=1)
+    assert sampler.positive_threshold == 0.7  # a plan field, read through the sampler
+    with pytest.raises(AttributeError) as refused:
+        sampler.no_such_field  # noqa: B018
+    assert str(refused.value) == "'AdaptiveSampler' object has no attribute 'no_such_field'"
+
+
+def test_add_sample_appends_one_unmasked_completion_and_exits_in_round_one_by_default():
+    sampler = AdaptiveSampler(num_prompts=1, num_generations=2, samples_per_round=2, max_rounds=2)
+    assert sampler.add_sample(0, 1.0) is False
+    assert sampler.add_sample(0, 0.0) is True
+    assert sampler.pools == [[1.0, 0.0]] and sampler.masked == [[False, False]] and sampler.exit_round == [1]
+    with pytest.raises(RuntimeError) as refused:
+        sampler.add_sample(0, 1.0)
+    assert str(refused.value) == "Prompt 0 has left sampling; its pool takes no more completions."
+
+
+def test_kept_prompts_wait_for_the_end_of_sampling():
+    sampler = AdaptiveSampler(num_prompts=2, num_generations=2, samples_per_round=2, max_rounds=1)
+    with pytest.raises(RuntimeError) as refused:
+        sampler.kept_prompts()
+    assert str(refused.value) == "Prompts are kept once sampling is done."
+    sampler.plan_round()
+    sampler.ingest([1.0, 0.0, 0.0, 0.0])
+    assert sampler.kept_prompts() == [0, 1]
+
+
+def test_statistics_without_hits_or_scores_do_not_warn():
+    """Numbers that do not apply are NaN (or left out of the metrics) without numpy's "Mean of empty slice"."""
+    nan = float("nan")
+    sampler = AdaptiveSampler(
+        num_prompts=2, num_generations=2, samples_per_round=2, max_rounds=1, futility_threshold=0.1, sample_budget=2
+    )
+    sampler.plan_round()
+    sampler.ingest([nan, nan, nan, nan])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        stats = sampler.statistics()
+        metrics = stats.as_metrics()
+    assert math.isnan(stats.first_round_reward) and stats.estimation.memory_hit_fraction == 0.0
+    assert math.isnan(stats.estimation.predicted_pass_rate) and math.isnan(stats.estimation.calibration_error)
+    assert "first_round_reward" in metrics
