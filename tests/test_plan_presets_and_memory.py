@@ -92,3 +92,53 @@ def test_rounds_per_prompt_needs_rounds_to_cap():
         "raise max_rounds."
     )
     assert SamplingPlan(max_rounds=2, rounds_per_prompt=2).rounds_per_prompt == 2
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"num_generations": True}, "num_generations=True: must be an integer, not a boolean."),
+        ({"samples_per_round": True}, "samples_per_round=True: must be an integer, not a boolean."),
+        ({"samples_per_round": 0}, "samples_per_round=0: must be an integer >= 1 (the paper uses 8)."),
+        ({"max_rounds": 0}, "max_rounds=0: must be an integer >= 1 (the paper uses 4)."),
+        ({"max_rounds": 2.0}, "max_rounds=2.0: must be an integer >= 1 (the paper uses 4)."),
+        (
+            {"first_round": "adaptive"},
+            "first_round='adaptive': choose one of ['fixed', 'prior'] ('fixed': rounds of samples_per_round; 'prior': "
+            "rounds sized from the pass-rate posterior).",
+        ),
+        (
+            {"advantage_baseline": "batch"},
+            "advantage_baseline='batch' is not supported; choose one of ['pool', 'group'].",
+        ),
+        (
+            {"skip_threshold": 1.5, "prompt_oversampling": 2.0, "pass_rate_memory": True},
+            "skip_threshold=1.5: must be in (0, 1] (e.g. 0.9 skips a candidate whose posterior chance of a group "
+            "without signal is at least 90%), or None to never skip.",
+        ),
+    ],
+)
+def test_an_impossible_plan_gets_the_exact_reason(fields, message):
+    with pytest.raises(ValueError) as refused:
+        SamplingPlan(**fields)
+    assert str(refused.value) == message
+
+
+def test_an_unknown_exit_rule_is_refused_by_the_plan():
+    with pytest.raises(ValueError, match=r"^exit_rule='balanse' is not a known exit rule.*Did you mean 'balance'\?"):
+        SamplingPlan(exit_rule="balanse")
+
+
+@pytest.mark.parametrize("decay", [0.0, -0.5, 1.5, True, float("nan"), "0.5"])
+def test_memory_decay_must_be_in_zero_one(decay):
+    with pytest.raises(ValueError) as refused:
+        SamplingPlan(memory_decay=decay)
+    assert str(refused.value) == (
+        f"memory_decay={decay!r}: must be in (0, 1] (a number); 1 keeps all past evidence, 0.5 halves the weight of "
+        "earlier visits at each visit."
+    )
+
+
+@pytest.mark.parametrize("decay", [1.0, 0.5, 1e-6])
+def test_memory_decay_in_zero_one_is_accepted(decay):
+    assert SamplingPlan(memory_decay=decay).memory_decay == decay

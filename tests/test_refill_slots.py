@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from trl_ada.plan import SamplingPlan
 from trl_ada.refill import RefillSampler, num_candidates, skip_before_rollout, validate_refill
 from trl_ada.simulation import SimulatedPolicy
 
@@ -313,3 +314,14 @@ def test_skip_threshold_and_exploration_are_inclusive_bounds():
     assert skip_before_rollout(alpha, beta, hits, 2, 2 / 3 + 1e-9, 0.0, uniforms).tolist() == [False] * 3
     never = skip_before_rollout(alpha, beta, hits, 2, None, 0.0, uniforms)
     assert never.dtype == bool and never.tolist() == [False] * 3
+
+
+def test_a_refill_sampler_takes_a_plan_and_reports_refill_metrics():
+    plan = SamplingPlan(num_generations=2, samples_per_round=2, max_rounds=3, exit_rule="mixed", rounds_per_prompt=1)
+    sampler = RefillSampler(3, plan, num_kept=1)
+    assert sampler.plan is plan and sampler.cap == 2
+    plans = run_scripted(sampler, {0: [0.0, 0.0], 1: [1.0, 0.0], 2: [1.0, 0.0]})
+    assert plans == [[0], [1]] and sampler.kept_prompts() == [1]
+    metrics = sampler.metrics()
+    assert metrics["refill/kept"] == 1.0 and metrics["refill/consumed"] == 2.0 and metrics["samples"] == 4.0
+    assert sampler.metrics("train/")["train/refill/candidates"] == 3.0

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from trl_ada import exit_rules
+from trl_ada.plan import SamplingPlan
 from trl_ada.sampling import (
     AdaptiveSampler,
     aggregate_rewards,
@@ -390,3 +391,40 @@ def test_statistics_without_hits_or_scores_do_not_warn():
     assert math.isnan(stats.first_round_reward) and stats.estimation.memory_hit_fraction == 0.0
     assert math.isnan(stats.estimation.predicted_pass_rate) and math.isnan(stats.estimation.calibration_error)
     assert "first_round_reward" in metrics
+
+
+@pytest.mark.parametrize("num_prompts", [0, True, 2.0, "2"])
+def test_a_step_needs_an_integer_number_of_prompts(num_prompts):
+    with pytest.raises(ValueError) as refused:
+        AdaptiveSampler(num_prompts=num_prompts)
+    assert str(refused.value) == f"num_prompts={num_prompts!r}: a step needs at least one prompt."
+
+
+def test_fields_given_with_a_plan_replace_its_fields():
+    plan = SamplingPlan(num_generations=2, samples_per_round=2, max_rounds=3)
+    sampler = AdaptiveSampler(2, plan, max_rounds=1)
+    assert sampler.plan == plan.replace(max_rounds=1) and sampler.max_rounds == 1 and plan.max_rounds == 3
+    assert AdaptiveSampler(2, plan).plan is plan
+
+
+def test_a_chance_exactly_at_the_futility_threshold_gets_a_full_round():
+    # n = 2, M = 4, cap 8, balance, a remembered prior Beta(1, 9). Before any sample the chance to meet the rule
+    # within the cap is computed from the prior; at exactly that threshold the prompt is not futile and asks for M.
+    alpha, beta = np.array([1.0]), np.array([9.0])
+    at = float(exit_probability(get_exit_rule("balance"), 2, alpha, beta, [0], [0], 8)[0, 8])
+    kwargs = {"num_generations": 2, "samples_per_round": 4, "max_rounds": 2, "prior_alpha": alpha, "prior_beta": beta}
+    sampler = AdaptiveSampler(num_prompts=1, futility_threshold=at, memory_hits=[True], **kwargs)
+    sampler.plan_round()
+    assert sampler.plan_sizes == [4]
+    futile = AdaptiveSampler(num_prompts=1, futility_threshold=at + 1e-9, memory_hits=[True], **kwargs)
+    futile.plan_round()
+    assert futile.plan_sizes == [2]  # a futile prompt only fills its group
+
+
+def test_a_none_reward_is_an_unscored_sample():
+    sampler = AdaptiveSampler(num_prompts=1, num_generations=2, samples_per_round=3, max_rounds=1)
+    sampler.plan_round()
+    sampler.ingest([1.0, None, 0.0])
+    assert (
+        math.isnan(sampler.pools[0][1]) and sampler.counts(0) == (1, 1) and sampler.is_scored(0) == [True, False, True]
+    )

@@ -184,3 +184,12 @@ def test_first_round_statistics_read_the_first_samples_per_round_completions():
     sampler = scheduler.sampler
     assert len(sampler.pools[0]) == 6 and sampler.first_round_sizes == [2]
     assert sampler.statistics().first_round_reward == pytest.approx(0.8)
+
+
+@pytest.mark.parametrize(("exit_at", "round_"), [(2, 1), (3, 2), (4, 2), (5, 3)])
+def test_exit_rounds_are_counted_in_the_rounds_units(exit_at, round_):
+    # n = 2, M = 2, cap 6, balance: all right until the negative at position exit_at; the rounds schedule would have
+    # drawn it in round ceil(exit_at / 2).
+    scheduler = StreamingScheduler(make(1, 2, 2, 3), window=1)
+    serve_in_order(scheduler, lambda prompt, index: 0.0 if index == exit_at - 1 else 1.0)
+    assert len(scheduler.sampler.pools[0]) == exit_at and scheduler.sampler.exit_round == [round_]
