@@ -142,3 +142,10 @@ def test_memory_decay_must_be_in_zero_one(decay):
 @pytest.mark.parametrize("decay", [1.0, 0.5, 1e-6])
 def test_memory_decay_in_zero_one_is_accepted(decay):
     assert SamplingPlan(memory_decay=decay).memory_decay == decay
+
+
+@pytest.mark.parametrize("flag", [1, "yes", None])
+def test_pass_rate_memory_must_be_a_boolean(flag):
+    with pytest.raises(ValueError) as refused:
+        SamplingPlan(pass_rate_memory=flag)
+    assert str(refused.value) == f"pass_rate_memory={flag!r}: must be True or False."
