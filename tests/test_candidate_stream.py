@@ -151,3 +151,11 @@ def test_consumed_indices_are_the_stream_in_order(size, seed, steps):
         assert [i for i in walked[start:end] if accept(i)] == taken[:take]
         assert take == 0 or walked[end - 1] == taken[take - 1]
     assert 0 <= stream.position <= size
+
+
+def test_streams_compare_by_their_position_whatever_they_cached():
+    walked, fresh = CandidateStream(10, seed=3), CandidateStream(10, seed=3)
+    walked.peek(4)  # caches the pass's permutation and the marks
+    assert walked == fresh  # nothing consumed: the same stream (comparing the cache raised before)
+    walked.consume(2)
+    assert walked != fresh and walked == CandidateStream.from_state_dict(walked.state_dict())

@@ -266,8 +266,8 @@ class CandidateStream:
     seed: int
     epoch: int = 0
     position: int = 0
-    _marks: list[tuple[int, int]] = field(init=False, default_factory=list, repr=False)
-    _orders: dict[int, np.ndarray] = field(init=False, default_factory=dict, repr=False)
+    _marks: list[tuple[int, int]] = field(init=False, default_factory=list, repr=False, compare=False)
+    _orders: dict[int, np.ndarray] = field(init=False, default_factory=dict, repr=False, compare=False)
 
     def order(self, epoch: int) -> np.ndarray:
         """The permutation of pass `epoch`."""
