@@ -14,6 +14,7 @@ from trl_ada import exit_rules
 from trl_ada.plan import SamplingPlan
 from trl_ada.sampling import (
     AdaptiveSampler,
+    QuotaRule,
     aggregate_rewards,
     exit_probability,
     get_exit_rule,
@@ -428,3 +429,24 @@ def test_a_none_reward_is_an_unscored_sample():
     assert (
         math.isnan(sampler.pools[0][1]) and sampler.counts(0) == (1, 1) and sampler.is_scored(0) == [True, False, True]
     )
+
+
+def test_a_budget_breaks_a_tie_in_mixed_pool_gain_by_the_gain_in_exit_probability(monkeypatch):
+    monkeypatch.setitem(exit_rules._EXIT_RULES, "two_pos", QuotaRule("two_pos", lambda n: 2, lambda n: 0))
+    # Both pools end round 1 mixed ([1, 0]): one more completion adds no chance of a mixed pool to either (a tie at
+    # exactly 0). Under the rule "two positives", the next completion exits prompt 1 with probability 1/2
+    # (Beta(1, 1) prior + the pool: Beta(2, 2)) and prompt 0 with 1/4 (Beta(1, 5) + the pool: Beta(2, 6)).
+    sampler = AdaptiveSampler(
+        2,
+        num_generations=2,
+        samples_per_round=2,
+        max_rounds=2,
+        exit_rule="two_pos",
+        sample_budget=2.5,  # 5 completions: 2 + 2 fill the groups, 1 is left for round 2
+        prior_alpha=[1.0, 1.0],
+        prior_beta=[5.0, 1.0],
+        memory_hits=[True, True],
+    )
+    assert sampler.plan_round() == [0, 1] and sampler.plan_sizes == [2, 2]
+    sampler.ingest([1.0, 0.0, 1.0, 0.0])
+    assert sampler.plan_round() == [1] and sampler.plan_sizes == [1]  # prompt order alone would pick prompt 0
