@@ -5,8 +5,12 @@ from __future__ import annotations
 import importlib
 import os
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from trl_ada.refill import RefillSampler
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
@@ -25,3 +29,32 @@ def tiny_model_dir(tmp_path_factory) -> str:
 def load_benchmark_script(name: str) -> ModuleType:
     """The module `benchmarks.<name>` (run from the repository root, as `python -m benchmarks.<name>` is)."""
     return importlib.import_module(f"benchmarks.{name}")
+
+
+@pytest.fixture
+def exit_rule_registry():
+    """Restore the exit-rule registry after a test that registers rules."""
+    from trl_ada import exit_rules
+
+    saved = dict(exit_rules._EXIT_RULES)
+    yield
+    exit_rules._EXIT_RULES.clear()
+    exit_rules._EXIT_RULES.update(saved)
+
+
+DAPO = {"num_generations": 2, "samples_per_round": 2, "rounds_per_prompt": 1, "exit_rule": "mixed"}
+"""DAPO's dynamic sampling at n=2: one round of n per candidate, exit on a mixed pool."""
+
+
+def run_scripted(sampler: RefillSampler, script: dict[int, list[float]]) -> list[list[int]]:
+    """Drive `sampler` with each candidate's rewards taken in order from `script`; returns each round's plan."""
+    plans = []
+    while not sampler.done:
+        plan = sampler.plan_round()
+        plans.append(plan)
+        rewards = []
+        for prompt, size in zip(plan, sampler.plan_sizes, strict=True):
+            rewards += script[prompt][:size]
+            script[prompt] = script[prompt][size:]
+        sampler.ingest(rewards)
+    return plans

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import DAPO, run_scripted
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -11,22 +12,6 @@ from trl_ada.memory import PassRateMemory
 from trl_ada.refill import RefillSampler, no_signal_probability, num_candidates, skip_before_rollout
 from trl_ada.sampling import AdaptiveSampler
 from trl_ada.simulation import SimulatedPolicy, simulate_refill_step
-
-DAPO = {"num_generations": 2, "samples_per_round": 2, "rounds_per_prompt": 1, "exit_rule": "mixed"}
-
-
-def run_scripted(sampler: RefillSampler, script: dict[int, list[float]]) -> list[list[int]]:
-    """Drive `sampler` with each candidate's rewards taken in order from `script`; returns each round's plan."""
-    plans = []
-    while not sampler.done:
-        plan = sampler.plan_round()
-        plans.append(plan)
-        rewards = []
-        for prompt, size in zip(plan, sampler.plan_sizes, strict=True):
-            rewards += script[prompt][:size]
-            script[prompt] = script[prompt][size:]
-        sampler.ingest(rewards)
-    return plans
 
 
 def test_dapo_mode_drops_zero_variance_groups_and_refills_from_the_candidates():

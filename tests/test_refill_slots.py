@@ -5,28 +5,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import DAPO, run_scripted
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from trl_ada.plan import SamplingPlan
 from trl_ada.refill import RefillSampler, num_candidates, skip_before_rollout, validate_refill
 from trl_ada.simulation import SimulatedPolicy
-
-DAPO = {"num_generations": 2, "samples_per_round": 2, "rounds_per_prompt": 1, "exit_rule": "mixed"}
-
-
-def run_scripted(sampler: RefillSampler, script: dict[int, list[float]]) -> list[list[int]]:
-    """Drive `sampler` with each candidate's rewards taken in order from `script`; returns each round's plan."""
-    plans = []
-    while not sampler.done:
-        plan = sampler.plan_round()
-        plans.append(plan)
-        rewards = []
-        for prompt, size in zip(plan, sampler.plan_sizes, strict=True):
-            rewards += script[prompt][:size]
-            script[prompt] = script[prompt][size:]
-        sampler.ingest(rewards)
-    return plans
 
 
 def test_a_candidate_stopped_as_futile_frees_its_slot():

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trl_ada import exit_rules, sampling
+from trl_ada import sampling
 from trl_ada.sampling import (
     AdaptiveSampler,
     QuotaRule,
@@ -23,15 +23,6 @@ from trl_ada.sampling import (
     validate_sampling,
 )
 from trl_ada.simulation import SimulatedPolicy, simulate_step
-
-
-@pytest.fixture
-def exit_rule_registry():
-    """Restore the exit-rule registry after a test that registers rules."""
-    saved = dict(exit_rules._EXIT_RULES)
-    yield
-    exit_rules._EXIT_RULES.clear()
-    exit_rules._EXIT_RULES.update(saved)
 
 
 def run_rounds(sampler: AdaptiveSampler, *rounds: list[float]) -> list[list[int]]:

@@ -23,14 +23,6 @@ from trl_ada.sampling import (
 )
 
 
-@pytest.fixture
-def exit_rule_registry():
-    saved = dict(exit_rules._EXIT_RULES)
-    yield
-    exit_rules._EXIT_RULES.clear()
-    exit_rules._EXIT_RULES.update(saved)
-
-
 @pytest.mark.parametrize(
     ("positives", "negatives", "met"),
     [(1, 1, True), (3, 1, True), (1, 7, True), (0, 4, False), (4, 0, False), (0, 0, False)],
