@@ -254,10 +254,16 @@ class AdaptiveSampler:
     def is_futile(self, prompt: int) -> bool:
         """With a `futility_threshold`: the pool can fill a group and its posterior chance to meet the exit rule
         within the prompt's remaining cap is below the threshold."""
-        size = len(self.pools[prompt])
-        if self.futility_threshold <= 0 or size < self.num_generations:
-            return False
-        return self.exit_probability([prompt])[0, self.cap - size] < self.futility_threshold
+        return prompt in self.futile([prompt])
+
+    def futile(self, prompts: Sequence[int]) -> list[int]:
+        """The `prompts` that are futile (`is_futile`), from one batched posterior computation."""
+        filled = [p for p in prompts if len(self.pools[p]) >= self.num_generations]
+        if self.futility_threshold <= 0 or not filled:
+            return []
+        probability = self.exit_probability(filled)
+        left = [self.cap - len(self.pools[p]) for p in filled]
+        return [p for p, row, m in zip(filled, probability, left, strict=True) if row[m] < self.futility_threshold]
 
     @property
     def samples_drawn(self) -> int:
@@ -316,8 +322,8 @@ class AdaptiveSampler:
                 self.exit_round[prompt] = self.round
                 exited.append(prompt)
         self._plan, self._plan_sizes = None, []
-        for prompt in self.active:
-            self.stopped[prompt] = self.is_futile(prompt)
+        for prompt in self.futile(self.active):
+            self.stopped[prompt] = True
         return exited
 
     # -- schedules without rounds (streaming) --------------------------------------------------
