@@ -282,7 +282,7 @@ class ReinforceAdaConfig(GRPOConfig):
     @property
     def samples_adaptively(self) -> bool:
         """True unless `exit_rule="none"` (plain GRPO sampling)."""
-        return self.exit_rule != "none"
+        return self.sampling_plan.samples_adaptively
 
     @property
     def uses_candidates(self) -> bool:
