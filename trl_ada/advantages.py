@@ -17,7 +17,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["ADVANTAGE_BASELINES", "REWARD_SCALINGS", "compute_advantages", "normalize_then_sum_advantages"]
+__all__ = [
+    "ADVANTAGE_BASELINES",
+    "REWARD_SCALINGS",
+    "compute_advantages",
+    "normalize_then_sum_advantages",
+    "ragged_advantages",
+]
 
 ADVANTAGE_BASELINES = ("pool", "group")
 REWARD_SCALINGS = ("none", "group", "batch")
@@ -111,3 +117,31 @@ def normalize_then_sum_advantages(
     rewards[np.isnan(kept).all(axis=2)] = np.nan  # unscored by every function
     advantages = (rewards - _nanmean(rewards)) / (nanstd(rewards) + epsilon)
     return np.nan_to_num(advantages, nan=0.0)
+
+
+def ragged_advantages(
+    kept: Sequence[np.ndarray],
+    pools: Sequence[Sequence[float]] | Sequence[np.ndarray] | None = None,
+    *,
+    baseline: str = "pool",
+    scale: str = "none",
+    weights: Sequence[float] | None = None,
+    epsilon: float = 1e-4,
+) -> list[np.ndarray]:
+    """Advantages of kept groups that may differ in size (Est), one array per prompt.
+
+    `kept[i]` holds prompt i's kept rewards: shape (n_i,), or (n_i, F) per reward function with `weights` given
+    (`multi_objective_aggregation="normalize_then_sum"`). The groups are padded to the longest with NaN (no opinion:
+    out of every mean and std), passed to [`compute_advantages`] or [`normalize_then_sum_advantages`], and cut back,
+    so groups of one size give exactly those functions' advantages.
+    """
+    sizes = [len(group) for group in kept]
+    trailing = np.shape(kept[0])[1:]
+    padded = np.full((len(kept), max(sizes), *trailing), np.nan)
+    for row, group in enumerate(kept):
+        padded[row, : sizes[row]] = group
+    if weights is None:
+        advantages = compute_advantages(padded, pools, baseline=baseline, scale=scale, epsilon=epsilon)
+    else:
+        advantages = normalize_then_sum_advantages(padded, pools, weights, baseline=baseline, epsilon=epsilon)
+    return [advantages[row, :size] for row, size in enumerate(sizes)]

@@ -39,10 +39,11 @@ class CheckpointStateError(ValueError):
     """A checkpoint's Reinforce-Ada state cannot be resumed; the message names the file and the fix."""
 
 
-def load_memory(checkpoint: str, decay: float) -> PassRateMemory:
+def load_memory(checkpoint: str, decay: float, prior: tuple[float, float] | None = None) -> PassRateMemory:
     """The pass-rate memory saved in `checkpoint`; an error, never a fresh memory, if it is missing or unreadable.
 
-    Its evidence is kept as saved; `decay` (the resumed run's `memory_decay`) applies from the next update on.
+    Its evidence is kept as saved; `decay` (the resumed run's `memory_decay`) applies from the next update on, and
+    `prior` (its `memory_prior_alpha`, `memory_prior_beta`), when given, from the next estimate on.
     """
     path = os.path.join(checkpoint, MEMORY_FILE)
     if not os.path.isfile(path):
@@ -55,6 +56,8 @@ def load_memory(checkpoint: str, decay: float) -> PassRateMemory:
     except ValueError as error:
         raise CheckpointStateError(f"{_sentence(error)} {_RESTART}") from error
     memory.decay = float(decay)
+    if prior is not None:
+        memory.prior = (float(prior[0]), float(prior[1]))
     return memory
 
 

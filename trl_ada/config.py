@@ -25,9 +25,11 @@ class ReinforceAdaConfig(GRPOConfig):
         sampling (`str` or `None`, *optional*, defaults to `None`):
             A preset: one name per variant, filling the fields it needs (`docs/configuration.md` has the table).
             `"grpo"`: plain GRPO (`exit_rule="none"`). `"balance"` and `"pos"`: the paper's Reinforce-Ada-Seq
-            variants (M=8, N=4). `"dapo"`: DAPO's dynamic sampling (`exit_rule="mixed"`, M=n, one round per
-            candidate, 3x candidates, up to 4 refill rounds). `"budgeted_balance"`: balance rounds sized from a
-            pass-rate memory, with a futility stop and a budget of 2n completions per prompt (this package's design).
+            variants (M=8, N=4). `"est"`: the paper's Reinforce-Ada-Est (Algorithm 1: one round allocated
+            ∝ 1/√(p̂ + ε) from the pass-rate memory, every sample trained, `objective="log"` with hybrid weighting).
+            `"dapo"`: DAPO's dynamic sampling (`exit_rule="mixed"`, M=n, one round per candidate, 3x candidates, up
+            to 4 refill rounds). `"budgeted_balance"`: balance rounds sized from a pass-rate memory, with a futility
+            stop and a budget of 2n completions per prompt (this package's design, not the paper's Est).
             A field you set explicitly always wins over the preset; a field left unset (None) takes the preset's
             value, or else its default below. `None`: no preset.
         exit_rule (`str`, *optional*, defaults to `"balance"`):
@@ -48,14 +50,18 @@ class ReinforceAdaConfig(GRPOConfig):
             `multi_objective_aggregation="normalize_then_sum"` each reward function is normalised by the mean and std
             of the same set before the weighted sum, which is then normalised over the batch (as TRL does).
 
-        > Parameters that control Reinforce-Ada-Est (pass-rate memory across steps; all off by default)
+        > Parameters that control the pass-rate memory and budgeted rounds (all off by default)
 
         pass_rate_memory (`bool`, *optional*, defaults to `False`):
             Keep a Beta posterior over each prompt's pass rate from its earlier visits (keyed by a hash of the prompt),
-            saved with every checkpoint. It feeds `first_round="prior"`, `later_rounds="prior"`, the futility stop and
-            the budget's priorities; it never changes a reward or an advantage.
+            saved with every checkpoint: the paper's Ada-EMA estimator. It feeds Est's allocation,
+            `first_round="prior"`, `later_rounds="prior"`, the futility stop and the budget's priorities.
         memory_decay (`float`, *optional*, defaults to `0.5`):
             λ in (0, 1]: at each visit the evidence of earlier visits is multiplied by λ (the policy moves).
+            `sampling="est"` sets 0.9.
+        memory_prior_alpha, memory_prior_beta (`float`, *optional*, default to `1.0`):
+            The Beta(α, β) prior of a prompt's pass rate before any visit: p̂ = (N_pos + α) / (N_total + α + β).
+            Beta(1, 16) (most prompts hard) is the alternative the reference code's experimental Est uses.
         first_round (`str`, *optional*, defaults to `"fixed"`):
             `"fixed"`: the first round draws `samples_per_round` per prompt. `"prior"`: the smallest size in
             [`num_generations`, `samples_per_round * max_rounds`] that meets the exit rule with probability
@@ -94,14 +100,17 @@ class ReinforceAdaConfig(GRPOConfig):
             In [0, 1]: the probability that a skippable candidate is sampled anyway (a seeded draw, the same on every
             process), so that a prompt the policy has learned since is seen again.
 
-        > Parameters that control how generation is scheduled (vLLM server mode)
+        > Parameters that control how generation is scheduled
 
         generation_schedule (`str`, *optional*, defaults to `"rounds"`):
             `"rounds"`: each round is one batched generation call for the active prompts, and the next round waits
-            for its longest completion. `"streaming"` (needs `use_vllm=True` and `vllm_mode="server"`): completions
-            are requested one by one, up to `streaming_window` of each active prompt in flight; exits are decided as
-            results arrive, in the order each prompt's completions were requested (no bias towards short
-            completions), and the requests of a prompt that exits are cancelled on the server.
+            for its longest completion. `"est"` (Reinforce-Ada-Est, every backend): one batched call per step; the
+            step's B·n samples are split over its B prompts ∝ the objective's sample weight at the memory's
+            estimate p̂, within [`est_min_samples`, `est_max_samples`], and every sample is trained.
+            `"streaming"` (needs `use_vllm=True` and `vllm_mode="server"`): completions are requested one by one,
+            up to `streaming_window` of each active prompt in flight; exits are decided as results arrive, in the
+            order each prompt's completions were requested (no bias towards short completions), and the requests of
+            a prompt that exits are cancelled on the server.
         streaming_chunk (`int`, *optional*, defaults to `1`):
             With `generation_schedule="streaming"`: completions asked for per request. 1 cancels at the finest grain;
             larger values send fewer requests (less HTTP overhead), but a request's completions return together.
@@ -115,6 +124,27 @@ class ReinforceAdaConfig(GRPOConfig):
             step fails.
         streaming_request_timeout (`float`, *optional*, defaults to `600.0`):
             With `generation_schedule="streaming"`: seconds one request may wait for the server's answer.
+
+        est_min_samples (`int`, *optional*, defaults to `2`):
+            Est: N_min, the fewest samples a prompt is allocated (2 to `num_generations`).
+        est_max_samples (`int` or `None`, *optional*, defaults to `None`):
+            Est: N_max, the most samples a prompt is allocated (at least `num_generations`); `None` = 4n.
+
+        > Parameters that control the objective (arXiv 2510.04996v3: J_f = E[f(p)], prompt weight f'(p))
+
+        objective (`str`, *optional*, defaults to `"linear"`):
+            `"linear"`: E[p], GRPO's (weight 1). `"log"`: E[log p] (weight 1/p). `"power"`: E[p^α] (weight
+            α·p^(α−1), α = `objective_alpha`). Every weight reads p + `objective_epsilon`.
+        objective_alpha (`float`, *optional*, defaults to `0.5`):
+            α > 0 of `objective="power"`.
+        objective_weighting (`str`, *optional*, defaults to `"explicit"`):
+            `"explicit"`: the advantages of a prompt are multiplied by its weight at the pass rate of its samples in
+            the step (every schedule; for Seq this is the paper's 1/p̂). With `generation_schedule="est"` also
+            `"implicit"` (samples ∝ weight), `"hybrid"` (samples and advantages ∝ √weight) and `"variance"` (log
+            objective: samples ∝ √((1−p)/p), advantages ∝ 1/√(p(1−p))). Advantage weights are normalised so that
+            their mean over the step's trained samples with signal is 1.
+        objective_epsilon (`float`, *optional*, defaults to `0.05`):
+            The floor ε in (0, 1] added to a pass rate before weighting: no weight exceeds f'(ε).
 
         > Parameters that control the run directory
 
@@ -130,8 +160,8 @@ class ReinforceAdaConfig(GRPOConfig):
     sampling: str | None = field(
         default=None,
         metadata={
-            "help": "A preset that fills the sampling fields you leave unset: 'grpo', 'balance', 'pos', 'dapo' or "
-            "'budgeted_balance' (docs/configuration.md). Explicit fields win over it."
+            "help": "A preset that fills the sampling fields you leave unset: 'grpo', 'balance', 'pos', 'dapo', "
+            "'est' or 'budgeted_balance' (docs/configuration.md). Explicit fields win over it."
         },
     )
     exit_rule: str | None = field(
@@ -166,11 +196,12 @@ class ReinforceAdaConfig(GRPOConfig):
             "'group': reward - mean of the kept num_generations (GRPO's)."
         },
     )
-    generation_schedule: str = field(
-        default="rounds",
+    generation_schedule: str | None = field(
+        default=None,
         metadata={
-            "help": "'rounds' (one batched call per round) or 'streaming' (vLLM server mode: per-completion requests, "
-            "exits as results arrive, unneeded requests cancelled)."
+            "help": "'rounds' (one batched call per round), 'streaming' (vLLM server mode: per-completion requests, "
+            "exits as results arrive, unneeded requests cancelled) or 'est' (Reinforce-Ada-Est: one round per step, "
+            "samples allocated from the pass-rate memory). Default: the preset's, else 'rounds'."
         },
     )
     streaming_chunk: int = field(
@@ -201,9 +232,51 @@ class ReinforceAdaConfig(GRPOConfig):
         default=None,
         metadata={"help": "Keep a decayed Beta posterior of each prompt's pass rate across steps (Reinforce-Ada-Est)"},
     )
-    memory_decay: float = field(
+    memory_decay: float | None = field(
+        default=None,
+        metadata={
+            "help": "λ in (0, 1]: weight factor applied to a prompt's earlier evidence at each of its visits "
+            "(default: the preset's, else 0.5)."
+        },
+    )
+    memory_prior_alpha: float = field(
+        default=1.0,
+        metadata={"help": "α of the Beta(α, β) prior of a prompt the memory has not seen (> 0)."},
+    )
+    memory_prior_beta: float = field(
+        default=1.0,
+        metadata={"help": "β of the Beta(α, β) prior of a prompt the memory has not seen (> 0)."},
+    )
+    est_min_samples: int = field(
+        default=2,
+        metadata={"help": "Est: the fewest samples one prompt is allocated in a step (N_min, 2..num_generations)."},
+    )
+    est_max_samples: int | None = field(
+        default=None,
+        metadata={"help": "Est: the most samples one prompt is allocated in a step (N_max >= n; None = 4n)."},
+    )
+    objective: str | None = field(
+        default=None,
+        metadata={
+            "help": "What training maximises: 'linear' (E[p], GRPO's), 'log' (E[log p]: weight 1/p) or 'power' "
+            "(E[p^objective_alpha]). Default: the preset's, else 'linear'."
+        },
+    )
+    objective_alpha: float = field(
         default=0.5,
-        metadata={"help": "Weight factor in (0, 1] applied to a prompt's earlier evidence at each of its visits."},
+        metadata={"help": "The exponent of objective='power' (> 0)."},
+    )
+    objective_weighting: str | None = field(
+        default=None,
+        metadata={
+            "help": "Where the objective's weight goes: 'explicit' (advantages), 'implicit' (samples per prompt, "
+            "Est only), 'hybrid' (its square root in both, Est only) or 'variance' (log objective, Est only). "
+            "Default: the preset's, else 'explicit'."
+        },
+    )
+    objective_epsilon: float = field(
+        default=0.05,
+        metadata={"help": "The floor ε added to a pass rate before weighting, in (0, 1]: w(0) = f'(ε) at most."},
     )
     first_round: str | None = field(
         default=None,

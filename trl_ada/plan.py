@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .exit_rules import exit_rule_names, get_exit_rule
+from .objectives import OBJECTIVE_WEIGHTINGS, OBJECTIVES
 
 __all__ = [
     "ADVANTAGE_BASELINES",
@@ -31,13 +32,14 @@ __all__ = [
     "preset_fields",
     "require_memory",
     "validate_estimation",
+    "validate_objective",
     "validate_refill",
     "validate_sampling",
     "validate_transport",
 ]
 
 ADVANTAGE_BASELINES = ("pool", "group")
-GENERATION_SCHEDULES = ("rounds", "streaming")
+GENERATION_SCHEDULES = ("rounds", "streaming", "est")
 ROUND_SIZINGS = ("fixed", "prior")  # "fixed": samples_per_round per round; "prior": sized from the posterior
 
 
@@ -54,6 +56,8 @@ class SamplingPlan:
     # Budgeted rounds: a pass-rate memory across steps, rounds sized from it, futility stop, step budget
     pass_rate_memory: bool = False
     memory_decay: float = 0.5
+    memory_prior_alpha: float = 1.0
+    memory_prior_beta: float = 1.0
     first_round: str = "fixed"
     later_rounds: str = "fixed"
     round_confidence: float = 0.5
@@ -68,6 +72,14 @@ class SamplingPlan:
     generation_schedule: str = "rounds"
     streaming_chunk: int = 1
     streaming_window: int | None = None
+    # Reinforce-Ada-Est: one round allocated from the memory's estimates (generation_schedule="est")
+    est_min_samples: int = 2
+    est_max_samples: int | None = None
+    # The objective: each prompt's weight f'(p), realised in the advantages and/or the allocation
+    objective: str = "linear"
+    objective_alpha: float = 0.5
+    objective_weighting: str = "explicit"
+    objective_epsilon: float = 0.05
 
     def __post_init__(self) -> None:
         if self.exit_rule not in exit_rule_names():
@@ -80,8 +92,17 @@ class SamplingPlan:
         if not self.samples_adaptively:  # plain GRPO: one round of exactly n, whatever M and N said
             object.__setattr__(self, "samples_per_round", self.num_generations)
             object.__setattr__(self, "max_rounds", 1)
-        validate_sampling(self.num_generations, self.samples_per_round, self.max_rounds, self.positive_threshold)
+        if self.generation_schedule == "est":
+            _validate_est(self)  # before the round checks, which do not apply to one allocated round
+        validate_sampling(
+            self.num_generations,
+            self.samples_per_round,
+            self.max_rounds,
+            self.positive_threshold,
+            rounds=self.generation_schedule != "est",
+        )
         _validate_memory(self)
+        validate_objective(self.objective, self.objective_alpha, self.objective_weighting, self.objective_epsilon)
         validate_estimation(
             self.num_generations,
             self.exit_rule,
@@ -94,6 +115,7 @@ class SamplingPlan:
         validate_refill(self.prompt_oversampling, self.skip_threshold, self.skip_exploration, self.rounds_per_prompt)
         _validate_candidates(self)
         _validate_schedule(self)
+        _validate_weighting(self)
 
     @classmethod
     def from_config(cls, config: Any) -> SamplingPlan:
@@ -149,10 +171,22 @@ class SamplingPlan:
 
     @property
     def schedule(self) -> str:
-        """The generation schedule that runs a step: `"rounds"`, `"refill"` (rounds over candidates), `"streaming"`."""
-        if self.generation_schedule == "streaming":
-            return "streaming"
+        """The generation schedule that runs a step: `"rounds"`, `"refill"` (rounds over candidates), `"streaming"`
+        or `"est"` (one round allocated from the pass-rate estimates)."""
+        if self.generation_schedule in ("streaming", "est"):
+            return self.generation_schedule
         return "refill" if self.uses_candidates else "rounds"
+
+    @property
+    def est_bounds(self) -> tuple[int, int]:
+        """[N_min, N_max]: the fewest and most samples Est allocates to one prompt (N_max defaults to 4n)."""
+        high = 4 * self.num_generations if self.est_max_samples is None else self.est_max_samples
+        return self.est_min_samples, high
+
+    @property
+    def weights_gradients(self) -> bool:
+        """True when the objective puts a weight other than 1 on some prompt's advantages."""
+        return self.objective != "linear" and self.objective_weighting != "implicit"
 
 
 # ------------------------------------------------------------------------------------------------------------------
@@ -207,6 +241,18 @@ PRESETS: dict[str, Preset] = {
             "sample_budget": float(2 * n),
         },
     ),
+    "est": Preset(
+        "Reinforce-Ada-Est (the paper's Algorithm 1): one round per step, n·B samples split over the prompts "
+        "∝ 1/√(p̂ + ε) from an Ada-EMA estimate (λ = 0.9, Beta(1, 1) prior), every sample trained, advantages "
+        "weighted by 1/√(p + ε): the log objective, hybrid weighting",
+        lambda n: {
+            "generation_schedule": "est",
+            "pass_rate_memory": True,
+            "memory_decay": 0.9,
+            "objective": "log",
+            "objective_weighting": "hybrid",
+        },
+    ),
 }
 
 BASE_FIELDS: dict[str, Any] = {
@@ -220,6 +266,10 @@ BASE_FIELDS: dict[str, Any] = {
     "sample_budget": None,
     "prompt_oversampling": 1.0,
     "rounds_per_prompt": None,
+    "memory_decay": 0.5,
+    "generation_schedule": "rounds",
+    "objective": "linear",
+    "objective_weighting": "explicit",
 }
 """What a config field a preset may set resolves to when neither the user nor a preset sets it."""
 
@@ -260,9 +310,10 @@ def _is_number(value: Any) -> bool:
 
 
 def validate_sampling(
-    num_generations: int, samples_per_round: int, max_rounds: int, positive_threshold: float
+    num_generations: int, samples_per_round: int, max_rounds: int, positive_threshold: float, rounds: bool = True
 ) -> None:
-    """Raise a ValueError naming the parameter, the value and the fix for an impossible sampling plan."""
+    """Raise a ValueError naming the parameter, the value and the fix for an impossible sampling plan (`rounds`:
+    the plan samples in rounds, so M·N must fill a group)."""
     if isinstance(num_generations, bool):
         raise ValueError(f"num_generations={num_generations!r}: must be an integer, not a boolean.")
     if not _is_int(num_generations) or num_generations < 2:
@@ -272,7 +323,7 @@ def validate_sampling(
         )
     _check_integer("samples_per_round", samples_per_round, 1, " (the paper uses 8).")
     _check_integer("max_rounds", max_rounds, 1, " (the paper uses 4).")
-    if samples_per_round * max_rounds < num_generations:
+    if rounds and samples_per_round * max_rounds < num_generations:
         raise ValueError(
             f"samples_per_round * max_rounds = {samples_per_round} * {max_rounds} = {samples_per_round * max_rounds} "
             f"is smaller than num_generations={num_generations}: a prompt could never fill its group. Raise "
@@ -362,6 +413,36 @@ def validate_transport(max_retries: Any, request_timeout: Any) -> None:
         )
 
 
+def validate_objective(objective: Any, alpha: Any, weighting: Any, epsilon: Any) -> None:
+    """The objective f, its exponent, how its weight is split, and the floor ε of the pass rate it reads."""
+    if objective not in OBJECTIVES:
+        raise ValueError(
+            f"objective={objective!r}: choose one of {list(OBJECTIVES)} ('linear': GRPO's E[p]; 'log': E[log p], "
+            "weight 1/p; 'power': E[p^objective_alpha])."
+        )
+    if objective == "power" and (not _is_number(alpha) or alpha <= 0):
+        raise ValueError(
+            f"objective_alpha={alpha!r}: objective='power' maximises E[p^alpha] and needs alpha > 0 (0 < alpha < 1 "
+            "favours hard prompts, e.g. 0.5; 1 is the linear objective)."
+        )
+    if weighting not in OBJECTIVE_WEIGHTINGS:
+        raise ValueError(
+            f"objective_weighting={weighting!r}: choose one of {list(OBJECTIVE_WEIGHTINGS)} ('explicit': the weight "
+            "multiplies the advantages; 'implicit': it sizes the samples; 'hybrid': its square root does both; "
+            "'variance': the variance-optimal split of the log weight)."
+        )
+    if weighting == "variance" and objective != "log":
+        raise ValueError(
+            f"objective_weighting='variance' splits the log objective's weight 1/p, but objective={objective!r}. "
+            "Set objective='log', or choose another objective_weighting."
+        )
+    if not _is_number(epsilon) or not 0.0 < epsilon <= 1.0:
+        raise ValueError(
+            f"objective_epsilon={epsilon!r}: the floor added to a pass rate before weighting must be in (0, 1] "
+            "(e.g. 0.05: the log objective's weight is then at most 1/0.05 = 20)."
+        )
+
+
 def _validate_memory(plan: SamplingPlan) -> None:
     if not isinstance(plan.pass_rate_memory, bool):
         raise ValueError(f"pass_rate_memory={plan.pass_rate_memory!r}: must be True or False.")
@@ -370,6 +451,13 @@ def _validate_memory(plan: SamplingPlan) -> None:
             f"memory_decay={plan.memory_decay!r}: must be in (0, 1] (a number); 1 keeps all past evidence, 0.5 halves "
             "the weight of earlier visits at each visit."
         )
+    for name in ("memory_prior_alpha", "memory_prior_beta"):
+        value = getattr(plan, name)
+        if not _is_number(value) or value <= 0:
+            raise ValueError(
+                f"{name}={value!r}: the Beta prior of an unseen prompt's pass rate needs positive parameters (e.g. "
+                "1 and 1: uniform; 1 and 16: most prompts are hard)."
+            )
 
 
 # ------------------------------------------------------------------------------------------------------------------
@@ -413,11 +501,65 @@ def _validate_candidates(plan: SamplingPlan) -> None:
         )
 
 
+_EST_IGNORES = ("exit_rule", "samples_per_round", "max_rounds", "first_round", "later_rounds", "futility_threshold")
+_EST_IGNORES += ("sample_budget", "prompt_oversampling", "rounds_per_prompt")
+
+
+def _validate_est(plan: SamplingPlan) -> None:
+    """Est samples one allocated round from the memory: bounds that can meet the total, nothing it would ignore."""
+    n = plan.num_generations
+    if not plan.pass_rate_memory:
+        raise ValueError(
+            "generation_schedule='est' allocates each step from the pass-rate memory's estimates, but "
+            "pass_rate_memory=False. Set pass_rate_memory=True (sampling='est' does), or use "
+            "generation_schedule='rounds'."
+        )
+    for name, value in ((name, getattr(plan, name)) for name in _EST_IGNORES):
+        if value != BASE_FIELDS[name]:
+            raise ValueError(
+                f"generation_schedule='est' samples one allocated round and keeps every sample, so {name}={value!r} "
+                f"would be ignored. Remove {name} (Est has no exit rule, rounds or candidates), or use "
+                "generation_schedule='rounds'."
+            )
+    for name, value in (("skip_threshold", plan.skip_threshold), ("streaming_window", plan.streaming_window)):
+        if value is not None:
+            raise ValueError(
+                f"generation_schedule='est' with {name}={value!r}: Est samples every prompt of the batch in one "
+                f"allocated round. Remove {name}, or use generation_schedule='rounds'."
+            )
+    low, high = plan.est_min_samples, plan.est_max_samples
+    _check_integer("est_min_samples", low, 2, " (a prompt's samples need a baseline: 2 or more).")
+    if high is not None:
+        _check_integer("est_max_samples", high, 2, ", or None for 4 * num_generations.")
+    if low > n:
+        raise ValueError(
+            f"est_min_samples={low} is more than num_generations={n}: a step allocates n samples per prompt on "
+            f"average, so B prompts cannot all get {low}. Lower est_min_samples to at most {n}."
+        )
+    if plan.est_bounds[1] < n:
+        raise ValueError(
+            f"est_max_samples={high} is less than num_generations={n}: a step allocates n samples per prompt on "
+            f"average, so B prompts with at most {high} each cannot meet the total. Raise est_max_samples to at least "
+            f"{n}, or leave it None (4 * num_generations)."
+        )
+
+
+def _validate_weighting(plan: SamplingPlan) -> None:
+    """Only Est sizes samples per prompt: the other schedules realise a weight in the advantages alone."""
+    if plan.objective_weighting != "explicit" and plan.schedule != "est":
+        raise ValueError(
+            f"objective_weighting={plan.objective_weighting!r} sizes each prompt's samples by its weight, but "
+            f"generation_schedule={plan.generation_schedule!r} does not allocate samples (its rounds realise the "
+            "implicit part by their exit rule). Use objective_weighting='explicit' (the weight on the advantages: "
+            "the paper's 1/p for Seq under objective='log'), or generation_schedule='est'."
+        )
+
+
 def _validate_schedule(plan: SamplingPlan) -> None:
     schedule = plan.generation_schedule
     if schedule not in GENERATION_SCHEDULES:
         raise ValueError(f"generation_schedule={schedule!r}: choose one of {list(GENERATION_SCHEDULES)}.")
-    if schedule == "rounds":
+    if schedule in ("rounds", "est"):
         if plan.streaming_window is not None:
             raise ValueError(
                 f"streaming_window={plan.streaming_window!r} with generation_schedule='rounds': the window only "

@@ -32,7 +32,7 @@ from transformers.utils import logging
 
 from . import _trl
 from ._trl import GeneratedRows, GRPOJoints
-from .advantages import compute_advantages, normalize_then_sum_advantages
+from .advantages import ragged_advantages
 from .checkpoint_state import (
     CANDIDATE_STREAM_FILE,
     MEMORY_FILE,
@@ -43,7 +43,8 @@ from .checkpoint_state import (
 from .checks import RewardGuard, check_trainer_inputs
 from .config import ReinforceAdaConfig
 from .memory import PassRateMemory, prompt_keys
-from .plan import BASE_FIELDS
+from .objectives import gradient_weight, normalize
+from .plan import BASE_FIELDS, SamplingPlan
 from .refill import CandidateStream
 from .run_dir import claim_run_dir, complete_checkpoint
 from .sampling import AdaptiveSampler
@@ -130,7 +131,9 @@ class ReinforceAdaTrainer(GRPOJoints):
             plan.positive_threshold,
             check_threshold=plan.samples_adaptively and self.accelerator.is_main_process,
         )
-        self.pass_rate_memory = PassRateMemory(decay=plan.memory_decay) if plan.pass_rate_memory else None
+        self.pass_rate_memory = PassRateMemory(decay=plan.memory_decay, prior=memory_prior(plan))
+        if not plan.pass_rate_memory:
+            self.pass_rate_memory = None
         self.schedule = SCHEDULES[plan.schedule](self)
         logger.info("Reinforce-Ada sampling: %s", sampling_summary(args))
 
@@ -145,7 +148,8 @@ class ReinforceAdaTrainer(GRPOJoints):
         self._ada_batch = _Step(inputs)
         try:
             output = score()
-            if self.args.samples_adaptively:  # with exit_rule="none" the pool is the group: TRL's advantages
+            plan = self.args.sampling_plan
+            if plan.samples_adaptively or plan.weights_gradients:  # else the pool is the group: TRL's advantages
                 output["advantages"] = self._pool_advantages(self._ada_batch, len(inputs))
         finally:
             self._ada_batch = None
@@ -194,8 +198,9 @@ class ReinforceAdaTrainer(GRPOJoints):
         rank = self.accelerator.process_index
         local = slice(rank * num_local, (rank + 1) * num_local)
         kept_inputs = None
-        if sampler.kept_prompts() != list(range(len(outcome.inputs))):
-            kept_inputs = [outcome.inputs[j] for j, _ in kept][local]
+        row_prompts = [j for j, _ in kept]
+        if row_prompts != [j for j in range(len(outcome.inputs)) for _ in range(self.num_generations)]:
+            kept_inputs = [outcome.inputs[j] for j in row_prompts][local]  # other prompts, or groups of other sizes
         return self._local_rows(outcome, kept, local), kept_inputs
 
     def _local_rows(self, outcome: StepOutcome, kept: list[tuple[int, int]], local: slice) -> GeneratedRows:
@@ -236,7 +241,8 @@ class ReinforceAdaTrainer(GRPOJoints):
         """TRL's `train` in a claimed run directory; a resumed run also restores the pass-rate memory."""
         with claim_run_dir(self, resume_from_checkpoint) as checkpoint:
             if self.pass_rate_memory is not None and checkpoint is not None:
-                self.pass_rate_memory = load_memory(checkpoint, decay=self.args.memory_decay)
+                plan = self.args.sampling_plan
+                self.pass_rate_memory = load_memory(checkpoint, decay=plan.memory_decay, prior=memory_prior(plan))
             if self.candidate_stream is not None and checkpoint is not None:
                 self.candidate_stream = load_candidate_stream(checkpoint, self.candidate_stream.size)
             return super().train(checkpoint, *args, **kwargs)
@@ -297,26 +303,59 @@ class ReinforceAdaTrainer(GRPOJoints):
     # ----------------------------------------------------------------------------------------------------------
 
     def _pool_advantages(self, step: _Step, num_local: int) -> torch.Tensor:
-        """Advantages of this process's kept samples; also fixes the advantages TRL logged for the table.
+        """Advantages of this process's kept samples, weighted by the objective; also fixes the advantages TRL logged
+        for the table.
 
         A completion that every reward function declined (None) has no opinion: it is left out of the pool's mean
-        and std and gets advantage 0, as in TRL.
+        and std and gets advantage 0, as in TRL. Groups may differ in size (Est).
         """
         sampler, baseline = step.outcome.sampler, self.args.advantage_baseline
-        kept_prompts = sampler.kept_prompts()
+        kept_prompts, groups = sampler.kept_prompts(), sampler.select_groups()
         if self.multi_objective_aggregation == "normalize_then_sum":
             pools = [step.pool_rewards_per_func[j] for j in kept_prompts]
-            kept = np.stack([pools[row][group] for row, group in enumerate(sampler.select_groups())])
+            kept = [pool[group] for pool, group in zip(pools, groups, strict=True)]
             weights = self.reward_weights.cpu().numpy()
-            advantages = normalize_then_sum_advantages(kept, pools, weights, baseline=baseline)
+            advantages = ragged_advantages(kept, pools, baseline=baseline, weights=weights)
         else:
             pools = [sampler.pools[j] for j in kept_prompts]
-            advantages = compute_advantages(sampler.kept_rewards(), pools, baseline=baseline, scale=self.scale_rewards)
-        advantages = advantages.reshape(-1)
+            kept = [np.asarray(pool)[group] for pool, group in zip(pools, groups, strict=True)]
+            advantages = ragged_advantages(kept, pools, baseline=baseline, scale=self.scale_rewards)
+        plan = self.args.sampling_plan
+        if plan.weights_gradients:
+            pass_rates = [sampler.counts(j)[0] / max(sum(sampler.counts(j)), 1) for j in kept_prompts]
+            weights, metrics = objective_weights(plan, pass_rates, advantages)
+            advantages = [a * w for a, w in zip(advantages, weights, strict=True)]
+            _trl.log_metrics(self, {f"{METRIC_PREFIX}objective/{name}": value for name, value in metrics.items()})
+        advantages = np.concatenate(advantages)
         _trl.replace_logged_advantages(self, advantages.tolist())
         rank = self.accelerator.process_index
         local = advantages[rank * num_local : (rank + 1) * num_local]
         return torch.tensor(local, dtype=torch.float32, device=self.accelerator.device)
+
+
+def memory_prior(plan: SamplingPlan) -> tuple[float, float]:
+    """The Beta prior (α, β) of a prompt the pass-rate memory has not seen."""
+    return plan.memory_prior_alpha, plan.memory_prior_beta
+
+
+def objective_weights(
+    plan: SamplingPlan, pass_rates: list[float], advantages: list[np.ndarray]
+) -> tuple[np.ndarray, dict[str, float]]:
+    """Each kept prompt's gradient weight under the plan's objective, normalised over the step (`normalize`), and
+    the weight metrics: raw mean over the samples with signal, normalised max, and the share of prompts with signal
+    whose pass rate is below the floor ε."""
+    p = np.asarray(pass_rates, dtype=np.float64)
+    raw = gradient_weight(p, plan.objective, plan.objective_weighting, plan.objective_alpha, plan.objective_epsilon)
+    sizes = np.array([a.size for a in advantages])
+    signal = np.array([bool(np.any(a != 0)) for a in advantages])
+    weights = normalize(raw, sizes, signal)
+    rows = sizes * signal
+    metrics = {
+        "weight_mean": float(np.dot(raw, rows) / rows.sum()) if rows.sum() else float("nan"),
+        "weight_max": float(weights[signal].max()) if signal.any() else float("nan"),
+        "floored_fraction": float(np.mean(p[signal] < plan.objective_epsilon)) if signal.any() else float("nan"),
+    }
+    return weights, metrics
 
 
 def sampling_summary(args: ReinforceAdaConfig) -> str:

@@ -7,10 +7,12 @@ trainer's shared step finish turns that into advantages, metrics, memory updates
 - `rounds`: rounds over the batch (`rounds.py`), every backend.
 - `refill`: rounds over candidates beyond the batch, with refill and pre-rollout skipping (`refill.py`).
 - `streaming`: per-completion requests to a vLLM server, exits as results arrive (`streaming.py`).
+- `est`: one round per step, allocated from the pass-rate memory (Reinforce-Ada-Est, `est.py`), every backend.
 """
 
 from __future__ import annotations
 
+from .est import EstSchedule
 from .outcome import Key, RoundLogs, Sample, StepOutcome
 from .refill import RefillSchedule
 from .rounds import RoundsSchedule
@@ -22,6 +24,7 @@ SCHEDULES: dict[str, type[RoundsSchedule] | type[StreamingSchedule]] = {
     "rounds": RoundsSchedule,
     "refill": RefillSchedule,
     "streaming": StreamingSchedule,
+    "est": EstSchedule,
 }
 
 

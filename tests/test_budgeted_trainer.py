@@ -1,4 +1,5 @@
-"""Reinforce-Ada-Est in the trainer: config validation, memory in checkpoints, resumed runs decide alike."""
+"""Budgeted balance rounds (pass-rate memory, prior-sized rounds, futility, budget) in the trainer: config validation,
+memory in checkpoints, resumed runs decide alike."""
 
 from __future__ import annotations
 

@@ -1,0 +1,141 @@
+"""Non-linear objectives: each prompt's weight, how it splits between samples and gradient, and the allocation.
+
+Pure numpy, no torch, no TRL (`docs/algorithm.md`, "Objectives"). Training for J_f(θ) = E_x[f(p_θ(x))], with p the
+prompt's pass rate, weighs the policy gradient of prompt x by f′(p_x):
+
+    objective="linear"   f(p) = p         w(p) = 1                 (GRPO's objective)
+    objective="log"      f(p) = log p     w(p) = 1 / p
+    objective="power"    f(p) = p^α       w(p) = α · p^(α − 1)     (objective_alpha = α > 0)
+
+Every weight reads p + ε (`objective_epsilon`): ε is the floor that keeps w finite at p = 0, so w(0) = f′(ε) is the
+largest weight a prompt can get. The weight w = w_sample · w_grad is realised in two places (`objective_weighting`):
+
+    "explicit"   w_sample = 1          w_grad = w(p)           (uniform n; every schedule)
+    "implicit"   w_sample = w(p)       w_grad = 1              (samples per prompt ∝ w)
+    "hybrid"     w_sample = √w(p)      w_grad = √w(p)          (the paper's choice for the log objective)
+    "variance"   w_sample = √((1−p)/p) w_grad = 1/√(p(1−p))    (log only: the variance-optimal split, Appendix B)
+
+(with ε added to p and, for "variance", to 1 − p).
+
+The sample weight sizes a step's allocation before sampling, from the estimated pass rate p̂ (`allocate`); the
+gradient weight multiplies the advantages after sampling, from the pass rate of the prompt's samples in the step.
+Gradient weights are normalised per step (`normalize`), so the learning rate keeps its meaning.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+__all__ = [
+    "OBJECTIVES",
+    "OBJECTIVE_WEIGHTINGS",
+    "allocate",
+    "gradient_weight",
+    "normalize",
+    "objective_weight",
+    "sample_weight",
+]
+
+OBJECTIVES = ("linear", "log", "power")
+OBJECTIVE_WEIGHTINGS = ("explicit", "implicit", "hybrid", "variance")
+
+
+def objective_weight(p: np.ndarray, objective: str, alpha: float, epsilon: float) -> np.ndarray:
+    """w(p) = f′(p + ε) for each pass rate in `p`."""
+    q = np.asarray(p, dtype=np.float64) + epsilon
+    if objective == "linear":
+        return np.ones_like(q)
+    if objective == "log":
+        return 1.0 / q
+    if objective == "power":
+        return alpha * q ** (alpha - 1.0)
+    raise ValueError(f"objective={objective!r}: choose one of {list(OBJECTIVES)}.")
+
+
+def sample_weight(p: np.ndarray, objective: str, weighting: str, alpha: float, epsilon: float) -> np.ndarray:
+    """w_sample(p): the share of the weight realised by the number of samples (relative sizes only)."""
+    q = np.asarray(p, dtype=np.float64)
+    if weighting == "explicit":
+        return np.ones_like(q)
+    if weighting == "variance":
+        return np.sqrt((np.clip(1.0 - q, 0.0, None) + epsilon) / (q + epsilon))
+    w = objective_weight(q, objective, alpha, epsilon)
+    return w if weighting == "implicit" else np.sqrt(w)
+
+
+def gradient_weight(p: np.ndarray, objective: str, weighting: str, alpha: float, epsilon: float) -> np.ndarray:
+    """w_grad(p): the share of the weight that multiplies the advantages (before `normalize`)."""
+    q = np.asarray(p, dtype=np.float64)
+    if weighting == "implicit":
+        return np.ones_like(q)
+    if weighting == "variance":
+        return 1.0 / np.sqrt((q + epsilon) * (np.clip(1.0 - q, 0.0, None) + epsilon))
+    w = objective_weight(q, objective, alpha, epsilon)
+    return w if weighting == "explicit" else np.sqrt(w)
+
+
+def normalize(weights: np.ndarray, sizes: Sequence[int], has_signal: Sequence[bool]) -> np.ndarray:
+    """`weights` (one per prompt) divided by their mean over the trained samples of the prompts with signal.
+
+    Each prompt counts once per trained sample (`sizes`), and only prompts whose advantages are not all zero
+    (`has_signal`) enter the mean: a prompt without signal gets no gradient whatever its weight. After it, the mean
+    weight of a gradient-carrying sample is 1, so the step's gradient keeps GRPO's scale. Without any prompt with
+    signal the weights are returned as ones.
+    """
+    weights = np.asarray(weights, dtype=np.float64)
+    rows = np.asarray(sizes, dtype=np.float64) * np.asarray(has_signal, dtype=bool)
+    if rows.sum() == 0:
+        return np.ones_like(weights)
+    return weights / (np.dot(weights, rows) / rows.sum())
+
+
+def _continuous_allocation(weights: np.ndarray, total: int, low: int, high: int) -> np.ndarray:
+    """The real sizes clip(c · w, low, high) with the scale c that makes them sum to `total` exactly.
+
+    The sum is piecewise linear and non-decreasing in c, with breakpoints at low/w and high/w: find the first
+    breakpoint where it reaches `total`, and solve the linear equation on the segment that ends there.
+    """
+    previous = 0.0
+    for c in np.unique(np.concatenate([low / weights, high / weights])):
+        sizes = np.clip(c * weights, low, high)
+        if sizes.sum() >= total:
+            break
+        previous = c
+    if sizes.sum() == total:
+        return sizes
+    middle = (previous + c) / 2  # inside the segment: which prompts are clipped does not change on it
+    at_low, at_high = weights * middle <= low, weights * middle >= high
+    free = ~at_low & ~at_high
+    scale = (total - low * at_low.sum() - high * at_high.sum()) / weights[free].sum()
+    return np.where(free, scale * weights, np.where(at_low, low, high)).astype(np.float64)
+
+
+def allocate(weights: Sequence[float], total: int, low: int, high: int) -> np.ndarray:
+    """Integer sample counts ∝ `weights`, each in [`low`, `high`], summing to `total` exactly.
+
+    First the real allocation clip(c · w, low, high) with Σ = total (`_continuous_allocation`); then every count is
+    rounded down, and the completions still missing go one each to the prompts with the largest fractional parts
+    (ties to the earlier prompt). The result depends only on the inputs, so every process computes the same one.
+    """
+    weights = np.asarray(weights, dtype=np.float64)
+    if weights.ndim != 1 or weights.size == 0 or not np.all(np.isfinite(weights) & (weights > 0)):
+        raise ValueError(f"allocate needs one finite positive weight per prompt; got {weights!r}.")
+    b = weights.size
+    if not low * b <= total <= high * b:
+        raise ValueError(
+            f"cannot allocate {total} samples over {b} prompts with {low} to {high} each: the total must lie in "
+            f"[{low * b}, {high * b}]."
+        )
+    real = _continuous_allocation(weights, total, low, high)
+    counts = np.floor(real + 1e-9).astype(np.int64)
+    counts = np.clip(counts, low, high)
+    missing = total - int(counts.sum())
+    order = sorted((i for i in range(b) if counts[i] < high), key=lambda i: (-(real[i] - counts[i]), i))
+    if missing > 0:
+        counts[order[:missing]] += 1
+    elif missing < 0:  # rounding noise only: take back from the smallest fractional parts above low
+        for i in sorted((i for i in range(b) if counts[i] > low), key=lambda i: (real[i] - counts[i], -i))[:-missing]:
+            counts[i] -= 1
+    return counts
