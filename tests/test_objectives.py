@@ -42,7 +42,7 @@ def test_objective_weights_are_f_prime_at_p_plus_epsilon():
         ("implicit", [20, 5], [1, 1]),
         ("hybrid", [math.sqrt(20), math.sqrt(5)], [math.sqrt(20), math.sqrt(5)]),
         # √((1 − p + ε)/(p + ε)) and 1/√((p + ε)(1 − p + ε))
-        ("variance", [math.sqrt(1.05 / 0.05), math.sqrt(0.9 / 0.2)], [1 / math.sqrt(0.05 * 1.05), 1 / math.sqrt(0.18)]),
+        ("variance", [math.sqrt(21), math.sqrt(4.5)], [1 / math.sqrt(0.0525), 1 / math.sqrt(0.18)]),
     ],
 )
 def test_the_log_weight_splits_between_samples_and_gradient(weighting, sample, gradient):
