@@ -25,6 +25,14 @@ ROUNDS = {
     "none": [EVERY_PROMPT],
     "grpo": [EVERY_PROMPT],
 }
+# Per step: one call per round, the same rounds every step. Est draws one round per step, allocated from the memory
+# (λ = 0.9, Beta(1, 1), N ∝ 1/√(p̂ + 0.05), 16 in all). Step 1: p̂ = 1/2 each, so 4 each. Rewards are scripted over
+# the whole run (always right; never; 2 of 4 alternating; 1 of 4), so after step 1 p̂ = 5/6, 1/6, 3/6, 2/6 and
+# 16 · w / Σw = 2.76, 5.57, 3.49, 4.18: floors 2, 5, 3, 4 and the two missing to the largest fractions (.76, .57).
+# Step 3: p̂ = 7.6/8.6, 1/11.6, 4.8/8.6, 2.9/9.6 give 2.47, 6.46, 3.06, 4.02: 2, 6, 3, 4 and one more to .47.
+EST_ALLOCATION = Counter({RIGHT: 3, WRONG: 6, ALTERNATING: 3, ONE_IN_FOUR: 4})
+REQUESTS = {method: rounds * STEPS for method, rounds in ROUNDS.items()}
+REQUESTS["est"] = [EVERY_PROMPT, EST_ALLOCATION, EST_ALLOCATION]
 
 
 class ScriptedReward(CountingReward):
@@ -62,4 +70,6 @@ def make_config(method: str, mode: str, output_dir, server_url: str | None = Non
     fields.update(overrides)
     if method == "grpo":
         return GRPOConfig(**fields)
+    if method == "est":
+        return ReinforceAdaConfig(sampling="est", **fields)
     return ReinforceAdaConfig(samples_per_round=4, max_rounds=3, exit_rule=method, **fields)

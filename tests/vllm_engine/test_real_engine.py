@@ -14,7 +14,7 @@ import pytest
 pytest.importorskip("vllm")
 
 from datasets import Dataset  # noqa: E402
-from scripted import ONE_IN_FOUR, PROMPTS, ROUNDS, STEPS, TOLERANCE, ScriptedReward, make_config  # noqa: E402
+from scripted import ONE_IN_FOUR, PROMPTS, REQUESTS, STEPS, TOLERANCE, ScriptedReward, make_config  # noqa: E402
 from trl import GRPOTrainer  # noqa: E402
 from vllm_support.probes import engine_prompt_logprobs, model_logprobs, record_requests  # noqa: E402
 
@@ -65,9 +65,9 @@ def train_against_engine(method: str, args, model_dir: str):
 
 def check_run(method: str, trainer, reward, requests, syncs, row_gaps) -> None:
     assert trainer.state.global_step == STEPS
-    # one engine request batch per round, holding the active prompts only, M (or n) completions each
-    assert requests == ROUNDS[method] * STEPS
-    assert reward.scored == Counter({p: STEPS * sum(r[p] for r in ROUNDS[method]) for p in PROMPTS})
+    # one engine request batch per round, holding the active prompts only, M (or n, or Est's allocation) each
+    assert requests == REQUESTS[method]
+    assert reward.scored == sum(REQUESTS[method], Counter())
     # the weights reach the engine before every step's generation, exactly (tied embeddings included) ...
     assert len(syncs) == STEPS
     assert max(gap for gap, _ in syncs) < TOLERANCE, [gap for gap, _ in syncs]
@@ -90,13 +90,13 @@ def check_run(method: str, trainer, reward, requests, syncs, row_gaps) -> None:
     )
 
 
-@pytest.mark.parametrize("method", ["balance", "pos", "none", "grpo"])
+@pytest.mark.parametrize("method", ["balance", "pos", "none", "grpo", "est"])
 def test_server_mode(method, vllm_server, servable_model_dir, cpu_sync, tmp_path):
     args = make_config(method, "server", tmp_path, vllm_server.base_url)
     check_run(method, *train_against_engine(method, args, servable_model_dir))
 
 
-@pytest.mark.parametrize("method", ["balance", "pos", "none", "grpo"])
+@pytest.mark.parametrize("method", ["balance", "pos", "none", "grpo", "est"])
 def test_colocate_mode(method, servable_model_dir, cpu_sync, tmp_path):
     args = make_config(method, "colocate", tmp_path)
     check_run(method, *train_against_engine(method, args, servable_model_dir))
