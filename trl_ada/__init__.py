@@ -1,9 +1,9 @@
 """trl_ada: Reinforce-Ada adaptive sampling (arXiv 2510.04996) for TRL's GRPOTrainer.
 
 The pure core (`PURE_CORE`: the plan, exit rules, groups, Beta maths, samplers, streaming scheduler, memory,
-advantages, simulation) imports neither torch nor TRL; the trainer, the config and the rewards are loaded on first use,
-so `import trl_ada` stays cheap. The `if TYPE_CHECKING:` imports below give type checkers and IDEs the real types of
-the lazily loaded names.
+advantages, objectives and Est's allocation, simulation) imports neither torch nor TRL; the trainer, the config and
+the rewards are loaded on first use, so `import trl_ada` stays cheap. The `if TYPE_CHECKING:` imports below give type
+checkers and IDEs the real types of the lazily loaded names.
 
 Layout (`docs/architecture.md`): `plan` holds every sampling parameter; the pure core decides; `schedules/` run a
 step's generation; `_trl` is the only module that touches TRL's private surface; `config` and `trainer` are the glue.
@@ -39,6 +39,8 @@ PURE_CORE = (
     "trl_ada.streaming",
     "trl_ada.memory",
     "trl_ada.advantages",
+    "trl_ada.objectives",
+    "trl_ada.est",
     "trl_ada.simulation",
     "trl_ada.utils",
 )

@@ -28,6 +28,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from .plan import OBJECTIVE_WEIGHTINGS, OBJECTIVES
+
 __all__ = [
     "OBJECTIVES",
     "OBJECTIVE_WEIGHTINGS",
@@ -37,9 +39,6 @@ __all__ = [
     "objective_weight",
     "sample_weight",
 ]
-
-OBJECTIVES = ("linear", "log", "power")
-OBJECTIVE_WEIGHTINGS = ("explicit", "implicit", "hybrid", "variance")
 
 
 def objective_weight(p: np.ndarray, objective: str, alpha: float, epsilon: float) -> np.ndarray:

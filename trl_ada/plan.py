@@ -20,11 +20,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from .exit_rules import exit_rule_names, get_exit_rule
-from .objectives import OBJECTIVE_WEIGHTINGS, OBJECTIVES
 
 __all__ = [
     "ADVANTAGE_BASELINES",
     "GENERATION_SCHEDULES",
+    "OBJECTIVES",
+    "OBJECTIVE_WEIGHTINGS",
     "PRESETS",
     "ROUND_SIZINGS",
     "Preset",
@@ -41,6 +42,8 @@ __all__ = [
 ADVANTAGE_BASELINES = ("pool", "group")
 GENERATION_SCHEDULES = ("rounds", "streaming", "est")
 ROUND_SIZINGS = ("fixed", "prior")  # "fixed": samples_per_round per round; "prior": sized from the posterior
+OBJECTIVES = ("linear", "log", "power")  # f(p) = p, log p, p^alpha (`objectives.py`)
+OBJECTIVE_WEIGHTINGS = ("explicit", "implicit", "hybrid", "variance")  # where f'(p) goes (`objectives.py`)
 
 
 @dataclass(frozen=True)
