@@ -4,6 +4,7 @@ not one completion generated that no pool receives."""
 from __future__ import annotations
 
 import json
+from collections import Counter
 
 import pytest
 from tiny import run_two_processes
@@ -34,3 +35,20 @@ def test_two_processes_agree_on_every_exit_decision(tiny_model_dir, tmp_path):
             rounds_with_one_active += num_active == 1
         assert sum(sum(rank["generated_per_round"][step]) for rank in ranks) == sum(map(len, decision["pools"]))
     assert rounds_with_one_active >= 1  # the case the split is for: fewer active prompts than processes
+
+
+def test_two_processes_allocate_est_alike_and_split_its_groups_of_any_size(tiny_model_dir, tmp_path):
+    result = run_two_processes("distributed_est.py", tiny_model_dir, str(tmp_path))
+    assert result.returncode == 0, result.stderr[-3000:]
+    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
+    assert ranks[0]["decisions"] == ranks[1]["decisions"]  # the same estimates, allocation and pools on both ranks
+    decisions = ranks[0]["decisions"]
+    assert len(decisions) == 4 and all(sum(d["allocation"]) == 12 for d in decisions)  # B·n = 3 · 4 every step
+    assert any(len(set(d["allocation"])) > 1 for d in decisions[2:])  # epoch 2: the memory sizes the groups
+    for step, decision in enumerate(decisions):
+        assert [len(pool) for pool in decision["pools"]] == decision["allocation"]
+        # every sample reaches the loss once: rank 0 takes the first 6 rows in prompt order, rank 1 the rest
+        sizes = zip(decision["prompts"], decision["allocation"], strict=True)
+        order = [length for length, size in sizes for _ in range(size)]
+        for rank, part in enumerate((order[:6], order[6:])):
+            assert {int(k): v for k, v in ranks[rank]["rows"][step].items()} == Counter(part)

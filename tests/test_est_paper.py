@@ -177,3 +177,41 @@ def test_est_preset_resolves_to_the_papers_algorithm(tmp_path):
         output_dir=str(tmp_path), report_to="none", use_cpu=True, sampling="est", objective_weighting="explicit"
     )
     assert explicit.sampling_plan.objective_weighting == "explicit"  # uniform n with 1/p̂: the reference branch
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"num_iterations": 2, "max_steps": 2},
+        {"steps_per_generation": 2, "per_device_train_batch_size": 8, "max_steps": 2},
+        {"gradient_accumulation_steps": 2, "per_device_train_batch_size": 8, "max_steps": 1},
+    ],
+    ids=["num_iterations", "steps_per_generation", "grad_accum"],
+)
+def test_est_with_trl_options_draws_each_generation_batch_once(tiny_model_dir, tmp_path, overrides):
+    reward = PeriodicReward()
+    trainer = _trainer(tiny_model_dir, tmp_path, reward, save_strategy="no", **overrides)
+    batches = loss_batches(trainer)
+    trainer.train()
+    args = trainer.args
+    generations = trainer.state.global_step * args.gradient_accumulation_steps
+    generations //= args.steps_per_generation * args.num_iterations
+    assert len(reward.rows) == generations and all(sum(rows.values()) == 16 for rows in reward.rows.values())
+    assert sum(len(batch["advantages"]) for batch in batches) == 16 * generations * args.num_iterations
+
+
+def test_est_with_lora_trains_only_the_adapter(tiny_model_dir, tmp_path):
+    import torch
+    from peft import LoraConfig
+
+    trainer = ReinforceAdaTrainer(
+        model=tiny_model_dir,
+        reward_funcs=[PeriodicReward()],
+        args=tiny_config(tmp_path, sampling="est", num_generations=4, per_device_train_batch_size=16),
+        train_dataset=Dataset.from_dict({"prompt": [[{"role": "user", "content": k}] for k in PROMPTS]}),
+        peft_config=LoraConfig(r=4, lora_alpha=8, target_modules="all-linear", task_type="CAUSAL_LM"),
+    )
+    before = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
+    trainer.train()
+    changed = {n for n, p in trainer.model.named_parameters() if not torch.equal(before[n], p)}
+    assert changed and all("lora_" in n for n in changed)
