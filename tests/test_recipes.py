@@ -27,6 +27,7 @@ METHODS = {"grpo": "none", "reinforce_ada_pos": "pos", "reinforce_ada_balance": 
 PAPER_RECIPES = [RECIPES_DIR / model / f"{method}.yaml" for model in MODELS for method in METHODS]
 LORA_RECIPE = RECIPES_DIR / "Qwen2.5-Math-1.5B" / "reinforce_ada_balance_lora_1gpu.yaml"
 EST_RECIPES = [RECIPES_DIR / model / "reinforce_ada_est.yaml" for model in MODELS]
+BUDGETED_RECIPES = [RECIPES_DIR / model / "reinforce_ada_budgeted_balance.yaml" for model in MODELS]
 TRAINING_GPUS = 8
 PROMPTS_PER_GENERATION = 512
 UPDATES_PER_GENERATION = 4  # the reference run: mini-batches of 128 prompts, one PPO epoch
@@ -50,7 +51,7 @@ def _parse(path: Path, tmp_path: Path, *flags: str):
 
 
 def test_the_recipe_set_is_complete():
-    assert set(PAPER_RECIPES) | {LORA_RECIPE} | set(EST_RECIPES) == set(TRAIN_RECIPES)
+    assert set(PAPER_RECIPES) | {LORA_RECIPE} | set(EST_RECIPES) | set(BUDGETED_RECIPES) == set(TRAIN_RECIPES)
     names = {p.name for p in ACCELERATE_CONFIGS}
     assert {"single_gpu.yaml", "multi_gpu.yaml", "zero2.yaml", "zero3.yaml", "fsdp2.yaml"} <= names
 
@@ -119,7 +120,19 @@ def test_512_prompts_per_generation_and_4_updates_of_128_on_8_gpus(path, tmp_pat
 
 
 @pytest.mark.parametrize("path", EST_RECIPES, ids=_id)
-def test_est_recipe_is_balance_with_memory_and_a_budget_of_8(path, tmp_path):
+def test_est_recipe_is_the_papers_algorithm_at_8_per_prompt_with_the_reference_batch(path, tmp_path):
+    _, args, _ = _parse(path, tmp_path)
+    plan = args.sampling_plan
+    assert args.sampling == "est" and plan.schedule == "est" and args.num_generations == 8
+    assert (plan.objective, plan.objective_weighting, plan.memory_decay) == ("log", "hybrid", 0.9)
+    assert (plan.memory_prior_alpha, plan.memory_prior_beta, plan.est_bounds) == (1.0, 1.0, (2, 32))
+    assert args.generation_batch_size == PROMPTS_PER_GENERATION * 8
+    assert updates_per_generation(args, TRAINING_GPUS) == UPDATES_PER_GENERATION
+    assert args.max_steps == 600 * UPDATES_PER_GENERATION and args.learning_rate == 1e-6
+
+
+@pytest.mark.parametrize("path", BUDGETED_RECIPES, ids=_id)
+def test_budgeted_recipe_is_balance_with_memory_and_a_budget_of_8(path, tmp_path):
     balance = yaml.safe_load((path.parent / "reinforce_ada_balance.yaml").read_text())
     est = yaml.safe_load(path.read_text())
     changed = {key for key in est if est[key] != balance.get(key)}
