@@ -228,10 +228,29 @@ def sampler_metric_names() -> set[str]:
     return {_generic(key) for key in keys}
 
 
+def est_and_objective_metric_names() -> set[str]:
+    """Every key an Est step's sampler and the objective weights emit."""
+    import numpy as np
+
+    from trl_ada.est import EstSampler
+    from trl_ada.plan import SamplingPlan
+    from trl_ada.trainer import objective_weights
+
+    plan = SamplingPlan(
+        generation_schedule="est", pass_rate_memory=True, objective="log", objective_weighting="hybrid"
+    )
+    sampler = EstSampler(2, plan, prior_alpha=[1.0, 1.0], prior_beta=[1.0, 3.0])
+    sampler.plan_round()
+    sampler.ingest([1.0, 0.0] * 4)
+    _, weights = objective_weights(plan, [0.5, 0.5], [np.array([0.5, -0.5])] * 2)
+    return {key for key in sampler.metrics() if key.startswith("est/")} | {f"objective/{key}" for key in weights}
+
+
 def trainer_metric_names() -> set[str]:
     """The metrics the trainer logs under its prefix besides the sampler's (from its and the schedules' source)."""
     source = (REPO / "trl_ada" / "trainer.py").read_text()
     names = set(re.findall(r"\{METRIC_PREFIX\}([\w/]+(?:\{[^}]*\})?)", source))
+    names = {name for name in names if "{name}" not in name} | est_and_objective_metric_names()
     for schedule in (REPO / "trl_ada" / "schedules").glob("*.py"):  # a schedule's own metrics, prefixed by the trainer
         names.update(re.findall(r"f?\"((?:generation_time|streaming)/[\w/]*(?:\{[^}]*\})?)\"", schedule.read_text()))
     return {_generic(name) for name in names}
