@@ -288,7 +288,11 @@ def plot_curves(curves: dict[str, dict[str, Any]], title: str) -> Any:
 def task_title(settings: TaskSettings, seed: int | str) -> str:
     """A one-line description of the task for figure titles."""
     counts = f"{min(settings.counts)}-{max(settings.counts)}"
-    return (
-        f"Toy task: letters {'/'.join(settings.targets)} x {counts} times, {settings.prompts_per_step} prompts/step, "
-        f"seed {seed}"
-    )
+    if settings.family == "keyed":
+        task = f"Keyed task: {settings.num_prompts} items, transfer {settings.transfer:g}, codes x {counts} times"
+    else:
+        task = f"Toy task: letters {'/'.join(settings.targets)} x {counts} times"
+    if settings.pass_rate_band is not None:
+        low, high = settings.pass_rate_band
+        task += f", base pass rate in ({low:g}, {high:g}]"
+    return f"{task}, {settings.prompts_per_step} prompts/step, seed {seed}"
