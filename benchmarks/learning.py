@@ -8,10 +8,16 @@ smoothed first-round reward of 0.5 and 0.7, relative to GRPO n=4. Setup and resu
     python -m benchmarks.learning --smoke    # 1 seed, 2 steps, 2 prompts/step, in-process: seconds
     python -m benchmarks.learning --est      # GRPO n=4/8, balance and Reinforce-Ada-Est at budgets 8 and 4, 5 seeds
     python -m benchmarks.learning --refill   # GRPO n=4/8, balance, Est, DAPO dynamic sampling and the combinations
+    python -m benchmarks.learning --family keyed --transfer 0   # the main comparison on the keyed task
 
 `--refill` measures the targets on an unbiased probe of the policy's pass rate (every distinct task prompt, every
 2 steps; `trl_ada.toy.experiment.PassRateProbe`) instead of the first-round reward, which pre-rollout skipping and
 candidate refill bias.
+
+`--family keyed` runs any of these on the keyed task (`trl_ada.toy.keyed`: a secret code per item, `--transfer`
+sets how many items share one) filtered to the paper's band (0, 0.375] of base pass rate (`--band LOW HIGH` for
+another), probed every 2 steps; it adds a table of the probe's metrics by difficulty (hardest third, the paper's
+"1-2 of 16" set, pass@k, entropy) at fixed numbers of generated samples.
 
 Writes `results.json`, `steps.csv`, `tables.txt` and `learning.png` into `--out`
 (default `benchmarks/results/learning/`).
@@ -49,6 +55,7 @@ from trl_ada.refill import num_candidates
 from trl_ada.toy.experiment import (
     MethodSpec,
     TaskSettings,
+    keyed_task,
     make_task,
     prepare_model,
     quiet_training,
@@ -56,7 +63,9 @@ from trl_ada.toy.experiment import (
     with_rounds,
 )
 from trl_ada.toy.results import (
+    PASS_AT_K,
     SMOOTHING_WINDOW,
+    metrics_at_milestones,
     moving_average,
     plot_curves,
     samples_to_reach,
@@ -79,6 +88,9 @@ EST_OPTIONS = (
 )
 REFILL_SIZES = {"steps": 60, "seeds": 5, "prompts_per_step": 8, "workers": 2}
 REFILL_PROBE = {"eval_every": 2, "eval_samples": 8}
+KEYED_PROBE = {"eval_every": 2, "eval_samples": 16}
+MILESTONE_FRACTIONS = (0.25, 0.5, 0.75, 1.0)
+"""Milestones of generated samples: these fractions of what the baseline (GRPO n=4) generates in the whole run."""
 PROMPT_OVERSAMPLING = 3.0
 SKIP_OPTIONS = (
     ("pass_rate_memory", True),
@@ -247,7 +259,7 @@ def run_all(
             model_dirs = {seed: prepare_model(Path(work) / f"model-{seed}", seed) for seed in seeds}
         # every distinct task prompt at least once, and enough rows for one step's candidates (`--smoke`)
         min_prompts = max(len(settings.task_rows()), *(_candidates_per_step(spec, settings) for spec in methods))
-        datasets = {seed: make_task(settings, steps, seed, min_prompts) for seed in seeds}
+        datasets = {seed: make_task(settings, steps, seed, min_prompts, model_dirs[seed]) for seed in seeds}
         jobs = _jobs(methods, seeds)
 
         def arguments(spec: MethodSpec, seed: int) -> tuple[tuple, dict]:
@@ -410,6 +422,45 @@ def refill_table(summaries: dict[str, dict[str, Any]], steps: int) -> str:
     return format_table(headers, rows, title=title)
 
 
+def milestones(settings: TaskSettings, steps: int) -> list[float]:
+    """Generated-sample milestones: `MILESTONE_FRACTIONS` of the baseline's samples (prompts x 4 per step)."""
+    return [fraction * steps * settings.prompts_per_step * 4 for fraction in MILESTONE_FRACTIONS]
+
+
+def milestone_summary(per_seed: dict[int, list[dict[str, Any]]], points: Sequence[float]) -> list[dict[str, float]]:
+    """At each milestone, every probe metric of the first probe at or after it, averaged over the seeds that have
+    one (NaN when none does)."""
+    per_run = [metrics_at_milestones(records, points) for records in per_seed.values()]
+    return [{name: _nanmean([run[k][name] for run in per_run]) for name in per_run[0][k]} for k in range(len(points))]
+
+
+def milestone_table(summaries: dict[str, dict[str, Any]], eval_samples: int) -> str:
+    """The probe's metrics by difficulty at each sample milestone, one row per method and milestone."""
+    top = max(k for k in PASS_AT_K if k <= eval_samples)
+    columns = [
+        ("pass rate", "eval_pass_rate"),
+        ("hardest third", "eval_pass_rate_hard"),
+        ("1-2 of 16", "eval_pass_rate_1_2_of_16"),
+        ("pass@1", "eval_pass_at_1"),
+        (f"pass@{top}", f"eval_pass_at_{top}"),
+        ("entropy", "eval_entropy"),
+    ]
+    headers = ["method", "samples", "step", *(title for title, _ in columns)]
+    rows = [
+        [label, f"{point['milestone']:.0f}", _number(point["step"], 0)]
+        + [_number(point.get(name, float("nan")), 3) for _, name in columns]
+        for label, summary in summaries.items()
+        for point in summary["milestones"]
+    ]
+    title = "Probe at fixed generated samples (first probe at or after; buckets by initial pass rate); seed mean"
+    return format_table(headers, rows, title=title)
+
+
+def _number(value: float, digits: int) -> str:
+    """`value` with `digits` decimals, '-' for NaN."""
+    return "-" if not np.isfinite(value) else f"{value:.{digits}f}"
+
+
 # --------------------------------------------------------------------------------------------
 # Figure and files
 # --------------------------------------------------------------------------------------------
@@ -449,6 +500,20 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--steps", type=int, default=None, help="training steps per run (default 60; smoke 2)")
     parser.add_argument("--prompts", type=int, default=None, help="prompts per step (default 8; smoke 2)")
     parser.add_argument("--workers", type=int, default=None, help="parallel runs (default 2; smoke 1: in-process)")
+    parser.add_argument(
+        "--family", choices=("letters", "keyed"), default="letters", help="task family (default letters)"
+    )
+    parser.add_argument(
+        "--transfer", type=float, default=0.0, help="keyed: share of learning that transfers between items, 0-1"
+    )
+    parser.add_argument(
+        "--band",
+        type=float,
+        nargs=2,
+        metavar=("LOW", "HIGH"),
+        default=None,
+        help="keep prompts with base pass rate in (LOW, HIGH] from 16 samples (keyed default: 0 0.375)",
+    )
     modes = parser.add_mutually_exclusive_group()
     modes.add_argument(
         "--est",
@@ -467,14 +532,27 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args.steps = args.steps or sizes["steps"]
     args.prompts = args.prompts or sizes["prompts_per_step"]
     args.workers = args.workers if args.workers is not None else min(sizes["workers"], os.cpu_count() or 1)
+    try:
+        args.settings = task_settings(args)
+    except ValueError as error:  # one line naming the option and the fix, before anything is built
+        parser.error(str(error))
     return args
+
+
+def task_settings(args: argparse.Namespace) -> TaskSettings:
+    """The task of the run: the letters task, or the keyed one (band-filtered, probed every 2 steps)."""
+    band = {} if args.band is None else {"pass_rate_band": tuple(args.band)}
+    if args.family == "keyed":
+        probe = REFILL_PROBE if args.refill else KEYED_PROBE
+        return keyed_task(prompts_per_step=args.prompts, transfer=args.transfer, **probe, **band)
+    probe = REFILL_PROBE if args.refill else {}
+    return TaskSettings(prompts_per_step=args.prompts, transfer=args.transfer, **probe, **band)
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """Run the benchmark, print the tables, write JSON, CSV, tables and the figure; return the JSON data."""
     args = parse_args(argv)
-    probe = REFILL_PROBE if args.refill else {}
-    settings = TaskSettings(prompts_per_step=args.prompts, **probe)
+    settings = args.settings
     if args.refill:
         methods = build_refill_methods(args.smoke)
     else:
@@ -493,6 +571,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         add_ratios(first_round, TARGETS)
         tables.append(target_table(first_round, TARGETS[-1], len(seeds)) + "\n(biased under skipping: see the docs)")
         tables.append(refill_table(summaries, args.steps))
+    if settings.family == "keyed":  # evaluation by difficulty at fixed sample milestones
+        points = milestones(settings, args.steps)
+        for spec in methods:
+            summaries[spec.label]["milestones"] = milestone_summary(runs[spec.label], points)
+        tables.append(milestone_table(summaries, settings.eval_samples))
     tables.append(overview_table(summaries, args.steps))
     text = "\n\n".join(tables)
     print(

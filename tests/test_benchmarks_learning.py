@@ -131,3 +131,15 @@ def test_refill_smoke_probes_the_pass_rate_and_counts_every_candidate_sampled(be
     assert all(r["samples"] == 2 * 4 for r in runs["n=4 + skip"])  # one round: the batch's 2 slots x 4
     assert data["summaries"]["DAPO 3x"]["curve"] == "eval_pass_rate"
     assert data["first_round_summaries"]["DAPO 3x"]["curve"] == "first_round_reward"
+
+
+def test_keyed_family_options_and_their_one_line_errors(benchmark, capsys):
+    settings = benchmark.parse_args(["--family", "keyed", "--transfer", "0.5"]).settings
+    assert (settings.family, settings.transfer, settings.pass_rate_band) == ("keyed", 0.5, (0.0, 0.375))
+    assert (settings.eval_every, settings.eval_samples) == (2, 16)
+    assert benchmark.parse_args(["--band", "0", "0.5"]).settings.pass_rate_band == (0.0, 0.5)
+    assert benchmark.parse_args([]).settings == benchmark.TaskSettings(prompts_per_step=8)
+    with pytest.raises(SystemExit):
+        benchmark.parse_args(["--family", "keyed", "--transfer", "2"])
+    assert "transfer=2.0 is outside [0, 1]; use 0" in capsys.readouterr().err
+    assert benchmark.milestones(settings, steps=10) == [80.0, 160.0, 240.0, 320.0]

@@ -3,6 +3,7 @@
 - `trl_ada.toy.model`: [`build_tiny_model`], a random two-layer Qwen2 with a trained byte-level BPE tokenizer.
 - `trl_ada.toy.task`: [`make_toy_dataset`], [`toy_reward`], the recommended settings ([`toy_grpo_kwargs`]) and
   [`estimate_pass_rates`].
+- `trl_ada.toy.keyed`: the keyed task family (a secret code per prompt, a transfer knob, a pass-rate filter).
 - `trl_ada.toy.experiment`: the runner that `trl-ada demo` and the benchmarks share (it re-exports the results).
 - `trl_ada.toy.results`: the summaries, tables and figures of its per-step records.
 

@@ -19,11 +19,18 @@ from typing import TYPE_CHECKING, Any
 from transformers import TrainerCallback
 
 from ..utils import mean
+from .keyed import estimate_row_pass_rates, filter_rows, rows_dataset
 from .model import build_tiny_model, configure_torch_threads
 from .results import (
+    INITIAL_SAMPLES,
+    PASS_AT_K,
     SMOOTHING_WINDOW,
+    difficulty_buckets,
+    mean_token_entropy,
+    metrics_at_milestones,
     moving_average,
     plot_curves,
+    probe_metrics,
     samples_to_reach,
     steps_to_reach,
     summarize,
@@ -33,7 +40,7 @@ from .results import method_table as method_table
 from .results import reading as reading
 from .results import summary_table as summary_table
 from .specs import TRAINERS as TRAINERS
-from .specs import MethodSpec, TaskSettings, with_rounds
+from .specs import MethodSpec, TaskSettings, keyed_task, with_rounds
 from .task import TOY_TEMPERATURE, make_toy_dataset, toy_grpo_kwargs, toy_reward
 
 if TYPE_CHECKING:
@@ -46,7 +53,9 @@ __all__ = [
     "PassRateProbe",
     "StepRecorder",
     "TaskSettings",
+    "keyed_task",
     "make_task",
+    "metrics_at_milestones",
     "moving_average",
     "plot_curves",
     "prepare_model",
@@ -55,6 +64,7 @@ __all__ = [
     "steps_to_reach",
     "summarize",
     "task_title",
+    "training_rows",
     "with_rounds",
 ]
 
@@ -78,14 +88,36 @@ REFILL_METRICS = (
 """`reinforce_ada/refill/` metrics kept in each step record as `refill_<name>` (NaN without candidates)."""
 
 
-def make_task(settings: TaskSettings, steps: int, seed: int, min_prompts: int = 0) -> Dataset:
+def training_rows(
+    settings: TaskSettings, model_dir: str | Path | None = None, seed: int = 0
+) -> list[tuple[str, int, str]]:
+    """The distinct prompts training uses, as (answer, count, user message): the task's, filtered to
+    `settings.pass_rate_band` on the base model in `model_dir` (sampled with `seed`) when a band is set.
+
+    ValueError (naming the band, the prompts left and the fix) when the band leaves fewer prompts than one step needs.
+    """
+    rows = settings.task_rows()
+    band = settings.pass_rate_band
+    if band is None:
+        return rows
+    if model_dir is None:
+        raise ValueError(f"pass_rate_band={band!r} filters on the base model; pass its model_dir.")
+    rates = estimate_row_pass_rates(model_dir, rows, settings.filter_samples, settings.max_completion_length, seed)
+    return filter_rows(rows, rates, band, settings.prompts_per_step)
+
+
+def make_task(
+    settings: TaskSettings, steps: int, seed: int, min_prompts: int = 0, model_dir: str | Path | None = None
+) -> Dataset:
     """The toy dataset: enough rows for `steps` steps (one epoch, seeded order) and at least `min_prompts`.
 
-    Rows cycle through seeded shuffles of the task's distinct prompts, so each appears equally often (up to the last,
-    partial cycle).
+    Rows cycle through seeded shuffles of the task's distinct prompts ([`training_rows`]; a band filters them on
+    the base model in `model_dir`), so each appears equally often (up to the last, partial cycle).
     """
     num_prompts = max(steps * settings.prompts_per_step, min_prompts)
-    return make_toy_dataset(num_prompts, seed=seed, targets=settings.targets, counts=settings.counts)
+    if settings.family == "letters" and settings.pass_rate_band is None:
+        return make_toy_dataset(num_prompts, seed=seed, targets=settings.targets, counts=settings.counts)
+    return rows_dataset(training_rows(settings, model_dir, seed), num_prompts, seed)
 
 
 def prepare_model(directory: str | Path, seed: int) -> Path:
@@ -174,20 +206,27 @@ class PassRateProbe:
     or skip. Sampling is the training's (temperature 1, no top-k/top-p, `max_completion_length` tokens) under its own
     random state, seeded by (`seed`, step): the probe leaves the training's random stream untouched, and every method
     is probed with the same draws at the same step.
+
+    `rows` are the distinct prompts as (answer, count, user message) (default: `settings.task_rows()`). After
+    [`set_baseline`] (`INITIAL_SAMPLES` completions per prompt from the initial model, drawn as step 0),
+    [`measure`] also reports the pass rate per difficulty bucket, pass@k and the policy's entropy.
     """
 
-    def __init__(self, tokenizer: Any, settings: TaskSettings, seed: int):
+    def __init__(
+        self, tokenizer: Any, settings: TaskSettings, seed: int, rows: list[tuple[str, int, str]] | None = None
+    ):
         from ..evaluation import encode_prompts
 
-        rows = settings.task_rows()
+        rows = settings.task_rows() if rows is None else rows
         self.tokenizer, self.seed, self.num_samples = tokenizer, seed, settings.eval_samples
         self.max_new_tokens = settings.max_completion_length
         self.answers = [target for target, _, _ in rows]
         self.counts = [count for _, count, _ in rows]
         self.prompt_ids = encode_prompts(tokenizer, [[{"role": "user", "content": text}] for _, _, text in rows])
+        self.buckets: dict[str, list[int]] = {}
 
-    def __call__(self, model: Any, step: int) -> float:
-        """Mean [`toy_reward`] of `num_samples` completions per distinct prompt, sampled from `model` now."""
+    def sample(self, model: Any, step: int, num_samples: int) -> tuple[list[float], float]:
+        """Rewards of `num_samples` completions per prompt (prompt-major) and their mean per-token entropy."""
         import torch
 
         batch = self.tokenizer.pad({"input_ids": self.prompt_ids}, padding_side="left", return_tensors="pt")
@@ -204,22 +243,59 @@ class PassRateProbe:
                     top_k=0,
                     top_p=1.0,
                     max_new_tokens=self.max_new_tokens,
-                    num_return_sequences=self.num_samples,
+                    num_return_sequences=num_samples,
                     pad_token_id=self.tokenizer.pad_token_id,
+                    return_dict_in_generate=True,
+                    output_logits=True,
                 )
         finally:
             model.train(was_training)
-        texts = self.tokenizer.batch_decode(output[:, batch["input_ids"].shape[1] :], skip_special_tokens=True)
-        repeat = self.num_samples  # generate returns the samples of prompt 0 first, then prompt 1, ...
-        answers = [a for a in self.answers for _ in range(repeat)]
-        counts = [k for k in self.counts for _ in range(repeat)]
-        return mean(toy_reward(texts, answers, counts))
+        completion_ids = output.sequences[:, batch["input_ids"].shape[1] :]
+        texts = self.tokenizer.batch_decode(completion_ids, skip_special_tokens=True)
+        ended = (completion_ids == self.tokenizer.eos_token_id).cumsum(dim=1)
+        live = (ended - (completion_ids == self.tokenizer.eos_token_id).long()) == 0  # up to and with the end token
+        entropy = mean_token_entropy(torch.stack(output.logits, dim=1), live)
+        # generate returns the samples of prompt 0 first, then prompt 1, ...
+        answers = [a for a in self.answers for _ in range(num_samples)]
+        counts = [k for k in self.counts for _ in range(num_samples)]
+        return toy_reward(texts, answers, counts), entropy
+
+    def correct_counts(self, rewards: list[float], num_samples: int) -> list[int]:
+        """Right answers per prompt from prompt-major rewards."""
+        return [round(sum(rewards[i : i + num_samples])) for i in range(0, len(rewards), num_samples)]
+
+    def set_baseline(self, model: Any) -> None:
+        """Bucket the prompts by the initial model's pass rate from `INITIAL_SAMPLES` completions each."""
+        rewards, _ = self.sample(model, 0, INITIAL_SAMPLES)
+        self.buckets = difficulty_buckets(self.correct_counts(rewards, INITIAL_SAMPLES))
+
+    def measure(self, model: Any, step: int) -> dict[str, float]:
+        """`eval_pass_rate`, `eval_entropy`, and with a baseline the bucket pass rates and `eval_pass_at_<k>`."""
+        rewards, entropy = self.sample(model, step, self.num_samples)
+        metrics = {"eval_pass_rate": mean(rewards), "eval_entropy": entropy}
+        if self.buckets:
+            correct = self.correct_counts(rewards, self.num_samples)
+            metrics.update(probe_metrics(correct, self.num_samples, self.buckets))
+        return metrics
+
+    def metric_names(self) -> list[str]:
+        """The keys [`measure`] returns."""
+        names = ["eval_pass_rate", "eval_entropy"]
+        if self.buckets:
+            names += [f"eval_pass_rate_{name}" for name in self.buckets]
+            names += [f"eval_pass_at_{k}" for k in PASS_AT_K if k <= self.num_samples]
+        return names
+
+    def __call__(self, model: Any, step: int) -> float:
+        """Mean [`toy_reward`] of `num_samples` completions per distinct prompt, sampled from `model` now."""
+        return self.measure(model, step)["eval_pass_rate"]
 
 
 class StepRecorder(TrainerCallback):
     """Collects one record per logged training step (see [`run_method`]) and reports it.
 
-    With a `probe`, every `eval_every`-th step's record also holds `eval_pass_rate` (NaN on the other steps).
+    With a `probe`, every `eval_every`-th step's record also holds the probe's metrics (`eval_pass_rate` and the
+    others of [`PassRateProbe.measure`]; NaN on the other steps); the probe's baseline is drawn when training starts.
     """
 
     def __init__(
@@ -236,24 +312,29 @@ class StepRecorder(TrainerCallback):
         self.start = time.perf_counter()
         self.eval_time = 0.0
 
-    def on_train_begin(self, args, state, control, **kwargs):
+    def on_train_begin(self, args, state, control, model=None, **kwargs):
+        if self.probe is not None:
+            self.probe.set_baseline(model)
         self.start = time.perf_counter()
 
     def on_log(self, args, state, control, logs=None, model=None, **kwargs):
         if logs and "reward" in logs:  # a training step's metrics (not the end-of-training summary)
-            pass_rate = float("nan")
-            if self.probe is not None and state.global_step % self.eval_every == 0:
-                start = time.perf_counter()
-                pass_rate = self.probe(model, state.global_step)
-                self.eval_time += time.perf_counter() - start
-            self.add(state.global_step, state.max_steps, logs, pass_rate)
+            probed = None
+            if self.probe is not None:
+                probed = dict.fromkeys(self.probe.metric_names(), float("nan"))
+                if state.global_step % self.eval_every == 0:
+                    start = time.perf_counter()
+                    probed.update(self.probe.measure(model, state.global_step))
+                    self.eval_time += time.perf_counter() - start
+            self.add(state.global_step, state.max_steps, logs, probed)
 
-    def add(self, step: int, max_steps: int, logs: dict[str, float], pass_rate: float = float("nan")) -> None:
-        """Append the record of `step` (cumulative samples and wall time included) and report it."""
+    def add(self, step: int, max_steps: int, logs: dict[str, float], probed: dict[str, float] | None = None) -> None:
+        """Append the record of `step` (cumulative samples, probe metrics and wall time included) and report it."""
         record = {"step": step, **step_record(self.spec, logs, self.prompts_per_step)}
         previous = self.records[-1]["cumulative_samples"] if self.records else 0.0
         record["cumulative_samples"] = previous + record["samples"]
-        record["eval_pass_rate"] = pass_rate
+        record["eval_pass_rate"] = float("nan")
+        record.update(probed or {})
         record["wall_time"] = time.perf_counter() - self.start - self.eval_time  # training only
         self.records.append(record)
         if self.report is not None:
@@ -290,10 +371,11 @@ def run_method(
     """Train `spec` for `steps` steps from `model_dir`; return one record per step.
 
     Each record holds `step`, `first_round_reward`, `samples` (every completion generated in the step, kept or
-    not, over all candidates), `cumulative_samples`, `eval_pass_rate` (see [`PassRateProbe`]; NaN unless
-    `settings.eval_every` divides the step), `frac_reward_zero_std`, `kept_reward` (mean reward of the groups that
-    reached the loss), `step_time`, `wall_time` (seconds of training since it started, probes excluded), the
-    `ADAPTIVE_METRICS` (NaN for plain GRPO, except `rounds` = 1) and the `REFILL_METRICS` as `refill_<name>`.
+    not, over all candidates), `cumulative_samples`, `eval_pass_rate` and with a probe its other metrics (see
+    [`PassRateProbe`]; NaN unless `settings.eval_every` divides the step), `frac_reward_zero_std`, `kept_reward`
+    (mean reward of the groups that reached the loss), `step_time`, `wall_time` (seconds of training since it
+    started, probes excluded), the `ADAPTIVE_METRICS` (NaN for plain GRPO, except `rounds` = 1) and the
+    `REFILL_METRICS` as `refill_<name>`.
     `report` is called with each record.
     """
     from transformers import PrinterCallback
@@ -306,7 +388,9 @@ def run_method(
         stack.enter_context(quiet_training())
         output_dir = Path(work_dir) / f"trainer-{spec.name}-seed{seed}"  # one run directory per parallel run
         trainer = build_method_trainer(spec, model_dir, dataset, settings, steps, seed, output_dir)
-        probe = PassRateProbe(trainer.processing_class, settings, seed) if settings.eval_every > 0 else None
+        probe = None
+        if settings.eval_every > 0:
+            probe = PassRateProbe(trainer.processing_class, settings, seed, training_rows(settings, model_dir, seed))
         recorder = StepRecorder(spec, settings.prompts_per_step, report, probe, settings.eval_every)
         trainer.remove_callback(PrinterCallback)  # it prints every log dict; the recorder reports instead
         trainer.add_callback(recorder)

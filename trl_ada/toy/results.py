@@ -13,10 +13,16 @@ if TYPE_CHECKING:
     from .specs import MethodSpec, TaskSettings
 
 __all__ = [
+    "PASS_AT_K",
     "SMOOTHING_WINDOW",
+    "difficulty_buckets",
+    "mean_token_entropy",
     "method_table",
+    "metrics_at_milestones",
     "moving_average",
+    "pass_at_k",
     "plot_curves",
+    "probe_metrics",
     "reading",
     "samples_to_reach",
     "steps_to_reach",
@@ -27,6 +33,11 @@ __all__ = [
 
 SMOOTHING_WINDOW = 5
 """Steps of the trailing moving average that the summaries and the curves read the first-round reward over."""
+PASS_AT_K = (1, 2, 4, 8, 16)
+"""The k of the probe's pass@k (those up to its samples per prompt)."""
+HARD_SET = (1, 2)
+"""The paper's hard set: prompts with 1 or 2 right of `INITIAL_SAMPLES` initial samples."""
+INITIAL_SAMPLES = 16
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -87,6 +98,70 @@ def summarize(records: Sequence[dict], targets: Sequence[float], window: int = S
         "steps_to": {f"{t:g}": steps_to_reach(records, t, window) for t in targets},
         "samples_to": {f"{t:g}": samples_to_reach(records, t, window) for t in targets},
     }
+
+
+def metrics_at_milestones(
+    records: Sequence[dict], milestones: Sequence[float], prefix: str = "eval_"
+) -> list[dict[str, float]]:
+    """For each milestone of cumulative generated samples, the probe metrics (record fields starting with `prefix`)
+    of the first probed record at or after it, with its `step` and `cumulative_samples`; NaN when none is."""
+    probed = [r for r in records if not math.isnan(r.get(f"{prefix}pass_rate", float("nan")))]
+    names = [name for name in (probed[0] if probed else {}) if name.startswith(prefix)]
+    rows = []
+    for milestone in milestones:
+        record = next((r for r in probed if r["cumulative_samples"] >= milestone), None)
+        fields = ("step", "cumulative_samples", *names)
+        values = {name: float("nan") if record is None else float(record[name]) for name in fields}
+        rows.append({"milestone": float(milestone), **values})
+    return rows
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Probe metrics
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def pass_at_k(num_samples: int, num_correct: int, k: int) -> float:
+    """The unbiased pass@k from `num_correct` right of `num_samples`: 1 - C(n-c, k) / C(n, k); NaN when k > n."""
+    if k > num_samples:
+        return float("nan")
+    return 1.0 - math.comb(num_samples - num_correct, k) / math.comb(num_samples, k)
+
+
+def difficulty_buckets(initial_correct: Sequence[int]) -> dict[str, list[int]]:
+    """Prompt indices by initial difficulty, from each prompt's right answers of `INITIAL_SAMPLES`.
+
+    `hard`, `medium` and `easy`: the thirds by initial pass rate (ties in index order; `hard` is the hardest third);
+    `1_2_of_16`: the paper's hard set, 1 or 2 right.
+    """
+    order = sorted(range(len(initial_correct)), key=lambda i: initial_correct[i])
+    size = len(order)
+    thirds = [order[j * size // 3 : (j + 1) * size // 3] for j in range(3)]
+    hard_set = [i for i, c in enumerate(initial_correct) if c in HARD_SET]
+    return {"hard": thirds[0], "medium": thirds[1], "easy": thirds[2], "1_2_of_16": hard_set}
+
+
+def probe_metrics(correct: Sequence[int], num_samples: int, buckets: dict[str, list[int]]) -> dict[str, float]:
+    """Pass rate per bucket (`eval_pass_rate_<bucket>`, NaN when empty) and `eval_pass_at_<k>` for `PASS_AT_K`
+    up to `num_samples`, from each prompt's right answers of `num_samples`."""
+    rates = [c / num_samples for c in correct]
+    metrics = {f"eval_pass_rate_{name}": mean(rates[i] for i in indices) for name, indices in buckets.items()}
+    for k in PASS_AT_K:
+        if k <= num_samples:
+            metrics[f"eval_pass_at_{k}"] = mean(pass_at_k(num_samples, c, k) for c in correct)
+    return metrics
+
+
+def mean_token_entropy(logits: Any, live: Any) -> float:
+    """Mean entropy (nats) of the next-token distributions `softmax(logits)` at the `live` positions.
+
+    `logits`: a (batch, steps, vocab) tensor; `live`: a (batch, steps) bool tensor (False after a completion ended).
+    """
+    import torch
+
+    log_probs = torch.log_softmax(logits.float(), dim=-1)
+    entropy = -(log_probs.exp() * log_probs).sum(dim=-1)
+    return float(entropy[live].mean()) if bool(live.any()) else float("nan")
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -213,7 +288,11 @@ def plot_curves(curves: dict[str, dict[str, Any]], title: str) -> Any:
 def task_title(settings: TaskSettings, seed: int | str) -> str:
     """A one-line description of the task for figure titles."""
     counts = f"{min(settings.counts)}-{max(settings.counts)}"
-    return (
-        f"Toy task: letters {'/'.join(settings.targets)} x {counts} times, {settings.prompts_per_step} prompts/step, "
-        f"seed {seed}"
-    )
+    if settings.family == "keyed":
+        task = f"Keyed task: {settings.num_prompts} items, transfer {settings.transfer:g}, codes x {counts} times"
+    else:
+        task = f"Toy task: letters {'/'.join(settings.targets)} x {counts} times"
+    if settings.pass_rate_band is not None:
+        low, high = settings.pass_rate_band
+        task += f", base pass rate in ({low:g}, {high:g}]"
+    return f"{task}, {settings.prompts_per_step} prompts/step, seed {seed}"
