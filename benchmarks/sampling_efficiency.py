@@ -110,6 +110,8 @@ class SamplerSpec:
     rounds_per_prompt: int | None = None
     skip_threshold: float | None = None
     skip_exploration: float = 0.0
+    skip_unsolvable_draws: int | None = 64
+    skip_max_consecutive: int = 4
 
     @property
     def plan(self) -> SamplingPlan:
@@ -130,6 +132,8 @@ class SamplerSpec:
             rounds_per_prompt=self.rounds_per_prompt,
             skip_threshold=self.skip_threshold,
             skip_exploration=self.skip_exploration,
+            skip_unsolvable_draws=self.skip_unsolvable_draws,
+            skip_max_consecutive=self.skip_max_consecutive,
         )
 
 
@@ -480,7 +484,15 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         action="store_true",
         help="the multi-epoch mode (Reinforce-Ada-Est): D prompts over E epochs with moving pass rates",
     )
+    parser.add_argument(
+        "--skip-coverage",
+        action="store_true",
+        help="with --multi-epoch: how often hard prompts are visited with pre-rollout skipping off, before and after "
+        "the fix that skips only easy or unsolvable prompts",
+    )
     args = parser.parse_args(argv)
+    if args.skip_coverage and not args.multi_epoch:
+        parser.error("--skip-coverage is a part of the multi-epoch mode: add --multi-epoch.")
     args.seeds_given = args.seeds
     sizes = SMOKE_SIZES if args.smoke else FULL_SIZES
     args.seeds = args.seeds or sizes["seeds"]

@@ -9,9 +9,11 @@ results: `docs/benchmarks_sampling.md`, "Multi-epoch mode".
     python -m benchmarks.sampling_efficiency --multi-epoch           # D=1024, B=256, 4 epochs, 5 seeds, ~2 min
     python -m benchmarks.sampling_efficiency --multi-epoch --smoke   # D=32, B=16, 2 epochs, 1 seed, seconds
     python -m benchmarks.sampling_multi_epoch [--smoke] ...          # the same, without the flag
+    python -m benchmarks.sampling_multi_epoch --skip-coverage       # hard prompts under pre-rollout skipping, ~3 min
 
 Writes `multi_epoch.json`, `multi_epoch.csv`, `multi_epoch_tables.txt` and `sampling_efficiency_multi_epoch.png`
-into `--out` (default `benchmarks/results/sampling_efficiency/`).
+into `--out` (default `benchmarks/results/sampling_efficiency/`); `--skip-coverage` writes `skip_coverage.json` and
+`skip_coverage.txt` instead.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -56,8 +58,9 @@ from benchmarks.sampling_efficiency import (
     seed_metrics,
 )
 from trl_ada.memory import PassRateMemory
-from trl_ada.refill import num_candidates
-from trl_ada.simulation import LearningPrompts, SimulatedPolicy, simulate_refill_step
+from trl_ada.plan import SamplingPlan
+from trl_ada.refill import all_right_probability, all_wrong_probability, num_candidates, skip_before_rollout
+from trl_ada.simulation import LearningPrompts, SimulatedPolicy, SkipRule, simulate_refill_step
 
 MULTI_EPOCH_SIZES = {"dataset": 1024, "num_prompts": 256, "epochs": 4, "seeds": 5}
 MULTI_EPOCH_SMOKE_SIZES = {"dataset": 32, "num_prompts": 16, "epochs": 2, "seeds": 1}
@@ -393,6 +396,8 @@ def plot_multi_epoch(summaries: dict[str, dict[str, float]], specs: Sequence[Sam
 
 def main_multi_epoch(args: argparse.Namespace) -> dict[str, Any]:
     """The multi-epoch mode on the base prompt set: tables, JSON, CSV and figure under `args.out`."""
+    if args.skip_coverage:
+        return main_skip_coverage(args)
     sizes = dict(MULTI_EPOCH_SMOKE_SIZES if args.smoke else MULTI_EPOCH_SIZES)
     sizes["seeds"] = args.seeds_given or sizes["seeds"]
     prompt_set = PROMPT_SETS[0]
@@ -423,6 +428,193 @@ def main_multi_epoch(args: argparse.Namespace) -> dict[str, Any]:
     (out / "multi_epoch_tables.txt").write_text(table + "\n")
     figure = plot_multi_epoch(summaries, specs, out / "sampling_efficiency_multi_epoch.png")
     print(f"wrote {out / 'multi_epoch.json'}, {out / 'multi_epoch.csv'}, {figure}")
+    return data
+
+
+# --------------------------------------------------------------------------------------------
+# Skip coverage: how often hard prompts are visited under pre-rollout skipping
+# --------------------------------------------------------------------------------------------
+
+SKIP_COVERAGE_SIZES = {"dataset": 1024, "num_prompts": 256, "epochs": 8, "seeds": 5}
+SKIP_COVERAGE_SMOKE_SIZES = {"dataset": 48, "num_prompts": 8, "epochs": 3, "seeds": 1}
+COVERAGE_SKIP_THRESHOLD = 0.6  # the issue's setting; at 0.8 the rule before the fix never skips n=4 visits
+EAGER_UNSOLVABLE_DRAWS = 16  # skip_unsolvable_draws that fires at memory_decay=0.5 (the default 64 does not here)
+STARVED_STREAK = 4  # a prompt skipped more than this many turns in a row is "starved" (the default guarantee's bound)
+
+
+def skip_rule_before_fix(
+    plan: SamplingPlan,
+    alpha: np.ndarray,
+    beta: np.ndarray,
+    memory_hits: np.ndarray,
+    skip_streaks: np.ndarray,
+    uniforms: np.ndarray,
+) -> np.ndarray:
+    """The skip rule up to the fix, kept here to measure it: a memory hit whose chance of n completions all right
+    *or all wrong* is at least `skip_threshold` is skipped unless its uniform draw is below `skip_exploration`; hard
+    prompts count as futile, and no skip streak brings them back."""
+    n = plan.num_generations
+    no_signal = all_right_probability(alpha, beta, n) + all_wrong_probability(alpha, beta, n)
+    explored = np.asarray(uniforms) < plan.skip_exploration
+    return np.asarray(memory_hits, dtype=bool) & (no_signal >= plan.skip_threshold) & ~explored
+
+
+@dataclass(frozen=True)
+class CoverageRow:
+    """One sampler of the skip-coverage table and the rule that decides its skips (`None`: no skipping)."""
+
+    spec: SamplerSpec
+    rule: str
+    skip_rule: SkipRule | None
+
+
+def build_coverage_rows() -> list[CoverageRow]:
+    """n=4 with 3x candidates (the issue's GRPO n=4 + skip) and balance 4x8 with refill: no skip, the rule before
+    the fix, the rule after it (defaults), and the rule after it with an eager unsolvable side."""
+    refill = {"family": "refill", "num_generations": NUM_GENERATIONS, "prompt_oversampling": 3.0}
+    n4 = SamplerSpec("n=4, 3x", label="n4", exit_rule="mixed", samples_per_round=4, max_rounds=1, **refill)
+    balance = SamplerSpec(
+        "balance 4x8, 4 r/p, 3x",
+        label="bal4",
+        exit_rule="balance",
+        samples_per_round=4,
+        max_rounds=8,
+        rounds_per_prompt=4,
+        **refill,
+    )
+    skip = {"memory": True, "skip_threshold": COVERAGE_SKIP_THRESHOLD, "skip_exploration": SKIP_EXPLORATION}
+    rows = []
+    for base in (n4, balance):
+        rows.append(CoverageRow(base, "no skip", None))
+        rows.append(CoverageRow(replace(base, **skip), "before fix", skip_rule_before_fix))
+        rows.append(CoverageRow(replace(base, **skip), "after fix", skip_before_rollout))
+        eager = replace(base, **skip, skip_unsolvable_draws=EAGER_UNSOLVABLE_DRAWS)
+        rows.append(CoverageRow(eager, f"after, K={EAGER_UNSOLVABLE_DRAWS}", skip_before_rollout))
+    return rows
+
+
+def run_skip_coverage(row: CoverageRow, prompt_set: PromptSet, seed: int, sizes: dict[str, int]) -> dict[str, float]:
+    """One seed of `row` over E epochs of D / B steps (data and stream as in `run_multi_epoch`): per-prompt visits,
+    skips and first visits, then the coverage metrics of the prompt classes (by their pass rate at the start)."""
+    dataset, batch, spec = sizes["dataset"], sizes["num_prompts"], row.spec
+    start = prompt_set.sample(np.random.default_rng(derive_seed(seed, prompt_set.name, "dataset")), dataset)
+    prompts = LearningPrompts(start, learn_rate=LEARN_RATE, transfer=TRANSFER)
+    stream = CandidateStream(dataset, np.random.default_rng(derive_seed(seed, prompt_set.name, "order")))
+    memory = PassRateMemory(decay=MEMORY_DECAY) if row.skip_rule is not None else None
+    visits, turns, skips = np.zeros(dataset), np.zeros(dataset), np.zeros(dataset)
+    streak, longest = np.zeros(dataset), np.zeros(dataset)
+    samples = effective = 0
+    steps = sizes["epochs"] * (dataset // batch)
+    for step in range(steps):
+        ids = stream.peek(num_candidates(batch, spec.prompt_oversampling))
+        policy = SimulatedPolicy(prompts.current[ids], seed=derive_seed(seed, prompt_set.name, step))
+        rule = row.skip_rule or skip_before_rollout
+        sampler = simulate_refill_step(policy, batch, memory, ids, spec.plan, skip_rule=rule)
+        sampled, skipped = ids[[p for p in range(ids.size) if sampler.pools[p]]], ids[sampler.skipped_prompts()]
+        visits[sampled] += 1
+        turns[ids[: sampler.consumed]] += 1
+        skips[skipped] += 1
+        streak[skipped] += 1
+        streak[sampled] = 0
+        longest = np.maximum(longest, streak)
+        kept = sampler.kept_prompts()
+        effect = [sampler.is_effective(p) for p in kept]
+        prompts.learn(ids[kept], effect)
+        stream.consume(sampler.consumed)
+        samples, effective = samples + sampler.samples_drawn, effective + sum(effect)
+    solvable = start > 0
+    classes = {
+        "low": solvable & (start < 0.1),
+        "third": solvable & (start <= np.quantile(start[solvable], 1 / 3)),
+        "zero": ~solvable,
+    }
+    metrics = {"samples_per_prompt": samples / (steps * batch), "effective_fraction": effective / (steps * batch)}
+    for name, members in classes.items():
+        metrics[f"{name}_visits"] = float(visits[members].mean())
+        metrics[f"{name}_skipped"] = float(skips[members].sum() / max(turns[members].sum(), 1))
+        metrics[f"{name}_starved"] = float((longest[members] > STARVED_STREAK).mean())
+        metrics[f"{name}_final_pass_rate"] = float(prompts.current[members].mean())
+    metrics["final_pass_rate"] = float(prompts.current.mean())
+    return metrics
+
+
+def skip_coverage_table(summaries: dict[str, dict[str, float]], sizes: dict[str, int]) -> str:
+    """Side by side: each sampler without skipping, with the rule before the fix and with the rule after it."""
+    headers = [
+        "sampler",
+        "skip rule",
+        "samples/prompt",
+        "eff. groups",
+        "low: visits",
+        "low: skipped",
+        "low: starved",
+        "low: final p",
+        "third: visits",
+        "third: starved",
+        "third: final p",
+        "p=0: visits",
+        "p=0: skipped",
+        "final p",
+    ]
+    rows = []
+    for key, v in summaries.items():
+        sampler, rule = key.split(" | ")
+        rows.append(
+            [
+                sampler,
+                rule,
+                _pm(v["samples_per_prompt"], v["samples_per_prompt_std"], 2),
+                _pm(v["effective_fraction"], v["effective_fraction_std"], 3),
+                _pm(v["low_visits"], v["low_visits_std"], 2),
+                _pm(v["low_skipped"], v["low_skipped_std"], 2),
+                _pm(v["low_starved"], v["low_starved_std"], 2),
+                _pm(v["low_final_pass_rate"], v["low_final_pass_rate_std"], 3),
+                _pm(v["third_visits"], v["third_visits_std"], 2),
+                _pm(v["third_starved"], v["third_starved_std"], 2),
+                _pm(v["third_final_pass_rate"], v["third_final_pass_rate_std"], 3),
+                _pm(v["zero_visits"], v["zero_visits_std"], 2),
+                _pm(v["zero_skipped"], v["zero_skipped_std"], 2),
+                _pm(v["final_pass_rate"], v["final_pass_rate_std"], 3),
+            ]
+        )
+    title = (
+        f"[skip coverage] D={sizes['dataset']} prompts, B={sizes['num_prompts']} per step, {sizes['epochs']} epochs "
+        f"of steps, {sizes['seeds']} seed(s), mean ± std; skip_threshold={COVERAGE_SKIP_THRESHOLD}, exploration "
+        f"{SKIP_EXPLORATION}, memory_decay={MEMORY_DECAY}. low: 0 < p < 0.1 at the start; third: the hardest third "
+        f"of the solvable prompts; starved: share skipped more than {STARVED_STREAK} turns in a row at some point"
+    )
+    return format_table(headers, rows, title)
+
+
+def main_skip_coverage(args: argparse.Namespace) -> dict[str, Any]:
+    """The skip-coverage comparison on the base prompt set: table and JSON under `args.out`."""
+    sizes = dict(SKIP_COVERAGE_SMOKE_SIZES if args.smoke else SKIP_COVERAGE_SIZES)
+    sizes["seeds"] = args.seeds_given or sizes["seeds"]
+    prompt_set, rows = PROMPT_SETS[0], build_coverage_rows()
+    seeds = list(range(args.seed, args.seed + sizes["seeds"]))
+    tasks = [(row, seed) for row in rows for seed in seeds]
+    per_row: dict[str, list[dict[str, float]]] = {}
+    for row, seed in progress(tasks, total=len(tasks), desc="skip coverage", enabled=not args.quiet):
+        per_row.setdefault(f"{row.spec.name} | {row.rule}", []).append(run_skip_coverage(row, prompt_set, seed, sizes))
+    summaries = {}
+    for key, values in per_row.items():
+        summaries[key] = {}
+        for metric in values[0]:
+            summaries[key][metric], summaries[key][f"{metric}_std"] = mean_and_std([v[metric] for v in values])
+    table = skip_coverage_table(summaries, sizes)
+    print(table + "\n", flush=True)
+    out = Path(args.out)
+    config = {**sizes, "first_seed": args.seed, "smoke": args.smoke, "skip_threshold": COVERAGE_SKIP_THRESHOLD}
+    data = {
+        "benchmark": "sampling_skip_coverage",
+        "config": {**config, "learn_rate": LEARN_RATE, "transfer": TRANSFER, "memory_decay": MEMORY_DECAY},
+        "samplers": {f"{row.spec.name} | {row.rule}": asdict(row.spec) for row in rows},
+        "results": summaries,
+        "machine": machine_description(),
+    }
+    write_json(out / "skip_coverage.json", data)
+    (out / "skip_coverage.txt").write_text(table + "\n")
+    print(f"wrote {out / 'skip_coverage.json'}, {out / 'skip_coverage.txt'}")
     return data
 
 

@@ -154,3 +154,22 @@ def test_multi_epoch_mode_writes_every_sampler_with_consistent_numbers(multi_epo
         assert (values["futile_fraction"] > 0) <= (spec.futility_threshold > 0)
         assert (values["predicted_pass_rate"] is not None) == spec.memory  # NaN (null) without hits
     assert results["budget 4"]["samples_per_prompt"] == 4.0
+
+
+def test_skip_coverage_mode_compares_the_rules_before_and_after_the_fix(benchmark, tmp_path):
+    with contextlib.redirect_stdout(io.StringIO()) as printed:
+        data = benchmark.main(["--multi-epoch", "--skip-coverage", "--smoke", "--quiet", "--out", str(tmp_path)])
+    assert "[skip coverage]" in printed.getvalue() and (tmp_path / "skip_coverage.txt").is_file()
+    results = json.loads((tmp_path / "skip_coverage.json").read_text())["results"]
+    assert list(results) == list(data["results"])
+    for sampler in ("n=4, 3x", "balance 4x8, 4 r/p, 3x"):
+        rows = {rule: results[f"{sampler} | {rule}"] for rule in ("no skip", "before fix", "after fix")}
+        assert rows["no skip"]["low_skipped"] == rows["no skip"]["zero_skipped"] == 0.0
+        assert rows["after fix"]["low_starved"] == rows["after fix"]["third_starved"] == 0.0  # revisits guaranteed
+        assert all(row["samples_per_prompt"] >= 4.0 for row in rows.values())
+
+
+def test_skip_coverage_is_a_part_of_the_multi_epoch_mode(benchmark):
+    with pytest.raises(SystemExit), contextlib.redirect_stderr(io.StringIO()) as error:
+        benchmark.main(["--skip-coverage", "--smoke"])
+    assert "--skip-coverage is a part of the multi-epoch mode: add --multi-epoch." in error.getvalue()

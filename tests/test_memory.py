@@ -75,12 +75,12 @@ def test_table_grows_and_keeps_every_entry():
     assert not memory.posterior([np.uint64(7919 * 5001)])[2][0]
 
 
-def test_a_million_prompts_fit_in_about_20_bytes_per_slot():
+def test_a_million_prompts_fit_in_24_bytes_per_slot():
     memory = PassRateMemory()
     keys = np.random.default_rng(0).integers(1, 2**63, 1_000_000, dtype=np.uint64)
     memory.update(keys, np.zeros(keys.size), np.ones(keys.size))
     assert len(memory) == 1_000_000
-    assert memory.nbytes == 20 * memory.capacity <= 44 * 2**20  # 2^21 slots, at most half full
+    assert memory.nbytes == 24 * memory.capacity <= 48 * 2**20  # 2^21 slots, at most half full
     assert memory.posterior(keys[-3:])[2].all()
 
 
@@ -128,12 +128,45 @@ def _state(**changes):
         ({"successes": np.array([np.nan, 1.0], dtype=np.float32)}, "finite and non-negative"),
         ({"decay": np.array([0.5, 0.5])}, "'decay' must be a single value"),
         ({"decay": 0.0}, "decay=0.0: must be in \\(0, 1\\]"),
+        ({"skips": np.array([1])}, "skips must be non-negative integers, one per key"),
+        ({"skips": np.array([1.5, 0.0])}, "skips must be non-negative integers, one per key"),
+        ({"skips": np.array([-1, 0])}, "skips must be non-negative integers, one per key"),
     ],
 )
 def test_bad_state_is_refused_with_a_reason(changes, match):
     memory = PassRateMemory()
     with pytest.raises(ValueError, match=match):
         memory.load_state_dict(_state(**changes))
+
+
+def test_skip_streaks_count_skips_since_the_last_visit():
+    memory = PassRateMemory()
+    memory.update([1, 2], [0, 4], [4, 0])
+    memory.record_skips([1, 1, 2, 3])  # a key twice is one skip; key 3 was never visited: nothing to record
+    memory.record_skips([1])
+    assert memory.skip_streaks([1, 2, 3]).tolist() == [2, 1, 0] and 3 not in memory._keys
+    alpha, beta, _ = memory.posterior([1])
+    assert (alpha[0], beta[0]) == (1.0, 5.0) and memory.visits([1]).tolist() == [1]  # a skip is no evidence
+    memory.update([1], [0], [4])
+    assert memory.skip_streaks([1, 2]).tolist() == [0, 1]
+
+
+def test_skip_streaks_survive_a_checkpoint_and_a_growing_table(tmp_path):
+    memory = PassRateMemory()
+    keys = np.arange(1, 2001, dtype=np.uint64)
+    memory.update(keys[:10], np.zeros(10), np.ones(10))
+    memory.record_skips(keys[:3])
+    memory.update(keys[10:], np.zeros(1990), np.ones(1990))  # the table grows
+    memory.save(str(tmp_path / "memory.npz"))
+    assert PassRateMemory.load(str(tmp_path / "memory.npz")).skip_streaks(keys[:4]).tolist() == [1, 1, 1, 0]
+
+
+def test_a_state_written_before_skip_streaks_loads_with_every_streak_at_zero():
+    state = _state()
+    del state["skips"]
+    memory = PassRateMemory()
+    memory.load_state_dict(state)
+    assert memory.skip_streaks([1, 2]).tolist() == [0, 0] and memory.visits([1, 2]).tolist() == [1, 1]
 
 
 def test_state_without_an_entry_names_it():
@@ -215,7 +248,7 @@ def test_prompt_keys_are_uint64_even_when_every_key_fits_in_int64():
 )
 def test_capacity_is_rounded_up_to_a_power_of_two_of_at_least_1024(asked, capacity):
     assert PassRateMemory(capacity=asked).capacity == capacity
-    assert PassRateMemory(capacity=asked).nbytes == 20 * capacity
+    assert PassRateMemory(capacity=asked).nbytes == 24 * capacity
 
 
 def test_home_slots_cover_the_whole_table():

@@ -114,7 +114,7 @@ def test_rounds_per_prompt_needs_rounds_to_cap():
         (
             {"skip_threshold": 1.5, "prompt_oversampling": 2.0, "pass_rate_memory": True},
             "skip_threshold=1.5: must be in (0, 1] (e.g. 0.9 skips a candidate whose posterior chance of a group "
-            "without signal is at least 90%), or None to never skip.",
+            "all right, or of skip_unsolvable_draws completions all wrong, is at least 90%), or None to never skip.",
         ),
     ],
 )

@@ -9,7 +9,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from trl_ada.memory import PassRateMemory
-from trl_ada.refill import RefillSampler, no_signal_probability, num_candidates, skip_before_rollout
+from trl_ada.plan import SamplingPlan
+from trl_ada.refill import (
+    RefillSampler,
+    all_right_probability,
+    all_wrong_probability,
+    num_candidates,
+    skip_before_rollout,
+)
 from trl_ada.sampling import AdaptiveSampler
 from trl_ada.simulation import SimulatedPolicy, simulate_refill_step
 
@@ -91,34 +98,90 @@ def test_budget_counts_the_kept_prompts():
     assert sampler.budget_total == 12
 
 
-def test_no_signal_probability_is_the_beta_binomial_tails():
-    # Beta(1, 9), n = 4: P(all wrong) = 9/10 * 10/11 * 11/12 * 12/13 = 9/13; P(all right) = 1*2*3*4 / (10*11*12*13)
-    expected = 9 / 13 + 24 / 17160
-    assert no_signal_probability(np.array([1.0]), np.array([9.0]), 4)[0] == pytest.approx(expected)
+def test_all_right_and_all_wrong_probabilities_are_the_beta_binomial_ends():
+    # Beta(1, 9), 4 draws: P(all wrong) = 9/10 * 10/11 * 11/12 * 12/13 = 9/13; P(all right) = 1*2*3*4 / (10*11*12*13)
+    alpha, beta = np.array([1.0, 2.5]), np.array([9.0, 0.5])
+    assert all_wrong_probability(alpha, beta, 4)[0] == pytest.approx(9 / 13)
+    assert all_right_probability(alpha, beta, 4)[0] == pytest.approx(24 / 17160)
+    assert all_right_probability(alpha, beta, 4)[1] == pytest.approx(2.5 * 3.5 * 4.5 * 5.5 / (3 * 4 * 5 * 6))
+    assert all_wrong_probability(alpha, beta, 64)[0] == pytest.approx(9 / 73)  # Beta(1, b): b / (b + draws)
+    assert all_right_probability(alpha, beta, 0).tolist() == [1.0, 1.0]
 
 
-def test_skip_needs_a_memory_hit_a_high_no_signal_probability_and_no_exploration_draw():
-    alpha, beta = np.array([1.0, 1.0, 1.0, 1.0]), np.array([9.0, 9.0, 9.0, 1.0])
-    hits = np.array([True, False, True, True])
-    uniforms = np.array([0.5, 0.5, 0.01, 0.5])
-    skipped = skip_before_rollout(alpha, beta, hits, 4, 0.69, 0.05, uniforms)
-    assert skipped.tolist() == [True, False, False, False]  # miss; explored; Beta(1,1) has P(no signal) = 0.4
-    assert not skip_before_rollout(alpha, beta, hits, 4, 0.7, 0.05, uniforms).any()  # 0.6937 < 0.7
-    assert not skip_before_rollout(alpha, beta, hits, 4, None, 0.0, uniforms).any()
+# Hand-built posteriors, n = 4, skip_threshold = 0.6, skip_unsolvable_draws = 64, skip_max_consecutive = 4.
+SKIP_PLAN = SamplingPlan(num_generations=4, skip_threshold=0.6, skip_exploration=0.05)
+POSTERIORS = {  # (alpha, beta): P(4 right), P(4 wrong), P(64 wrong)
+    "easy": (9.0, 1.0),  # 9/13 = 0.69 ≥ 0.6: skipped
+    "hard": (1.0, 9.0),  # P(4 wrong) = 9/13 = 0.69 (skipped before the fix), P(64 wrong) = 9/73: sampled
+    "hard, much evidence": (1.0, 94.0),  # P(64 wrong) = 94/158 = 0.595 < 0.6: still sampled
+    "unsolvable": (1.0, 97.0),  # P(64 wrong) = 97/161 = 0.602 ≥ 0.6: skipped
+    "unknown": (1.0, 1.0),  # P(4 right) = 0.2
+}
 
 
-def test_a_prompt_remembered_as_unsolvable_is_skipped_on_its_next_visit():
+def _skips(posteriors, hits=None, streaks=None, uniforms=None, plan=SKIP_PLAN):
+    alpha, beta = np.array(posteriors).T
+    size = len(posteriors)
+    hits = np.ones(size, dtype=bool) if hits is None else np.asarray(hits)
+    streaks = np.zeros(size, dtype=int) if streaks is None else np.asarray(streaks)
+    uniforms = np.full(size, 0.5) if uniforms is None else np.asarray(uniforms)
+    return skip_before_rollout(plan, alpha, beta, hits, streaks, uniforms).tolist()
+
+
+def test_only_easy_or_unsolvable_prompts_are_skipped_never_merely_hard_ones():
+    assert _skips(list(POSTERIORS.values())) == [True, False, False, True, False]
+    easy_only = SKIP_PLAN.replace(skip_unsolvable_draws=None)
+    assert _skips(list(POSTERIORS.values()), plan=easy_only) == [True, False, False, False, False]
+
+
+def test_a_skip_needs_a_memory_hit_no_exploration_draw_and_a_streak_below_the_limit():
+    easy, unsolvable = POSTERIORS["easy"], POSTERIORS["unsolvable"]
+    assert _skips([easy, unsolvable], hits=[False, False]) == [False, False]
+    assert _skips([easy, unsolvable], uniforms=[0.049, 0.05]) == [False, True]  # explored below 0.05
+    assert _skips([easy, unsolvable] * 2, streaks=[3, 3, 4, 9]) == [True, True, False, False]  # revisit due at 4
+    assert _skips([easy], plan=SKIP_PLAN.replace(skip_threshold=None)) == [False]
+
+
+def test_an_unsolvable_prompt_is_skipped_only_after_the_evidence_and_revisited_after_the_streak():
+    # decay 1, balance M=8 N=4: a p = 0 prompt draws 32 wrong per visit, Beta(1, 1 + 32 v) after v visits, and
+    # P(64 wrong) = (1 + 32 v) / (65 + 32 v) = 0.34, 0.50, 0.60 after 1, 2, 3 visits: skipped from the 4th turn on,
+    # 4 times in a row (skip_max_consecutive), sampled at the 5th, then skipped again.
     memory = PassRateMemory(decay=1.0)
-    kwargs = {"num_generations": 4, "samples_per_round": 8, "max_rounds": 4, "exit_rule": "balance"}
-    policy = SimulatedPolicy([0.0, 0.5], seed=0)
-    first = simulate_refill_step(policy, 2, memory, [0, 1], skip_threshold=0.9, **kwargs)
-    assert first.refill_statistics().skipped == 0  # nothing remembered yet
-    # prompt 0 drew 32 wrong answers: Beta(1, 33) gives P(4 wrong) = 33/37 > 0.9
-    second = simulate_refill_step(
-        SimulatedPolicy([0.0, 0.5, 0.5], seed=1), 2, memory, [0, 1, 2], skip_threshold=0.85, **kwargs
+    plan = SamplingPlan(num_generations=4, samples_per_round=8, max_rounds=4, skip_threshold=0.6, skip_exploration=0)
+    turns = []
+    for step in range(9):
+        sampler = simulate_refill_step(SimulatedPolicy([0.0, 0.5], seed=step), 1, memory, [0, 1], plan)
+        turns.append(sampler.skipped[0])
+        assert sampler.skipped_prompts() == ([0] if sampler.skipped[0] else [])
+    assert turns == [False, False, False, True, True, True, True, False, True]
+    assert memory.visits([1]).tolist() == [4] and memory.skip_streaks([1]).tolist() == [1]
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    rates=st.lists(st.sampled_from([0.0, 0.02, 0.3, 0.98, 1.0]), min_size=3, max_size=10),
+    limit=st.integers(1, 3),
+    seed=st.integers(0, 2**16),
+)
+def test_no_prompt_is_skipped_more_than_skip_max_consecutive_times_in_a_row(rates, limit, seed):
+    memory = PassRateMemory(decay=1.0)
+    plan = SamplingPlan(
+        num_generations=2,
+        exit_rule="mixed",
+        samples_per_round=4,
+        max_rounds=2,
+        skip_threshold=0.5,
+        skip_exploration=0.0,
+        skip_unsolvable_draws=4,
+        skip_max_consecutive=limit,
     )
-    assert second.skipped == [True, False, False]
-    assert second.kept_prompts() == [1, 2]
+    streak = np.zeros(len(rates), dtype=int)
+    for step in range(8):
+        sampler = simulate_refill_step(SimulatedPolicy(rates, seed=seed + step), 1, memory, None, plan)
+        skipped = np.isin(np.arange(len(rates)), sampler.skipped_prompts())
+        streak = np.where(skipped, streak + 1, np.where([bool(pool) for pool in sampler.pools], 0, streak))
+        assert streak.max() <= limit
+        np.testing.assert_array_equal(memory.skip_streaks(np.arange(len(rates)) + 1), streak)
 
 
 def test_num_candidates():

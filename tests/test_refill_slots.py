@@ -207,7 +207,7 @@ OVERSAMPLING = (
         (
             (2.0, 0.0, 0.0, None),
             "skip_threshold=0.0: must be in (0, 1] (e.g. 0.9 skips a candidate whose posterior chance of a group "
-            "without signal is at least 90%), or None to never skip.",
+            "all right, or of skip_unsolvable_draws completions all wrong, is at least 90%), or None to never skip.",
         ),
         ((2.0, 1.5, 0.0, None), "skip_threshold=1.5: must be in (0, 1]"),
         ((2.0, True, 0.0, None), "skip_threshold=True: must be in (0, 1]"),
@@ -227,9 +227,25 @@ OVERSAMPLING = (
         ),
         ((2.0, None, 0.0, True), "rounds_per_prompt=True: must be an integer >= 1"),
         ((2.0, None, 0.0, 2.0), "rounds_per_prompt=2.0: must be an integer >= 1"),
+        (
+            (2.0, 0.6, 0.0, None, 0),
+            "skip_unsolvable_draws=0: must be an integer >= 1 (e.g. 64: a prompt counts as unsolvable when 64 more "
+            "completions would all be wrong with probability skip_threshold), or None to never skip a prompt for "
+            "being hard.",
+        ),
+        ((2.0, 0.6, 0.0, None, 64.0), "skip_unsolvable_draws=64.0: must be an integer >= 1"),
+        ((2.0, 0.6, 0.0, None, True), "skip_unsolvable_draws=True: must be an integer >= 1"),
+        (
+            (2.0, 0.6, 0.0, None, 64, 0),
+            "skip_max_consecutive=0: must be an integer >= 1 (e.g. 4: a prompt skipped 4 times in a row is sampled at "
+            "its next turn, so the memory sees it again).",
+        ),
+        ((2.0, 0.6, 0.0, None, 64, None), "skip_max_consecutive=None: must be an integer >= 1"),
+        ((2.0, 0.6, 0.0, None, 64, 2.5), "skip_max_consecutive=2.5: must be an integer >= 1"),
     ],
 )
 def test_an_impossible_candidate_plan_is_refused_with_field_value_and_fix(args, message):
+    args = (*args, 64, 4)[:6]  # the skip fields not given take their defaults
     with pytest.raises(ValueError) as refused:
         validate_refill(*args)
     assert str(refused.value).startswith(message)
@@ -239,7 +255,8 @@ def test_an_impossible_candidate_plan_is_refused_with_field_value_and_fix(args, 
     "args", [(1.0, None, 0.0, None), (1.0, 1.0, 1.0, 1), (3, 1, 0, 7), (2.5, 0.001, 0.0, None), (1.0, 0.5, 0.05, 3)]
 )
 def test_a_possible_candidate_plan_is_accepted(args):
-    assert validate_refill(*args) is None
+    assert validate_refill(*args, 64, 4) is None
+    assert validate_refill(*args, None, 1) is None
 
 
 @pytest.mark.parametrize(
@@ -290,15 +307,20 @@ def test_num_candidates_rounds_away_float_noise_only():
     assert num_candidates(7, 1.0) == 7 and num_candidates(7, 0.5) == 7
 
 
-def test_skip_threshold_and_exploration_are_inclusive_bounds():
-    # Beta(1, 1), n = 2: P(no signal) = P(both wrong) + P(both right) = 1/3 + 1/3 = 2/3.
-    alpha, beta, hits = np.ones(3), np.ones(3), [1, 1, 0]
-    uniforms = np.array([0.25, 0.5, 0.9])
-    skipped = skip_before_rollout(alpha, beta, hits, 2, 2 / 3, 0.25, uniforms)
-    assert skipped.dtype == bool and skipped.tolist() == [True, True, False]  # u = 0.25 is not below 0.25
-    assert skip_before_rollout(alpha, beta, hits, 2, 2 / 3 + 1e-9, 0.0, uniforms).tolist() == [False] * 3
-    never = skip_before_rollout(alpha, beta, hits, 2, None, 0.0, uniforms)
-    assert never.dtype == bool and never.tolist() == [False] * 3
+def test_skip_threshold_exploration_and_streak_are_inclusive_bounds():
+    # Beta(1, 1), n = 2: P(both right) = 1/3 (the all-wrong side is judged on skip_unsolvable_draws, off here).
+    alpha, beta, hits = np.ones(4), np.ones(4), [1, 1, 0, 1]
+    uniforms, streaks = np.array([0.25, 0.5, 0.9, 0.5]), np.array([0, 1, 0, 2])
+    plan = SamplingPlan(num_generations=2, skip_exploration=0.25, skip_unsolvable_draws=None, skip_max_consecutive=2)
+
+    def skip(**changes):
+        return skip_before_rollout(plan.replace(**changes), alpha, beta, hits, streaks, uniforms)
+
+    skipped = skip(skip_threshold=1 / 3)
+    assert skipped.dtype == bool and skipped.tolist() == [True, True, False, False]  # u = 0.25 is not below 0.25;
+    assert skip(skip_threshold=1 / 3 + 1e-9).tolist() == [False] * 4  # a streak of 2 = skip_max_consecutive: due
+    never = skip(skip_threshold=None)
+    assert never.dtype == bool and never.tolist() == [False] * 4
 
 
 def test_a_refill_sampler_takes_a_plan_and_reports_refill_metrics():

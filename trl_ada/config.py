@@ -94,11 +94,19 @@ class ReinforceAdaConfig(GRPOConfig):
             `rounds_per_prompt=1` with `prompt_oversampling` > 1.
         skip_threshold (`float` or `None`, *optional*, defaults to `None`):
             In (0, 1]; `None` = never skip. A candidate the pass-rate memory has seen is skipped before any completion
-            when its posterior probability that `num_generations` completions are all right or all wrong is at least
-            this value. Needs `pass_rate_memory=True`.
+            only on evidence that it is easy (posterior probability that `num_generations` completions are all right
+            at least this value) or unsolvable (the same for `skip_unsolvable_draws` completions all wrong). A prompt
+            that is only hard is never skipped. Needs `pass_rate_memory=True`.
         skip_exploration (`float`, *optional*, defaults to `0.05`):
             In [0, 1]: the probability that a skippable candidate is sampled anyway (a seeded draw, the same on every
             process), so that a prompt the policy has learned since is seen again.
+        skip_unsolvable_draws (`int` or `None`, *optional*, defaults to `64`):
+            >= 1: a candidate is skipped as unsolvable when its posterior probability that this many completions are
+            all wrong is at least `skip_threshold` (with `memory_decay=0.5` only all-wrong visits of 32 completions or
+            more build that evidence, 48 at `skip_threshold=0.6`). `None` = never skip a prompt for being hard.
+        skip_max_consecutive (`int`, *optional*, defaults to `4`):
+            >= 1: a candidate skipped this many times in a row (the memory's skip streak, kept in checkpoints) is
+            sampled at its next turn, so no prompt is skipped for good.
 
         > Parameters that control how generation is scheduled
 
@@ -310,12 +318,21 @@ class ReinforceAdaConfig(GRPOConfig):
     skip_threshold: float | None = field(
         default=None,
         metadata={
-            "help": "Skip a remembered candidate whose chance of a group without signal is >= this; None = off."
+            "help": "Skip a remembered candidate whose chance of a group all right (or unsolvable) is >= this; "
+            "None = off."
         },
     )
     skip_exploration: float = field(
         default=0.05,
         metadata={"help": "Probability in [0, 1] that a skippable candidate is sampled anyway."},
+    )
+    skip_unsolvable_draws: int | None = field(
+        default=64,
+        metadata={"help": "Skip as unsolvable when this many completions would all be wrong; None = never."},
+    )
+    skip_max_consecutive: int = field(
+        default=4,
+        metadata={"help": "A candidate skipped this many times in a row is sampled at its next turn (>= 1)."},
     )
 
     # Paper defaults where TRL's differ

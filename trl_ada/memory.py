@@ -16,8 +16,13 @@ Identity. A prompt is keyed by `prompt_key`: the first 8 bytes of BLAKE2b over i
 list of chat messages; keys sorted, no whitespace, UTF-8), read as a little-endian unsigned 64-bit integer, with 0
 reserved for empty slots. The same prompt text or messages always gets the same key, on every machine and run.
 
-Storage. An open-addressing hash table (linear probing) in four flat numpy arrays: the key (uint64), s and f
-(float32) and the visit count (uint32); 20 bytes per slot, kept at most half full, so 1M prompts take ~42 MB.
+Skip streaks. Pre-rollout skipping (`trl_ada.refill.skip_before_rollout`) records each skip of a remembered prompt
+(`record_skips`); a visit ends the streak. The streak is what guarantees a skipped prompt is sampled again
+(`skip_max_consecutive`), and it lives here so that a checkpoint keeps it.
+
+Storage. An open-addressing hash table (linear probing) in five flat numpy arrays: the key (uint64), s and f
+(float32), the visit count and the skip streak (uint32); 24 bytes per slot, kept at most half full, so 1M prompts
+take ~50 MB.
 """
 
 from __future__ import annotations
@@ -85,6 +90,7 @@ class PassRateMemory:
         self._successes = np.zeros(capacity, dtype=np.float32)
         self._failures = np.zeros(capacity, dtype=np.float32)
         self._visits = np.zeros(capacity, dtype=np.uint32)
+        self._skips = np.zeros(capacity, dtype=np.uint32)
         self._size = 0
 
     def __len__(self) -> int:
@@ -98,7 +104,7 @@ class PassRateMemory:
     @property
     def nbytes(self) -> int:
         """Bytes held by the table."""
-        return sum(a.nbytes for a in (self._keys, self._successes, self._failures, self._visits))
+        return sum(a.nbytes for a in (self._keys, self._successes, self._failures, self._visits, self._skips))
 
     # -- hash table ----------------------------------------------------------------------------
 
@@ -136,15 +142,16 @@ class PassRateMemory:
         while needed > _MAX_LOAD * capacity:
             capacity *= 2
         used = self._keys != _EMPTY
-        old = self._keys[used], self._successes[used], self._failures[used], self._visits[used]
+        old = self._keys[used], self._successes[used], self._failures[used], self._visits[used], self._skips[used]
         self._allocate(capacity)
         self._store(*old)
 
-    def _store(self, keys, successes, failures, visits) -> None:
+    def _store(self, keys, successes, failures, visits, skips) -> None:
         slots = self._insert(np.asarray(keys, dtype=np.uint64))
         self._successes[slots] = successes
         self._failures[slots] = failures
         self._visits[slots] = visits
+        self._skips[slots] = skips
 
     # -- the posterior -------------------------------------------------------------------------
 
@@ -162,6 +169,19 @@ class PassRateMemory:
         keys = np.asarray(keys, dtype=np.uint64).reshape(-1)
         slots = self._find(keys)
         return np.where(self._keys[slots] == keys, self._visits[slots], 0).astype(np.int64)
+
+    def skip_streaks(self, keys: Sequence[int] | np.ndarray) -> np.ndarray:
+        """How many times in a row each key was skipped since its last visit (0 if never seen)."""
+        keys = np.asarray(keys, dtype=np.uint64).reshape(-1)
+        slots = self._find(keys)
+        return np.where(self._keys[slots] == keys, self._skips[slots], 0).astype(np.int64)
+
+    def record_skips(self, keys: Sequence[int] | np.ndarray) -> None:
+        """One more skip for each distinct remembered key (a key never visited has no posterior to skip on)."""
+        keys = np.unique(np.asarray(keys, dtype=np.uint64).reshape(-1))
+        slots = self._find(keys)
+        remembered = slots[self._keys[slots] == keys]
+        self._skips[remembered] += 1
 
     def update(self, keys: Sequence[int] | np.ndarray, positives: Sequence[int], negatives: Sequence[int]) -> None:
         """One visit per distinct key: decay its evidence by λ, then add the visit's positives and negatives."""
@@ -184,11 +204,15 @@ class PassRateMemory:
         self._successes[slots] = self.decay * self._successes[slots] + k
         self._failures[slots] = self.decay * self._failures[slots] + m_minus_k
         self._visits[slots] += 1
+        self._skips[slots] = 0
 
     # -- checkpoints ---------------------------------------------------------------------------
 
     def state_dict(self) -> dict[str, Any]:
-        """Everything needed to rebuild the memory: the settings and the occupied entries (numpy arrays)."""
+        """Everything needed to rebuild the memory: the settings and the occupied entries (numpy arrays).
+
+        Version 1 of the format; the `skips` entry was added later, and a state without it (an earlier file) loads
+        with every streak at 0, while an earlier trl_ada ignores it."""
         used = self._keys != _EMPTY
         return {
             "format": MEMORY_FORMAT,
@@ -199,6 +223,7 @@ class PassRateMemory:
             "successes": self._successes[used].copy(),
             "failures": self._failures[used].copy(),
             "visits": self._visits[used].copy(),
+            "skips": self._skips[used].copy(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -219,6 +244,12 @@ class PassRateMemory:
                 f"got shapes {[keys.shape, *[a.shape for a in arrays]]}."
             )
         successes, failures, visits = arrays
+        skips = np.asarray(state.get("skips", np.zeros(keys.shape, dtype=np.uint32)))
+        if skips.shape != keys.shape or not np.issubdtype(skips.dtype, np.integer) or np.any(skips < 0):
+            raise ValueError(
+                f"Corrupt pass-rate memory: skips must be non-negative integers, one per key; got dtype {skips.dtype} "
+                f"and shape {skips.shape} for {keys.size} keys."
+            )
         if keys.dtype != np.uint64 or np.any(keys == _EMPTY) or np.unique(keys).size != keys.size:
             raise ValueError("Corrupt pass-rate memory: keys must be distinct non-zero uint64 values.")
         if not (np.all(np.isfinite(successes)) and np.all(np.isfinite(failures))) or np.any(
@@ -227,7 +258,7 @@ class PassRateMemory:
             raise ValueError("Corrupt pass-rate memory: evidence counts must be finite and non-negative.")
         decay, prior = float(_scalar(state, "decay")), tuple(float(v) for v in np.asarray(_entry(state, "prior")))
         self.__init__(decay=decay, prior=prior, capacity=int(keys.size / _MAX_LOAD) + 1)
-        self._store(keys, successes, failures, visits)
+        self._store(keys, successes, failures, visits, skips)
 
     def save(self, path: str) -> None:
         """Write the state to `path` (a `.npz` file)."""

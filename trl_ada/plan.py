@@ -71,6 +71,8 @@ class SamplingPlan:
     rounds_per_prompt: int | None = None
     skip_threshold: float | None = None
     skip_exploration: float = 0.05
+    skip_unsolvable_draws: int | None = 64
+    skip_max_consecutive: int = 4
     # How generation is scheduled
     generation_schedule: str = "rounds"
     streaming_chunk: int = 1
@@ -115,7 +117,14 @@ class SamplingPlan:
             self.futility_threshold,
             self.sample_budget,
         )
-        validate_refill(self.prompt_oversampling, self.skip_threshold, self.skip_exploration, self.rounds_per_prompt)
+        validate_refill(
+            self.prompt_oversampling,
+            self.skip_threshold,
+            self.skip_exploration,
+            self.rounds_per_prompt,
+            self.skip_unsolvable_draws,
+            self.skip_max_consecutive,
+        )
         _validate_candidates(self)
         _validate_schedule(self)
         _validate_weighting(self)
@@ -379,7 +388,12 @@ def validate_estimation(
 
 
 def validate_refill(
-    prompt_oversampling: float, skip_threshold: float | None, skip_exploration: float, rounds_per_prompt: int | None
+    prompt_oversampling: float,
+    skip_threshold: float | None,
+    skip_exploration: float,
+    rounds_per_prompt: int | None,
+    skip_unsolvable_draws: int | None,
+    skip_max_consecutive: int,
 ) -> None:
     """Raise a ValueError naming the field, the value and the fix for an impossible candidate plan."""
     if not _is_number(prompt_oversampling) or prompt_oversampling < 1.0:
@@ -391,12 +405,24 @@ def validate_refill(
     if skip_threshold is not None and (not _is_number(skip_threshold) or not 0.0 < skip_threshold <= 1):
         raise ValueError(
             f"skip_threshold={skip_threshold!r}: must be in (0, 1] (e.g. 0.9 skips a candidate whose posterior chance "
-            "of a group without signal is at least 90%), or None to never skip."
+            "of a group all right, or of skip_unsolvable_draws completions all wrong, is at least 90%), or None to "
+            "never skip."
         )
     if not _is_number(skip_exploration) or not 0.0 <= skip_exploration <= 1.0:
         raise ValueError(
             f"skip_exploration={skip_exploration!r}: must be a probability in [0, 1] (e.g. 0.05: one skippable "
             "candidate in 20 is sampled anyway)."
+        )
+    if skip_unsolvable_draws is not None and (not _is_int(skip_unsolvable_draws) or skip_unsolvable_draws < 1):
+        raise ValueError(
+            f"skip_unsolvable_draws={skip_unsolvable_draws!r}: must be an integer >= 1 (e.g. 64: a prompt counts as "
+            "unsolvable when 64 more completions would all be wrong with probability skip_threshold), or None to "
+            "never skip a prompt for being hard."
+        )
+    if not _is_int(skip_max_consecutive) or skip_max_consecutive < 1:
+        raise ValueError(
+            f"skip_max_consecutive={skip_max_consecutive!r}: must be an integer >= 1 (e.g. 4: a prompt skipped 4 "
+            "times in a row is sampled at its next turn, so the memory sees it again)."
         )
     if rounds_per_prompt is not None and (not _is_int(rounds_per_prompt) or rounds_per_prompt < 1):
         raise ValueError(

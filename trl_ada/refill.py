@@ -4,10 +4,13 @@ Pure Python and numpy, no torch and no TRL (`docs/algorithm.md`, "Candidates, re
 draws C = ⌈`prompt_oversampling` · B⌉ candidate prompts in a seeded order and trains on exactly B of them
 (`num_kept`), so the batch keeps TRL's shape B × n:
 
-1. **Pre-rollout skip.** A candidate the pass-rate memory has seen is skipped before any completion when its
-   posterior probability of a group without signal (n completions all positive or all negative) is at least
-   `skip_threshold` — unless a uniform draw falls below `skip_exploration` (then it is sampled, so that a prompt the
-   policy has learned since is seen again).
+1. **Pre-rollout skip** (`skip_before_rollout`). A candidate the pass-rate memory has seen is skipped before any
+   completion only on evidence that sampling it is wasted: it is *easy* (posterior probability that n completions
+   are all right at least `skip_threshold`) or *unsolvable* (posterior probability that `skip_unsolvable_draws`
+   completions are all wrong at least `skip_threshold`). A prompt that is merely hard (its n completions would
+   likely all be wrong, but more could find a right one) is never skipped: it is where adaptive sampling spends
+   its rounds. A candidate skipped `skip_max_consecutive` times in a row (the memory's skip streak) is sampled at
+   its next turn, and one whose uniform draw falls below `skip_exploration` is sampled anyway.
 2. **Admission and refill.** Round 1 admits the first B candidates that are not skipped, in draw order. Before each
    later round, every *free slot* admits the next candidate in draw order. A slot is held by an admitted candidate
    that met its exit rule, that can still sample (under its own cap M · `rounds_per_prompt`), or whose pool is
@@ -33,7 +36,6 @@ from typing import Any
 
 import numpy as np
 
-from .beta import beta_binomial_pmf
 from .plan import SamplingPlan, validate_refill
 from .sampling import AdaptiveSampler
 
@@ -42,7 +44,8 @@ __all__ = [
     "CandidateStream",
     "RefillSampler",
     "RefillStatistics",
-    "no_signal_probability",
+    "all_right_probability",
+    "all_wrong_probability",
     "num_candidates",
     "skip_before_rollout",
     "validate_refill",
@@ -56,29 +59,42 @@ def num_candidates(num_kept: int, prompt_oversampling: float) -> int:
     return max(num_kept, math.ceil(round(prompt_oversampling * num_kept, 9)))
 
 
-def no_signal_probability(alpha: np.ndarray, beta: np.ndarray, num_generations: int) -> np.ndarray:
-    """P(n completions are all negative or all positive) when p ~ Beta(alpha, beta): the chance of no signal."""
-    pmf = beta_binomial_pmf(num_generations, np.asarray(alpha), np.asarray(beta))
-    return pmf[:, 0] + pmf[:, num_generations]
+def all_right_probability(alpha: np.ndarray, beta: np.ndarray, draws: int) -> np.ndarray:
+    """P(`draws` new completions are all right) when p ~ Beta(alpha, beta): E[p^draws] = Π (α + i) / (α + β + i)."""
+    alpha = np.asarray(alpha, dtype=np.float64).reshape(-1, 1)
+    beta = np.asarray(beta, dtype=np.float64).reshape(-1, 1)
+    i = np.arange(draws)
+    return np.prod((alpha + i) / (alpha + beta + i), axis=1)
+
+
+def all_wrong_probability(alpha: np.ndarray, beta: np.ndarray, draws: int) -> np.ndarray:
+    """P(`draws` new completions are all wrong) when p ~ Beta(alpha, beta): E[(1 − p)^draws]."""
+    return all_right_probability(beta, alpha, draws)
 
 
 def skip_before_rollout(
+    plan: SamplingPlan,
     alpha: np.ndarray,
     beta: np.ndarray,
     memory_hits: np.ndarray,
-    num_generations: int,
-    skip_threshold: float | None,
-    skip_exploration: float,
+    skip_streaks: np.ndarray,
     uniforms: np.ndarray,
 ) -> np.ndarray:
-    """Which candidates are skipped before any completion: a memory hit whose no-signal probability is at least
-    `skip_threshold`, unless its uniform draw (`uniforms`, one per candidate, the same on every process) is below
-    `skip_exploration`."""
+    """Which candidates are skipped before any completion (see the module docstring): a memory hit that is easy
+    (P(n right) >= `skip_threshold`) or unsolvable (P(`skip_unsolvable_draws` wrong) >= `skip_threshold`), whose
+    skip streak is below `skip_max_consecutive` and whose uniform draw (`uniforms`, one per candidate, the same on
+    every process) is not below `skip_exploration`."""
     hits = np.asarray(memory_hits, dtype=bool)
-    if skip_threshold is None:
+    threshold = plan.skip_threshold
+    if threshold is None:
         return np.zeros(hits.shape, dtype=bool)
-    futile = no_signal_probability(alpha, beta, num_generations) >= skip_threshold
-    return hits & futile & (np.asarray(uniforms) >= skip_exploration)
+    easy = all_right_probability(alpha, beta, plan.num_generations) >= threshold
+    unsolvable = np.zeros(hits.shape, dtype=bool)
+    if plan.skip_unsolvable_draws is not None:
+        unsolvable = all_wrong_probability(alpha, beta, plan.skip_unsolvable_draws) >= threshold
+    revisit = np.asarray(skip_streaks) >= plan.skip_max_consecutive
+    explore = np.asarray(uniforms) < plan.skip_exploration
+    return hits & (easy | unsolvable) & ~revisit & ~explore
 
 
 @dataclass(frozen=True)
@@ -198,6 +214,11 @@ class RefillSampler(AdaptiveSampler):
         if self.round == 0 and free:  # too few candidates survive the skip: the batch still needs num_kept
             for p in [p for p in range(self.num_prompts) if not self.admitted[p]][:free]:
                 self.admitted[p] = True
+
+    def skipped_prompts(self) -> list[int]:
+        """Candidates skipped in effect: examined, flagged by the skip and never sampled (the memory's skip streak
+        counts these; a skipped candidate admitted to fill round 1 was visited instead)."""
+        return [p for p in range(self._examined) if self.skipped[p] and not self.pools[p]]
 
     def still_needed(self) -> int:
         """Completions still owed to admitted candidates whose pool cannot fill a group yet."""

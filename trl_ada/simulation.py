@@ -7,7 +7,7 @@ pass rates (`simulate_step`), or many steps over a dataset whose pass rates move
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -17,7 +17,10 @@ from .plan import SamplingPlan
 from .refill import RefillSampler, skip_before_rollout
 from .sampling import AdaptiveSampler
 
-__all__ = ["LearningPrompts", "SimulatedPolicy", "simulate_refill_step", "simulate_step"]
+__all__ = ["LearningPrompts", "SimulatedPolicy", "SkipRule", "simulate_refill_step", "simulate_step"]
+
+SkipRule = Callable[[SamplingPlan, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray], np.ndarray]
+"""(plan, alpha, beta, memory hits, skip streaks, uniforms) -> skipped flags: `skip_before_rollout`'s signature."""
 
 
 @dataclass
@@ -77,14 +80,15 @@ def simulate_refill_step(
     memory: PassRateMemory | None = None,
     prompt_ids: Sequence[int] | None = None,
     plan: SamplingPlan | None = None,
+    skip_rule: SkipRule = skip_before_rollout,
     **plan_fields,
 ) -> RefillSampler:
     """One step over the policy's prompts as candidates (in order), keeping `num_kept`; returns the finished sampler.
 
-    With a `memory` (keys as in `simulate_step`), candidates are skipped
-    before rollout by `skip_before_rollout` with the plan's `skip_threshold` and `skip_exploration` (0 unless given:
-    the simulation explores only when asked; draws from the policy's generator), and every sampled candidate's pool
-    is written back as one visit.
+    With a `memory` (keys as in `simulate_step`), candidates are skipped before rollout by `skip_rule` (default
+    `skip_before_rollout`, with the plan's skip fields; `skip_exploration` is 0 unless given: the simulation explores
+    only when asked; draws from the policy's generator), every sampled candidate's pool is written back as one
+    visit, and every skip to the candidate's skip streak.
     """
     num = len(policy.pass_rates)
     if plan is None:
@@ -97,9 +101,7 @@ def simulate_refill_step(
         keys = ids.astype(np.uint64) + np.uint64(1)
         alpha, beta, hits = memory.posterior(keys)
         uniforms = policy.rng.random(num)
-        skipped = skip_before_rollout(
-            alpha, beta, hits, plan.num_generations, plan.skip_threshold, plan.skip_exploration, uniforms
-        )
+        skipped = skip_rule(plan, alpha, beta, hits, memory.skip_streaks(keys), uniforms)
         prior = {"prior_alpha": alpha, "prior_beta": beta, "memory_hits": hits}
     sampler = RefillSampler(num, plan, num_kept=num_kept, skipped=skipped, **prior)
     while not sampler.done:
@@ -109,6 +111,7 @@ def simulate_refill_step(
         sampled = np.array([p for p in range(num) if sampler.pools[p]], dtype=int)
         counts = np.array([sampler.counts(p) for p in sampled]).reshape(-1, 2)
         memory.update(keys[sampled], counts[:, 0], counts[:, 1])
+        memory.record_skips(keys[sampler.skipped_prompts()])
     return sampler
 
 

@@ -8,6 +8,7 @@ import numpy as np
 
 from .._trl import GeneratedRows
 from ..checks import RewardGuard
+from ..memory import PassRateMemory
 from ..plan import SamplingPlan
 from ..refill import CandidateStream
 from ..sampling import AdaptiveSampler
@@ -26,6 +27,7 @@ class StepHost(Protocol):
     reward_guard: RewardGuard
     mask_truncated_completions: bool
     candidate_stream: CandidateStream | None
+    pass_rate_memory: PassRateMemory | None
 
     def memory_prior(self, inputs: list[dict]) -> dict[str, np.ndarray]: ...
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _trl
-from ..memory import prompt_key
+from ..memory import prompt_key, prompt_keys
 from ..refill import CandidateStream, RefillSampler, num_candidates, skip_before_rollout
 from .base import StepHost
 from .outcome import StepOutcome
@@ -75,18 +75,17 @@ class RefillSchedule(RoundsSchedule):
         skipped = None
         if plan.skip_threshold is not None:
             uniforms = np.random.default_rng([trainer.args.seed, trainer.state.global_step]).random(len(candidates))
+            streaks = trainer.pass_rate_memory.skip_streaks(prompt_keys([x["prompt"] for x in candidates]))
             skipped = skip_before_rollout(
-                prior["prior_alpha"],
-                prior["prior_beta"],
-                prior["memory_hits"],
-                plan.num_generations,
-                plan.skip_threshold,
-                plan.skip_exploration,
-                uniforms,
+                plan, prior["prior_alpha"], prior["prior_beta"], prior["memory_hits"], streaks, uniforms
             )
         return candidates, RefillSampler(len(candidates), plan, num_kept=b, skipped=skipped, **prior)
 
     def end_step(self, outcome: StepOutcome) -> None:
-        """Consume the stream's candidates the step examined; the others are offered again next step."""
-        batch_size = outcome.sampler.num_kept
-        self.trainer.candidate_stream.consume(max(outcome.sampler.consumed - batch_size, 0))
+        """Consume the stream's candidates the step examined (the others are offered again next step), and count
+        the skips in the memory's skip streaks."""
+        sampler = outcome.sampler
+        self.trainer.candidate_stream.consume(max(sampler.consumed - sampler.num_kept, 0))
+        if self.plan.skip_threshold is not None:
+            skipped = [outcome.inputs[p]["prompt"] for p in sampler.skipped_prompts()]
+            self.trainer.pass_rate_memory.record_skips(prompt_keys(skipped))
