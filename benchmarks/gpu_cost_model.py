@@ -11,9 +11,8 @@ constants are fitted, per model size, on GRPO n=4 alone: its total (102 s at 1.5
 part (15 s, 85 s). The other rows of Table 3 are then predicted, not fitted, and compared with the published times:
 
 - Seq-pos and Seq-balance: rounds of M=8 up to N=4 (`exit_rule="pos"` / `"balance"`), n=4 trained per prompt.
-- Est (the paper's Algorithm 1): one round of 8 completions per prompt on average, every one trained. This package
-  does not implement its per-prompt allocation yet; the model draws 8 for every prompt, which has the same total and
-  the same single round (the allocation moves samples between prompts, not between rounds).
+- Est (the paper's Algorithm 1, `sampling="est"`): one round of 8 completions per prompt on average, every one
+  trained, split over the prompts by `trl_ada.est.EstSampler` from Ada-EMA estimates after one earlier visit of 8.
 
     python -m benchmarks.gpu_cost_model            # 2 prompt sets x 4 methods x 5 seeds: seconds
     python -m benchmarks.gpu_cost_model --smoke    # a small engine, 1 seed
@@ -34,7 +33,8 @@ import numpy as np
 from benchmarks.common import derive_seed, format_table, machine_description, make_parser, mean_and_std, write_json
 from benchmarks.engine_schedule import Engine, EngineSetting, run_rounds
 from benchmarks.sampling_efficiency import PROMPT_SETS
-from trl_ada.plan import SamplingPlan
+from trl_ada.est import EstSampler
+from trl_ada.plan import PRESETS, SamplingPlan
 from trl_ada.sampling import AdaptiveSampler
 
 DEFAULT_OUT = Path("benchmarks/results/gpu_cost_model")
@@ -53,8 +53,9 @@ METHODS = (
     Method("GRPO n=4", SamplingPlan(num_generations=4, exit_rule="none"), 4),
     Method("Seq-pos", SamplingPlan(num_generations=4, samples_per_round=8, max_rounds=4, exit_rule="pos"), 4),
     Method("Seq-balance", SamplingPlan(num_generations=4, samples_per_round=8, max_rounds=4, exit_rule="balance"), 4),
-    Method("Est", SamplingPlan(num_generations=8, exit_rule="none"), 8),
+    Method("Est", SamplingPlan(num_generations=8, **PRESETS["est"].fields(8)), 8),
 )
+EST_PREVIOUS_VISIT = 8  # samples of the one earlier visit Est's estimates come from
 BASELINE = "GRPO n=4"
 
 
@@ -84,7 +85,7 @@ GOAL = 0.20  # a prediction within 20 % of the published time (issue: "when adap
 def generate_step(method: Method, setting: EngineSetting, rates: np.ndarray, seed: int) -> dict[str, float]:
     """One step's generation on the modelled engine: engine time, samples drawn, samples trained."""
     rng = np.random.default_rng(seed)
-    sampler, engine = AdaptiveSampler(rates.size, method.plan), Engine(setting)
+    sampler, engine = new_sampler(method.plan, rates, rng), Engine(setting)
     run_rounds(sampler, engine, rates, rng)
     return {
         "engine_time": engine.time,
@@ -92,6 +93,16 @@ def generate_step(method: Method, setting: EngineSetting, rates: np.ndarray, see
         "trained": float(method.trained_per_prompt * rates.size),
         "rounds": float(sampler.round),
     }
+
+
+def new_sampler(plan: SamplingPlan, rates: np.ndarray, rng: np.random.Generator) -> AdaptiveSampler:
+    """The step's sampler; Est's with Ada-EMA estimates after one earlier visit of `EST_PREVIOUS_VISIT` samples."""
+    if plan.schedule != "est":
+        return AdaptiveSampler(rates.size, plan)
+    right = rng.binomial(EST_PREVIOUS_VISIT, rates)
+    alpha = plan.memory_prior_alpha + right
+    beta = plan.memory_prior_beta + EST_PREVIOUS_VISIT - right
+    return EstSampler(rates.size, plan, prior_alpha=alpha, prior_beta=beta)
 
 
 @dataclass(frozen=True)
