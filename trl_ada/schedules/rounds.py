@@ -106,6 +106,7 @@ class RoundsSchedule(Schedule):
             sampler.ingest(guarded, masked=masked)
             outcome.keep_selectable(active)
             outcome.metrics[f"generation_time/round_{sampler.round}"] = generation_time
+            outcome.metrics[f"samples/round_{sampler.round}"] = float(split.num_samples)
         return outcome
 
 
