@@ -252,7 +252,8 @@ def trainer_metric_names() -> set[str]:
     names = set(re.findall(r"\{METRIC_PREFIX\}([\w/]+(?:\{[^}]*\})?)", source))
     names = {name for name in names if "{name}" not in name} | est_and_objective_metric_names()
     for schedule in (REPO / "trl_ada" / "schedules").glob("*.py"):  # a schedule's own metrics, prefixed by the trainer
-        names.update(re.findall(r"f?\"((?:generation_time|samples|streaming)/[\w/]*(?:\{[^}]*\})?)\"", schedule.read_text()))
+        pattern = r"f?\"((?:generation_time|samples|streaming)/[\w/]*(?:\{[^}]*\})?)\""
+        names.update(re.findall(pattern, schedule.read_text()))
     return {_generic(name) for name in names}
 
 
