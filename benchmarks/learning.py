@@ -51,6 +51,8 @@ from benchmarks.common import (
     write_csv,
     write_json,
 )
+from benchmarks.gpu_hours import StepPricer
+from benchmarks.learning_regimes import REGIMES, build_regime_methods, regime_report, regime_settings
 from trl_ada.refill import num_candidates
 from trl_ada.toy.experiment import (
     MethodSpec,
@@ -521,13 +523,20 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="Reinforce-Ada-Est at budgets 8 and 4 against GRPO n=4, n=8 and balance (default 5 seeds)",
     )
     modes.add_argument(
+        "--regimes",
+        action="store_true",
+        help="every preset on the keyed task at transfer 0, 0.5 and 1 (filtered like the paper's data), with "
+        "modelled GPU hours (default 5 seeds; benchmarks/learning_regimes.py)",
+    )
+    modes.add_argument(
         "--refill",
         action="store_true",
         help="DAPO dynamic sampling, candidates and skipping against GRPO n=4, n=8, balance and Est (default 5 "
         "seeds); targets on a pass-rate probe every 2 steps",
     )
     args = parser.parse_args(argv)
-    sizes = SMOKE_SIZES if args.smoke else EST_SIZES if args.est else REFILL_SIZES if args.refill else FULL_SIZES
+    sizes = SMOKE_SIZES if args.smoke else EST_SIZES if args.est or args.regimes else FULL_SIZES
+    sizes = REFILL_SIZES if args.refill and not args.smoke else sizes
     args.seeds = args.seeds or sizes["seeds"]
     args.steps = args.steps or sizes["steps"]
     args.prompts = args.prompts or sizes["prompts_per_step"]
@@ -549,9 +558,38 @@ def task_settings(args: argparse.Namespace) -> TaskSettings:
     return TaskSettings(prompts_per_step=args.prompts, transfer=args.transfer, **probe, **band)
 
 
+def main_regimes(args: argparse.Namespace) -> dict[str, Any]:
+    """`--regimes`: every preset at each transfer setting of the keyed task; tables, JSON and one figure each."""
+    methods = build_regime_methods(args.smoke)
+    seeds = list(range(args.seed, args.seed + args.seeds))
+    out, pricer = Path(args.out), StepPricer(args.prompts)
+    texts, regimes, all_runs = [], {}, {}
+    start = time.perf_counter()
+    for name, transfer in REGIMES.items():
+        settings = regime_settings(transfer, args.prompts)
+        runs = run_all(methods, seeds, args.steps, settings, args.workers, verbose=not args.quiet)
+        text, regimes[name] = regime_report(name, methods, runs, out, pricer)
+        regimes[name]["task"] = asdict(settings)
+        all_runs[name] = {label: {str(seed): r for seed, r in per_seed.items()} for label, per_seed in runs.items()}
+        print(text, flush=True)
+        texts.append(text)
+    elapsed = time.perf_counter() - start
+    config = {"steps": args.steps, "seeds": seeds, "workers": args.workers, "smoke": args.smoke}
+    config["methods"] = [asdict(spec) for spec in methods]
+    data = {"benchmark": "learning_regimes", "config": config, "machine": machine_description(), "wall_time": elapsed}
+    data.update(regimes=regimes, runs=all_runs)
+    write_json(out / "results.json", data)
+    footer = f"Total wall time {elapsed:.0f} s ({args.workers} worker(s), {machine_description()})"
+    (out / "tables.txt").write_text("\n\n".join(texts) + f"\n\n{footer}\n")
+    print(f"{footer}\nwrote {out / 'results.json'}, {out / 'tables.txt'} and one figure per regime")
+    return data
+
+
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """Run the benchmark, print the tables, write JSON, CSV, tables and the figure; return the JSON data."""
     args = parse_args(argv)
+    if args.regimes:
+        return main_regimes(args)
     settings = args.settings
     if args.refill:
         methods = build_refill_methods(args.smoke)

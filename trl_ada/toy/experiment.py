@@ -68,6 +68,8 @@ __all__ = [
     "with_rounds",
 ]
 
+RECORDED_ROUNDS = 8
+"""Rounds whose completions a step record keeps (`samples_round_<r>`, 0 for a round that did not run)."""
 ADAPTIVE_METRICS = (
     "rounds",
     "exited_fraction",
@@ -195,6 +197,9 @@ def step_record(spec: MethodSpec, logs: dict[str, float], prompts_per_step: int)
         record[name] = float(logs.get(f"reinforce_ada/{name}", 1.0 if name == "rounds" else nan))
     for name in REFILL_METRICS:  # NaN without candidates beyond the batch
         record[f"refill_{name}"] = float(logs.get(f"reinforce_ada/refill/{name}", nan))
+    for r in range(1, RECORDED_ROUNDS + 1):  # what each round generated; a plain GRPO step is one round
+        alone = samples if r == 1 and not spec.uses_reinforce_ada else 0.0
+        record[f"samples_round_{r}"] = float(logs.get(f"reinforce_ada/samples/round_{r}", alone))
     return record
 
 
@@ -374,8 +379,8 @@ def run_method(
     not, over all candidates), `cumulative_samples`, `eval_pass_rate` and with a probe its other metrics (see
     [`PassRateProbe`]; NaN unless `settings.eval_every` divides the step), `frac_reward_zero_std`, `kept_reward`
     (mean reward of the groups that reached the loss), `step_time`, `wall_time` (seconds of training since it
-    started, probes excluded), the `ADAPTIVE_METRICS` (NaN for plain GRPO, except `rounds` = 1) and the
-    `REFILL_METRICS` as `refill_<name>`.
+    started, probes excluded), the `ADAPTIVE_METRICS` (NaN for plain GRPO, except `rounds` = 1), the
+    `REFILL_METRICS` as `refill_<name>`, and `samples_round_<r>` (completions of round r, r <= `RECORDED_ROUNDS`).
     `report` is called with each record.
     """
     from transformers import PrinterCallback
