@@ -31,6 +31,7 @@ def test_smoke_prints_tables_and_summary(smoke_run):
     assert code == 0, stderr
     for text in ("GRPO n=4", "balance M=4 N=2", "first-round reward", "zero-std groups", "cum. samples", "Summary"):
         assert text in stdout
+    assert "Regime: full transfer" in stdout and "docs/choosing.md" in stdout  # which regime, and the guide
     assert "[grpo] step   1/2" in stderr and "[balance] step   2/2" in stderr  # per-step progress lines
     assert "{'loss'" not in stdout + stderr  # no raw log dicts from the Trainer
 

@@ -39,6 +39,7 @@ from ..toy.experiment import (
     prepare_model,
     quiet_training,
     reading,
+    regime_note,
     run_method,
     summarize,
     summary_table,
@@ -237,6 +238,7 @@ def report(args: DemoArgs, results: dict[str, list[dict]], staging: Path) -> str
     parts = [method_table(spec, results[spec.name], args.every) for spec in args.methods]
     parts.append(summary_table(args.methods, summaries, args.targets))
     parts.append(reading(args.methods, summaries, args.targets))
+    parts.append(regime_note(args.settings))
     text = "\n\n".join(part for part in parts if part)
     save_figure(
         plot_curves(demo_curves(args.methods, results), task_title(args.settings, args.seed)), staging / "demo.png"

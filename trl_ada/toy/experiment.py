@@ -38,6 +38,7 @@ from .results import (
 )
 from .results import method_table as method_table
 from .results import reading as reading
+from .results import regime_note as regime_note
 from .results import summary_table as summary_table
 from .specs import TRAINERS as TRAINERS
 from .specs import MethodSpec, TaskSettings, keyed_task, with_rounds

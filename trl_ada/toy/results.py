@@ -258,6 +258,26 @@ def reading(specs: Sequence[MethodSpec], summaries: dict[str, dict], targets: Se
     return "Reading (first step whose 5-step average reaches the target):\n" + "\n".join(f"- {line}" for line in lines)
 
 
+def regime_note(settings: TaskSettings) -> str:
+    """Which regime the task is in, what that means for reading the numbers, and where the guide is."""
+    if settings.family == "letters" or settings.transfer >= 1.0:
+        regime = (
+            "Regime: full transfer. One skill (writing a letter often enough) solves every prompt of this task, so "
+            "what GRPO learns on the easy prompts carries over to the hard ones for free. Here adaptive sampling "
+            "learns faster per step and costs more per generated sample; which axis matters depends on whether your "
+            "step is generation-bound."
+        )
+    else:
+        regime = (
+            f"Regime: transfer {settings.transfer:g} (keyed task). Each item needs its own answer, so samples spent "
+            "on a hard item teach that item; compare the methods on the hardest third of the items."
+        )
+    return (
+        f"{regime} On a task whose prompts need their own answers the ranking can change: see docs/choosing.md, "
+        "and `python -m benchmarks.learning --regimes`, which measures both regimes in modelled GPU hours too."
+    )
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # Figures
 # ----------------------------------------------------------------------------------------------------------------
