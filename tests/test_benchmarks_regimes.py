@@ -73,6 +73,7 @@ def test_summaries_and_the_central_comparison_by_hand():
     assert at_hours["values"] == [0.4, 0.4]
     assert summaries["GRPO n=4"]["to_target"]["0.3"]["samples"]["mean"] == 64
     claim = central_claim(summaries).splitlines()
-    assert claim[0].startswith("Seq-balance - GRPO n=4 on the hardest third") and "+0.250 ± 0.050" in claim[0]  # diffs 0.3, 0.2 (population std)
+    assert claim[0].startswith("Seq-balance - GRPO n=4 on the hardest third")
+    assert "+0.250 ± 0.050" in claim[0]  # differences 0.3 and 0.2 (population std)
     assert "(2/2 seeds higher; larger than the spread)" in claim[0]
     assert "+0.100 ± 0.000" in claim[1]
