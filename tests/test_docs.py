@@ -233,8 +233,8 @@ def est_and_objective_metric_names() -> set[str]:
     import numpy as np
 
     from trl_ada.est import EstSampler
+    from trl_ada.objectives import advantage_weights
     from trl_ada.plan import SamplingPlan
-    from trl_ada.trainer import objective_weights
 
     plan = SamplingPlan(
         generation_schedule="est", pass_rate_memory=True, objective="log", objective_weighting="hybrid"
@@ -242,7 +242,7 @@ def est_and_objective_metric_names() -> set[str]:
     sampler = EstSampler(2, plan, prior_alpha=[1.0, 1.0], prior_beta=[1.0, 3.0])
     sampler.plan_round()
     sampler.ingest([1.0, 0.0] * 4)
-    _, weights = objective_weights(plan, [0.5, 0.5], [np.array([0.5, -0.5])] * 2)
+    _, weights = advantage_weights(plan, [0.5, 0.5], [np.array([0.5, -0.5])] * 2)
     return {key for key in sampler.metrics() if key.startswith("est/")} | {f"objective/{key}" for key in weights}
 
 

@@ -12,7 +12,14 @@ from hypothesis import strategies as st
 
 from trl_ada.advantages import compute_advantages, normalize_then_sum_advantages, ragged_advantages
 from trl_ada.est import EstSampler, est_allocation
-from trl_ada.objectives import allocate, gradient_weight, normalize, objective_weight, sample_weight
+from trl_ada.objectives import (
+    advantage_weights,
+    allocate,
+    gradient_weight,
+    normalize,
+    objective_weight,
+    sample_weight,
+)
 from trl_ada.plan import SamplingPlan
 
 EST = SamplingPlan(
@@ -198,3 +205,17 @@ def test_groups_of_one_size_give_the_rectangular_advantages(b, n, data):
     np.testing.assert_array_equal(
         np.stack(ragged), normalize_then_sum_advantages(per_func, pools_per_func, [1.0, 0.5])
     )
+
+
+def test_advantage_weights_of_a_step_by_hand():
+    plan = SamplingPlan(objective="log")  # explicit 1/(p + 0.05)
+    advantages = [np.array([0.5, -0.5, 0.5, -0.5]), np.zeros(4), np.array([0.98, -0.02])]
+    weights, metrics = advantage_weights(plan, [0.5, 0.0, 0.02], advantages)
+    raw = np.array([1 / 0.55, 1 / 0.05, 1 / 0.07])
+    mean = (4 * raw[0] + 2 * raw[2]) / 6  # the prompt without signal is left out of the mean
+    np.testing.assert_allclose(weights, raw / mean)
+    assert metrics["weight_mean"] == pytest.approx(mean)
+    assert metrics["weight_max"] == pytest.approx(raw[2] / mean)
+    assert metrics["floored_fraction"] == 0.5  # of the two prompts with signal, one is below ε = 0.05
+    linear, _ = advantage_weights(SamplingPlan(), [0.5, 0.0, 0.02], advantages)
+    np.testing.assert_array_equal(linear, [1.0, 1.0, 1.0])

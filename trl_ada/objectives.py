@@ -28,11 +28,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .plan import OBJECTIVE_WEIGHTINGS, OBJECTIVES
+from .plan import OBJECTIVE_WEIGHTINGS, OBJECTIVES, SamplingPlan
 
 __all__ = [
     "OBJECTIVES",
     "OBJECTIVE_WEIGHTINGS",
+    "advantage_weights",
     "allocate",
     "gradient_weight",
     "normalize",
@@ -138,3 +139,23 @@ def allocate(weights: Sequence[float], total: int, low: int, high: int) -> np.nd
         for i in sorted((i for i in range(b) if counts[i] > low), key=lambda i: (real[i] - counts[i], -i))[:-missing]:
             counts[i] -= 1
     return counts
+
+
+def advantage_weights(
+    plan: SamplingPlan, pass_rates: list[float], advantages: list[np.ndarray]
+) -> tuple[np.ndarray, dict[str, float]]:
+    """Each kept prompt's gradient weight under the plan's objective, normalised over the step (`normalize`), and
+    the weight metrics: raw mean over the samples with signal, normalised max, and the share of prompts with signal
+    whose pass rate is below the floor ε."""
+    p = np.asarray(pass_rates, dtype=np.float64)
+    raw = gradient_weight(p, plan.objective, plan.objective_weighting, plan.objective_alpha, plan.objective_epsilon)
+    sizes = np.array([a.size for a in advantages])
+    signal = np.array([bool(np.any(a != 0)) for a in advantages])
+    weights = normalize(raw, sizes, signal)
+    rows = sizes * signal
+    metrics = {
+        "weight_mean": float(np.dot(raw, rows) / rows.sum()) if rows.sum() else float("nan"),
+        "weight_max": float(weights[signal].max()) if signal.any() else float("nan"),
+        "floored_fraction": float(np.mean(p[signal] < plan.objective_epsilon)) if signal.any() else float("nan"),
+    }
+    return weights, metrics

@@ -43,7 +43,7 @@ from .checkpoint_state import (
 from .checks import RewardGuard, check_trainer_inputs
 from .config import ReinforceAdaConfig
 from .memory import PassRateMemory, prompt_keys
-from .objectives import gradient_weight, normalize
+from .objectives import advantage_weights
 from .plan import BASE_FIELDS, SamplingPlan
 from .refill import CandidateStream
 from .run_dir import claim_run_dir, complete_checkpoint
@@ -323,7 +323,7 @@ class ReinforceAdaTrainer(GRPOJoints):
         plan = self.args.sampling_plan
         if plan.weights_gradients:
             pass_rates = [sampler.counts(j)[0] / max(sum(sampler.counts(j)), 1) for j in kept_prompts]
-            weights, metrics = objective_weights(plan, pass_rates, advantages)
+            weights, metrics = advantage_weights(plan, pass_rates, advantages)
             advantages = [a * w for a, w in zip(advantages, weights, strict=True)]
             _trl.log_metrics(self, {f"{METRIC_PREFIX}objective/{name}": value for name, value in metrics.items()})
         advantages = np.concatenate(advantages)
@@ -336,26 +336,6 @@ class ReinforceAdaTrainer(GRPOJoints):
 def memory_prior(plan: SamplingPlan) -> tuple[float, float]:
     """The Beta prior (α, β) of a prompt the pass-rate memory has not seen."""
     return plan.memory_prior_alpha, plan.memory_prior_beta
-
-
-def objective_weights(
-    plan: SamplingPlan, pass_rates: list[float], advantages: list[np.ndarray]
-) -> tuple[np.ndarray, dict[str, float]]:
-    """Each kept prompt's gradient weight under the plan's objective, normalised over the step (`normalize`), and
-    the weight metrics: raw mean over the samples with signal, normalised max, and the share of prompts with signal
-    whose pass rate is below the floor ε."""
-    p = np.asarray(pass_rates, dtype=np.float64)
-    raw = gradient_weight(p, plan.objective, plan.objective_weighting, plan.objective_alpha, plan.objective_epsilon)
-    sizes = np.array([a.size for a in advantages])
-    signal = np.array([bool(np.any(a != 0)) for a in advantages])
-    weights = normalize(raw, sizes, signal)
-    rows = sizes * signal
-    metrics = {
-        "weight_mean": float(np.dot(raw, rows) / rows.sum()) if rows.sum() else float("nan"),
-        "weight_max": float(weights[signal].max()) if signal.any() else float("nan"),
-        "floored_fraction": float(np.mean(p[signal] < plan.objective_epsilon)) if signal.any() else float("nan"),
-    }
-    return weights, metrics
 
 
 def sampling_summary(args: ReinforceAdaConfig) -> str:
