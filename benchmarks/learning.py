@@ -99,6 +99,7 @@ OBJECTIVES_SIZES = {"steps": 60, "seeds": 5, "prompts_per_step": 8, "workers": 2
 OBJECTIVES_BASELINE = "GRPO n=8"  # the paper's compute-matched baseline of Est at n=8
 DIFFICULTY_SAMPLES = 32  # completions per distinct task prompt of the difficulty probe
 SPIKE_FACTOR = 5.0  # a loss spike: |loss| above this many times the run's median |loss|
+GRAD_SPIKE_FACTOR = 3.0  # a gradient spike: a gradient norm above this many times the run's median
 
 
 @dataclass(frozen=True)
@@ -436,9 +437,9 @@ def trained_to_reach(records: list[dict[str, Any]], target: float, curve: Curve 
     return float(next(r["cumulative_trained_samples"] for r in records if r["step"] == step))
 
 
-def loss_spikes(losses: Sequence[float], factor: float = SPIKE_FACTOR) -> int:
-    """Steps whose |loss| is above `factor` times the run's median |loss|."""
-    magnitude = np.abs(np.asarray(losses, dtype=np.float64))
+def spikes(values: Sequence[float], factor: float = SPIKE_FACTOR) -> int:
+    """Steps whose |value| (loss or gradient norm) is above `factor` times the run's median |value|."""
+    magnitude = np.abs(np.asarray(values, dtype=np.float64))
     magnitude = magnitude[np.isfinite(magnitude)]
     return int((magnitude > factor * np.median(magnitude)).sum()) if magnitude.size else 0
 
@@ -463,7 +464,8 @@ def summarize_objectives(per_seed: dict[int, list[dict[str, Any]]], targets: Seq
         summary[name] = _stats([r[-1].get(name, float("nan")) for r in runs])
     summary["grad_norm_mean"] = _stats([_nanmean([s["grad_norm"] for s in r]) for r in runs])
     summary["grad_norm_max"] = _stats([float(np.nanmax([s["grad_norm"] for s in r])) for r in runs])
-    summary["loss_spikes"] = _stats([loss_spikes([s["loss"] for s in r]) for r in runs])
+    summary["grad_norm_spikes"] = _stats([spikes([s["grad_norm"] for s in r], GRAD_SPIKE_FACTOR) for r in runs])
+    summary["loss_spikes"] = _stats([spikes([s["loss"] for s in r]) for r in runs])
     return summary
 
 
@@ -547,7 +549,8 @@ def objectives_outcome_table(summaries: dict[str, dict[str, Any]], steps: int) -
         "trained/step",
         "grad norm mean",
         "grad norm max",
-        f"loss spikes (>{SPIKE_FACTOR:g}x median)",
+        f"grad spikes (>{GRAD_SPIKE_FACTOR:g}x med.)",
+        f"loss spikes (>{SPIKE_FACTOR:g}x med.)",
     ]
     rows = [
         [
@@ -559,6 +562,7 @@ def objectives_outcome_table(summaries: dict[str, dict[str, Any]], steps: int) -
             _pm(s["trained_per_step"], 0),
             _pm(s["grad_norm_mean"], 3),
             _pm(s["grad_norm_max"], 3),
+            _pm(s["grad_norm_spikes"], 1),
             _pm(s["loss_spikes"], 1),
         ]
         for label, s in summaries.items()
@@ -774,7 +778,15 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "targets": list(TARGETS),
         "smoothing_window": SMOOTHING_WINDOW,
         "curve": asdict(curve),
-        **({"difficulty_samples": DIFFICULTY_SAMPLES, "spike_factor": SPIKE_FACTOR} if args.objectives else {}),
+        **(
+            {
+                "difficulty_samples": DIFFICULTY_SAMPLES,
+                "spike_factor": SPIKE_FACTOR,
+                "grad_spike_factor": GRAD_SPIKE_FACTOR,
+            }
+            if args.objectives
+            else {}
+        ),
         "methods": [asdict(spec) for spec in methods],
     }
     data = {
