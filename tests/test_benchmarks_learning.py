@@ -206,10 +206,10 @@ def test_objectives_smoke_records_trained_samples_loss_and_difficulty(benchmark,
     assert "trained vs GRPO n=8" in printed.getvalue() and "hardest third" in printed.getvalue()
     assert (tmp_path / "learning.png").read_bytes()[:8] == PNG_MAGIC
     for label, per_seed in data["runs"].items():
-        records = per_seed[0]
+        records = per_seed["0"]
         spec = next(s for s in benchmark.build_objective_methods(smoke=True) if s.label == label)
         assert all(r["trained_samples"] == 2 * spec.num_generations for r in records), label
         assert all(math.isfinite(r["loss"]) and r["grad_norm"] >= 0 for r in records), label
         assert 0 <= records[-1]["final_hard_third_pass_rate"] <= records[-1]["final_pass_rate"] + 1, label
-    est = data["runs"]["Est n=8"][0]
+    est = data["runs"]["Est n=8"]["0"]
     assert [r["samples"] for r in est] == [16, 16]  # B·n generated, every sample trained
