@@ -6,13 +6,17 @@ smoothed first-round reward of 0.5 and 0.7, relative to GRPO n=4. Setup and resu
 
     python -m benchmarks.learning            # 3 seeds x 60 steps x 4 methods, 2-4 min on 2 CPUs
     python -m benchmarks.learning --smoke    # 1 seed, 2 steps, 2 prompts/step, in-process: seconds
-    python -m benchmarks.learning --est      # GRPO n=4/8, balance and Reinforce-Ada-Est at budgets 8 and 4, 5 seeds
-    python -m benchmarks.learning --refill   # GRPO n=4/8, balance, Est, DAPO dynamic sampling and the combinations
+    python -m benchmarks.learning --budgeted   # GRPO n=4/8, balance and budgeted balance B=8 and B=4, 5 seeds
+    python -m benchmarks.learning --refill   # GRPO n=4/8, balance, budgeted balance, DAPO and the combinations
+    python -m benchmarks.learning --objectives   # the paper's Est and the log objective against GRPO n=8, 5 seeds
     python -m benchmarks.learning --family keyed --transfer 0   # the main comparison on the keyed task
+    python -m benchmarks.learning --regimes  # every preset at transfer 0, 0.5, 1 with modelled GPU hours, 5 seeds
 
 `--refill` measures the targets on an unbiased probe of the policy's pass rate (every distinct task prompt, every
 2 steps; `trl_ada.toy.experiment.PassRateProbe`) instead of the first-round reward, which pre-rollout skipping and
-candidate refill bias.
+candidate refill bias. `--objectives` also reports the trained samples (rows reaching the loss) to the targets, the
+final pass rate of the hardest third of the task's prompts (by their pass rate before training) and the loss and
+gradient norm of every step.
 
 `--family keyed` runs any of these on the keyed task (`trl_ada.toy.keyed`: a secret code per item, `--transfer`
 sets how many items share one) filtered to the paper's band (0, 0.375] of base pass rate (`--band LOW HIGH` for
@@ -31,9 +35,9 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -42,17 +46,21 @@ import numpy as np
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # everything is built locally; never reach for the Hub
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+from transformers import TrainerCallback
+
 from benchmarks.common import (
     format_table,
     machine_description,
     make_parser,
     mean_and_std,
+    pyplot,
     save_figure,
     write_csv,
     write_json,
 )
 from benchmarks.gpu_hours import StepPricer
 from benchmarks.learning_regimes import REGIMES, build_regime_methods, regime_report, regime_settings
+from trl_ada.evaluation import encode_prompts
 from trl_ada.refill import num_candidates
 from trl_ada.toy.experiment import (
     MethodSpec,
@@ -74,14 +82,15 @@ from trl_ada.toy.results import (
     steps_to_reach,
     task_title,
 )
+from trl_ada.toy.task import TOY_TEMPERATURE, toy_reward
 
 BASELINE = "GRPO n=4"
 TARGETS = (0.5, 0.7)
 DEFAULT_OUT = Path("benchmarks/results/learning")
 FULL_SIZES = {"steps": 60, "seeds": 3, "prompts_per_step": 8, "workers": 2}
-EST_SIZES = {"steps": 60, "seeds": 5, "prompts_per_step": 8, "workers": 2}
-EST_BUDGETS = (8, 4)
-EST_OPTIONS = (
+BUDGETED_SIZES = {"steps": 60, "seeds": 5, "prompts_per_step": 8, "workers": 2}
+BUDGETS = (8, 4)
+BUDGETED_OPTIONS = (
     ("pass_rate_memory", True),
     ("memory_decay", 0.5),
     ("first_round", "prior"),
@@ -101,6 +110,11 @@ SKIP_OPTIONS = (
     ("skip_exploration", 0.05),
 )
 SMOKE_SIZES = {"steps": 2, "seeds": 1, "prompts_per_step": 2, "workers": 1}
+OBJECTIVES_SIZES = {"steps": 60, "seeds": 5, "prompts_per_step": 8, "workers": 2}
+OBJECTIVES_BASELINE = "GRPO n=8"  # the paper's compute-matched baseline of Est at n=8
+DIFFICULTY_SAMPLES = 32  # completions per distinct task prompt of the difficulty probe
+SPIKE_FACTOR = 5.0  # a loss spike: |loss| above this many times the run's median |loss|
+GRAD_SPIKE_FACTOR = 3.0  # a gradient spike: a gradient norm above this many times the run's median
 
 
 @dataclass(frozen=True)
@@ -137,37 +151,59 @@ def build_methods(smoke: bool = False) -> list[MethodSpec]:
     ]
 
 
-def build_est_methods(smoke: bool = False) -> list[MethodSpec]:
-    """The `--est` comparison at equal generated samples: GRPO n=4 and n=8, balance (paper), Est at budgets 8 and 4.
+def build_budgeted_methods(smoke: bool = False) -> list[MethodSpec]:
+    """The `--budgeted` comparison at equal generated samples: GRPO n=4 and n=8, balance (paper), budgeted balance
+    B=8 and B=4.
 
-    Est: the pass-rate memory with prior-sized rounds, the futility stop and a per-step budget, M=8, N=3.
+    Budgeted balance: the pass-rate memory with prior-sized rounds, the futility stop and a per-step budget, M=8, N=3.
     """
     m, n = (4, 2) if smoke else (8, 4)
     balance = MethodSpec("balance", "balance", trainer="reinforce_ada", exit_rule="balance")
     balance = with_rounds(balance, samples_per_round=m, max_rounds=n)
-    est = [
+    budgeted = [
         MethodSpec(
-            f"est_b{budget}",
-            f"Est budget {budget}",
+            f"budgeted_b{budget}",
+            f"budgeted balance B={budget}",
             trainer="reinforce_ada",
             exit_rule="balance",
             samples_per_round=m,
             max_rounds=2 if smoke else 3,
-            options=(*EST_OPTIONS, ("sample_budget", budget)),
+            options=(*BUDGETED_OPTIONS, ("sample_budget", budget)),
         )
-        for budget in EST_BUDGETS
+        for budget in BUDGETS
     ]
     return [
         MethodSpec("grpo_n4", BASELINE, num_generations=4),
         MethodSpec("grpo_n8", "GRPO n=8", num_generations=8),
         balance,
-        *est,
+        *budgeted,
+    ]
+
+
+def build_objective_methods(smoke: bool = False) -> list[MethodSpec]:
+    """The `--objectives` comparison: GRPO n=4 and n=8; balance (n=4, M=8, N=4; smoke M=4, N=2) with the linear
+    and the log objective; the paper's Est at n=8 (`sampling="est"`: log objective, hybrid weighting) and its
+    variants (linear objective; explicit weighting: n each, advantages × 1/p̂; implicit: allocation ∝ 1/p̂, no
+    weight); budgeted balance B=8 (`sampling="budgeted_balance"`, n=4)."""
+    m, n = (4, 2) if smoke else (8, 4)
+    balance = with_rounds(MethodSpec("balance", "balance", trainer="reinforce_ada", exit_rule="balance"), m, n)
+    est = {"trainer": "reinforce_ada", "sampling": "est", "num_generations": 8}
+    return [
+        MethodSpec("grpo_n4", BASELINE, num_generations=4),
+        MethodSpec("grpo_n8", OBJECTIVES_BASELINE, num_generations=8),
+        balance,
+        replace(balance, name="balance_log", label=f"{balance.label} log", options=(("objective", "log"),)),
+        MethodSpec("est", "Est n=8", **est),
+        MethodSpec("est_linear", "Est n=8 linear", **est, options=(("objective", "linear"),)),
+        MethodSpec("est_explicit", "Est n=8 explicit", **est, options=(("objective_weighting", "explicit"),)),
+        MethodSpec("est_implicit", "Est n=8 implicit", **est, options=(("objective_weighting", "implicit"),)),
+        MethodSpec("budgeted_b8", "budgeted balance B=8", trainer="reinforce_ada", sampling="budgeted_balance"),
     ]
 
 
 def build_refill_methods(smoke: bool = False) -> list[MethodSpec]:
-    """The `--refill` comparison: GRPO n=4 and n=8, balance (paper), Est budget 4, DAPO's dynamic sampling, and the
-    combinations of candidates (`prompt_oversampling` 3), refill and pre-rollout skipping.
+    """The `--refill` comparison: GRPO n=4 and n=8, balance (paper), budgeted balance B=4, DAPO's dynamic sampling,
+    and the combinations of candidates (`prompt_oversampling` 3), refill and pre-rollout skipping.
 
     DAPO: `exit_rule="mixed"`, M = n = 4, one round per candidate, refilled up to 4 rounds. "n=4 + skip": the same
     with a single round, so it is GRPO n=4 whose batch swaps the candidates the memory predicts to give no signal.
@@ -178,7 +214,8 @@ def build_refill_methods(smoke: bool = False) -> list[MethodSpec]:
     m, n = (4, 2) if smoke else (8, 4)
     candidates = (("prompt_oversampling", PROMPT_OVERSAMPLING),)
     balance = with_rounds(MethodSpec("balance", "balance", trainer="reinforce_ada", exit_rule="balance"), m, n)
-    est = {"trainer": "reinforce_ada", "exit_rule": "balance", "samples_per_round": m, "max_rounds": 2 if smoke else 3}
+    budgeted = {"trainer": "reinforce_ada", "exit_rule": "balance", "samples_per_round": m}
+    budgeted["max_rounds"] = 2 if smoke else 3
     dapo = {"trainer": "reinforce_ada", "exit_rule": "mixed", "samples_per_round": 4}
     dapo_options = (*candidates, ("rounds_per_prompt", 1))
     refill_rounds, per_prompt = (4, 2) if smoke else (8, 4)
@@ -188,7 +225,9 @@ def build_refill_methods(smoke: bool = False) -> list[MethodSpec]:
         MethodSpec("grpo_n4", BASELINE, num_generations=4),
         MethodSpec("grpo_n8", "GRPO n=8", num_generations=8),
         balance,
-        MethodSpec("est_b4", "Est budget 4", **est, options=(*EST_OPTIONS, ("sample_budget", 4))),
+        MethodSpec(
+            "budgeted_b4", "budgeted balance B=4", **budgeted, options=(*BUDGETED_OPTIONS, ("sample_budget", 4))
+        ),
         MethodSpec("dapo", "DAPO 3x", **dapo, max_rounds=2 if smoke else 4, options=dapo_options),
         MethodSpec(
             "dapo_skip", "DAPO 3x + skip", **dapo, max_rounds=2 if smoke else 4, options=(*dapo_options, *SKIP_OPTIONS)
@@ -209,10 +248,10 @@ def build_refill_methods(smoke: bool = False) -> list[MethodSpec]:
             options=(*balance_options, *SKIP_OPTIONS),
         ),
         MethodSpec(
-            "est_b8_skip",
-            "Est budget 8, 3x + skip",
-            **est,
-            options=(*EST_OPTIONS, ("sample_budget", 8), *candidates, *SKIP_OPTIONS[2:]),
+            "budgeted_b8_skip",
+            "budgeted balance B=8, 3x + skip",
+            **budgeted,
+            options=(*BUDGETED_OPTIONS, ("sample_budget", 8), *candidates, *SKIP_OPTIONS[2:]),
         ),
     ]
 
@@ -220,6 +259,81 @@ def build_refill_methods(smoke: bool = False) -> list[MethodSpec]:
 # --------------------------------------------------------------------------------------------
 # Runs
 # --------------------------------------------------------------------------------------------
+
+
+def prompt_pass_rates(model: Any, tokenizer: Any, settings: TaskSettings, seed: int, num_samples: int) -> np.ndarray:
+    """Pass rate of every distinct task prompt (`settings.task_rows()` order): the mean `toy_reward` of
+    `num_samples` completions sampled from `model` now, as in training (temperature 1, no top-k/top-p), under a
+    random state of its own seeded by `seed` (the training's stream is left untouched)."""
+    import torch
+
+    rows = settings.task_rows()
+    prompt_ids = encode_prompts(tokenizer, [[{"role": "user", "content": text}] for _, _, text in rows])
+    batch = tokenizer.pad({"input_ids": prompt_ids}, padding_side="left", return_tensors="pt").to(model.device)
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.random.fork_rng(devices=[]), torch.no_grad():
+            torch.manual_seed(seed)
+            output = model.generate(
+                **batch,
+                do_sample=True,
+                temperature=TOY_TEMPERATURE,
+                top_k=0,
+                top_p=1.0,
+                max_new_tokens=settings.max_completion_length,
+                num_return_sequences=num_samples,
+                pad_token_id=tokenizer.pad_token_id,
+            )
+    finally:
+        model.train(was_training)
+    texts = tokenizer.batch_decode(output[:, batch["input_ids"].shape[1] :], skip_special_tokens=True)
+    answers = [target for target, _, _ in rows for _ in range(num_samples)]  # prompt-major, as generate returns
+    counts = [count for _, count, _ in rows for _ in range(num_samples)]
+    return np.asarray(toy_reward(texts, answers, counts), dtype=np.float64).reshape(len(rows), num_samples).mean(1)
+
+
+def hardest_third(initial: np.ndarray, counts: Sequence[int]) -> np.ndarray:
+    """Indices of the third of the prompts with the lowest initial pass rate (ties: the larger letter count first)."""
+    order = np.lexsort((-np.asarray(counts), initial))
+    return order[: max(1, len(order) // 3)]
+
+
+class DifficultyProbe(TrainerCallback):
+    """Every distinct task prompt's pass rate before and after training (`prompt_pass_rates`, the same draws for
+    every method of a seed); `summary()`: the final pass rate over all prompts and over the hardest third."""
+
+    def __init__(self, settings: TaskSettings, seed: int, num_samples: int = DIFFICULTY_SAMPLES):
+        self.settings, self.seed, self.num_samples = settings, seed, num_samples
+        self.pass_rates: dict[str, np.ndarray] = {}
+
+    def _probe(self, when: str, model: Any, tokenizer: Any) -> None:
+        self.pass_rates[when] = prompt_pass_rates(model, tokenizer, self.settings, self.seed, self.num_samples)
+
+    def on_train_begin(self, args, state, control, model=None, processing_class=None, **kwargs):
+        self._probe("initial", model, processing_class)
+
+    def on_train_end(self, args, state, control, model=None, processing_class=None, **kwargs):
+        self._probe("final", model, processing_class)
+
+    def summary(self) -> dict[str, float]:
+        """Initial and final pass rate over all prompts and over the hardest third (by the initial pass rate)."""
+        initial, final = self.pass_rates["initial"], self.pass_rates["final"]
+        hard = hardest_third(initial, [count for _, count, _ in self.settings.task_rows()])
+        return {
+            "initial_pass_rate": float(initial.mean()),
+            "final_pass_rate": float(final.mean()),
+            "initial_hard_third_pass_rate": float(initial[hard].mean()),
+            "final_hard_third_pass_rate": float(final[hard].mean()),
+        }
+
+
+def run_with_difficulty(spec: MethodSpec, model_dir: Path, dataset: Any, **kwargs: Any) -> list[dict[str, Any]]:
+    """`run_method` with a [`DifficultyProbe`]; its summary is added to the last step's record."""
+    probe = DifficultyProbe(kwargs["settings"], kwargs["seed"])
+    records = run_method(spec, model_dir, dataset, callbacks=(probe,), **kwargs)
+    records[-1].update(probe.summary())
+    return records
 
 
 def _jobs(methods: Sequence[MethodSpec], seeds: Sequence[int]) -> list[tuple[MethodSpec, int]]:
@@ -253,8 +367,10 @@ def run_all(
     settings: TaskSettings,
     workers: int,
     verbose: bool = True,
+    runner: Callable[..., list[dict[str, Any]]] = run_method,
 ) -> Runs:
-    """Train every method at every seed (in `workers` processes when > 1); the records of every run."""
+    """Train every method at every seed with `runner` (`run_method`'s signature; in `workers` processes when > 1);
+    the records of every run."""
     runs: Runs = {spec.label: {} for spec in methods}
     with tempfile.TemporaryDirectory(prefix="trl-ada-learning-") as work:
         with quiet_training():
@@ -278,14 +394,14 @@ def run_all(
         if workers <= 1:
             for k, (spec, seed) in enumerate(jobs, start=1):
                 args, kwargs = arguments(spec, seed)
-                finished(k, spec, seed, run_method(*args, **kwargs))
+                finished(k, spec, seed, runner(*args, **kwargs))
             return runs
         context = multiprocessing.get_context("spawn")  # fresh interpreters: no torch state inherited by fork
         with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
             futures = {}
             for spec, seed in jobs:
                 args, kwargs = arguments(spec, seed)
-                futures[pool.submit(run_method, *args, **kwargs)] = (spec, seed)
+                futures[pool.submit(runner, *args, **kwargs)] = (spec, seed)
             for k, future in enumerate(as_completed(futures), start=1):
                 finished(k, *futures[future], future.result())
     return runs
@@ -328,6 +444,46 @@ def summarize_method(
     return summary
 
 
+def trained_to_reach(records: list[dict[str, Any]], target: float, curve: Curve = FIRST_ROUND) -> float:
+    """Trained samples (rows that reached the loss) until `curve` reaches `target` (NaN if never)."""
+    step = steps_to_reach(records, target, window=curve.window, metric=curve.metric)
+    if not np.isfinite(step):
+        return float("nan")
+    return float(next(r["cumulative_trained_samples"] for r in records if r["step"] == step))
+
+
+def spikes(values: Sequence[float], factor: float = SPIKE_FACTOR) -> int:
+    """Steps whose |value| (loss or gradient norm) is above `factor` times the run's median |value|."""
+    magnitude = np.abs(np.asarray(values, dtype=np.float64))
+    magnitude = magnitude[np.isfinite(magnitude)]
+    return int((magnitude > factor * np.median(magnitude)).sum()) if magnitude.size else 0
+
+
+DIFFICULTY_COLUMNS = (
+    "initial_pass_rate",
+    "final_pass_rate",
+    "initial_hard_third_pass_rate",
+    "final_hard_third_pass_rate",
+)
+
+
+def summarize_objectives(per_seed: dict[int, list[dict[str, Any]]], targets: Sequence[float]) -> dict[str, Any]:
+    """`summarize_method` on the first-round reward plus trained samples to each target and per step, the
+    [`DifficultyProbe`] pass rates and the stability of the loss (mean and max gradient norm, loss spikes)."""
+    summary = summarize_method(per_seed, targets)
+    runs = list(per_seed.values())
+    for target in targets:
+        summary[f"trained_to_{target:g}"] = _stats([trained_to_reach(r, target) for r in runs])
+    summary["trained_per_step"] = _stats([r[-1]["cumulative_trained_samples"] / len(r) for r in runs])
+    for name in DIFFICULTY_COLUMNS:
+        summary[name] = _stats([r[-1].get(name, float("nan")) for r in runs])
+    summary["grad_norm_mean"] = _stats([_nanmean([s["grad_norm"] for s in r]) for r in runs])
+    summary["grad_norm_max"] = _stats([float(np.nanmax([s["grad_norm"] for s in r])) for r in runs])
+    summary["grad_norm_spikes"] = _stats([spikes([s["grad_norm"] for s in r], GRAD_SPIKE_FACTOR) for r in runs])
+    summary["loss_spikes"] = _stats([spikes([s["loss"] for s in r]) for r in runs])
+    return summary
+
+
 def _nanmean(values: Sequence[float]) -> float:
     """Mean of the finite values; NaN when there are none (plain GRPO has no exit-rule metrics)."""
     finite = [v for v in values if np.isfinite(v)]
@@ -335,10 +491,13 @@ def _nanmean(values: Sequence[float]) -> float:
 
 
 def add_ratios(summaries: dict[str, dict[str, Any]], targets: Sequence[float], baseline: str = BASELINE) -> None:
-    """`ratio_vs_baseline` on every steps/samples-to-target entry: method mean / baseline mean (NaN if undefined)."""
+    """`ratio_vs_baseline` on every steps/samples/trained-to-target entry: method mean / baseline mean (NaN if
+    undefined)."""
     for summary in summaries.values():
         for target in targets:
-            for key in (f"steps_to_{target:g}", f"samples_to_{target:g}"):
+            for key in (f"{name}_to_{target:g}" for name in ("steps", "samples", "trained")):
+                if key not in summary:
+                    continue
                 reference = summaries[baseline][key]["mean"]
                 summary[key]["ratio_vs_baseline"] = summary[key]["mean"] / reference if reference else float("nan")
 
@@ -367,6 +526,69 @@ def target_table(
             [label, f"{steps['reached']}/{num_seeds}", _pm(steps), _ratio(steps), _pm(samples), _ratio(samples)]
         )
     title = f"Target: {curve.title} {target:g} {curve.note}; mean ± std over seeds"
+    return format_table(headers, rows, title=title)
+
+
+def objectives_target_table(summaries: dict[str, dict[str, Any]], target: float, num_seeds: int) -> str:
+    """Steps, generated samples and trained samples to `target` (first-round reward), with ratios vs GRPO n=8."""
+    versus = f"vs {OBJECTIVES_BASELINE}"
+    headers = ["method", "reached", "steps", "samples", f"samples {versus}", "trained", f"trained {versus}"]
+    rows = []
+    for label, summary in summaries.items():
+        steps, samples = summary[f"steps_to_{target:g}"], summary[f"samples_to_{target:g}"]
+        trained = summary[f"trained_to_{target:g}"]
+        rows.append(
+            [
+                label,
+                f"{steps['reached']}/{num_seeds}",
+                _pm(steps),
+                _pm(samples),
+                _ratio(samples),
+                _pm(trained),
+                _ratio(trained),
+            ]
+        )
+    title = f"Target: {FIRST_ROUND.title} {target:g} {FIRST_ROUND.note}; samples generated and trained; mean ± std"
+    return format_table(headers, rows, title=title)
+
+
+def objectives_outcome_table(summaries: dict[str, dict[str, Any]], steps: int) -> str:
+    """Final reward, final pass rate over all prompts and the hardest third, samples and trained samples per step,
+    and the loss's stability (gradient norm, loss spikes)."""
+    headers = [
+        f"method (after {steps} steps)",
+        "final reward",
+        "pass rate",
+        "hardest third",
+        "samples/step",
+        "trained/step",
+        "grad norm mean",
+        "grad norm max",
+        f"grad spikes (>{GRAD_SPIKE_FACTOR:g}x med.)",
+        f"loss spikes (>{SPIKE_FACTOR:g}x med.)",
+    ]
+    rows = [
+        [
+            label,
+            _pm(s["final_first_round_reward"], 3),
+            _pm(s["final_pass_rate"], 3, missing="-"),
+            _pm(s["final_hard_third_pass_rate"], 3, missing="-"),
+            _pm(s["samples_per_step"], 0),
+            _pm(s["trained_per_step"], 0),
+            _pm(s["grad_norm_mean"], 3),
+            _pm(s["grad_norm_max"], 3),
+            _pm(s["grad_norm_spikes"], 1),
+            _pm(s["loss_spikes"], 1),
+        ]
+        for label, s in summaries.items()
+    ]
+    first = next(iter(summaries.values()))
+    title = (
+        f"Final reward: first-round reward of the last {SMOOTHING_WINDOW} steps; pass rate: {DIFFICULTY_SAMPLES} "
+        "completions of every distinct task prompt after training; hardest third: the third of the prompts with the "
+        f"lowest pass rate before training (then {_pm(first['initial_hard_third_pass_rate'], 3)}; all prompts "
+        f"{_pm(first['initial_pass_rate'], 3)}); mean ± std over seeds"
+    )
     return format_table(headers, rows, title=title)
 
 
@@ -475,15 +697,35 @@ def mean_curves(runs: Runs, curve: Curve = FIRST_ROUND) -> dict[str, dict[str, l
         measured = [[s for s in r if np.isfinite(s.get(curve.metric, float("nan")))] for r in per_seed.values()]
         smoothed = np.array([moving_average([s[curve.metric] for s in r], curve.window) for r in measured])
         samples = np.array([[s["cumulative_samples"] for s in r] for r in measured])
+        trained = np.array([[s["cumulative_trained_samples"] for s in r] for r in measured])
         mean, std = smoothed.mean(axis=0), smoothed.std(axis=0)
         curves[label] = {
             "step": [s["step"] for s in measured[0]],
             "samples": samples.mean(axis=0).tolist(),
+            "trained": trained.mean(axis=0).tolist(),
             "reward": mean.tolist(),
             "low": (mean - std).tolist(),
             "high": (mean + std).tolist(),
         }
     return curves
+
+
+def plot_against_samples(curves: dict[str, dict[str, list[float]]], title: str) -> Any:
+    """Two panels: the smoothed first-round reward (mean ± std over seeds) against the completions generated and
+    against the completions trained (rows that reached the loss), a line per method."""
+    fig, axes = pyplot().subplots(1, 2, figsize=(12, 4.5), sharey=True)
+    for label, curve in curves.items():
+        for ax, x in zip(axes, (curve["samples"], curve["trained"]), strict=True):
+            (line,) = ax.plot(x, curve["reward"], label=label, linestyle="--" if "log" in label else "-")
+            ax.fill_between(x, curve["low"], curve["high"], color=line.get_color(), alpha=0.12, linewidth=0)
+    axes[0].set_xlabel("completions generated (cumulative)")
+    axes[1].set_xlabel("completions trained (cumulative; backward cost)")
+    axes[0].set_ylabel(f"{FIRST_ROUND.title} {FIRST_ROUND.note}")
+    for ax in axes:
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=7)
+    fig.suptitle(title)
+    return fig
 
 
 def csv_rows(runs: Runs) -> list[dict[str, Any]]:
@@ -518,9 +760,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     modes = parser.add_mutually_exclusive_group()
     modes.add_argument(
-        "--est",
+        "--budgeted",
         action="store_true",
-        help="Reinforce-Ada-Est at budgets 8 and 4 against GRPO n=4, n=8 and balance (default 5 seeds)",
+        help="budgeted balance B=8 and B=4 against GRPO n=4, n=8 and balance (default 5 seeds)",
     )
     modes.add_argument(
         "--regimes",
@@ -531,12 +773,17 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     modes.add_argument(
         "--refill",
         action="store_true",
-        help="DAPO dynamic sampling, candidates and skipping against GRPO n=4, n=8, balance and Est (default 5 "
-        "seeds); targets on a pass-rate probe every 2 steps",
+        help="DAPO dynamic sampling, candidates and skipping against GRPO n=4, n=8, balance and budgeted balance "
+        "(default 5 seeds); targets on a pass-rate probe every 2 steps",
+    )
+    modes.add_argument(
+        "--objectives",
+        action="store_true",
+        help="the paper's Est at n=8 and the log objective against GRPO n=4/8, balance and budgeted balance "
+        "(default 5 seeds): trained samples to the targets, hardest-third pass rate, gradient norm and loss spikes",
     )
     args = parser.parse_args(argv)
-    sizes = SMOKE_SIZES if args.smoke else EST_SIZES if args.est or args.regimes else FULL_SIZES
-    sizes = REFILL_SIZES if args.refill and not args.smoke else sizes
+    sizes = SMOKE_SIZES if args.smoke else _mode_sizes(args)
     args.seeds = args.seeds or sizes["seeds"]
     args.steps = args.steps or sizes["steps"]
     args.prompts = args.prompts or sizes["prompts_per_step"]
@@ -585,24 +832,46 @@ def main_regimes(args: argparse.Namespace) -> dict[str, Any]:
     return data
 
 
+def _mode_sizes(args: argparse.Namespace) -> dict[str, int]:
+    """The default sizes of the mode `args` selects."""
+    if args.budgeted or args.regimes:
+        return BUDGETED_SIZES
+    if args.refill:
+        return REFILL_SIZES
+    return OBJECTIVES_SIZES if args.objectives else FULL_SIZES
+
+
+def _methods(args: argparse.Namespace) -> list[MethodSpec]:
+    """The methods of the mode `args` selects."""
+    if args.budgeted:
+        return build_budgeted_methods(args.smoke)
+    if args.refill:
+        return build_refill_methods(args.smoke)
+    return build_objective_methods(args.smoke) if args.objectives else build_methods(args.smoke)
+
+
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """Run the benchmark, print the tables, write JSON, CSV, tables and the figure; return the JSON data."""
     args = parse_args(argv)
     if args.regimes:
         return main_regimes(args)
     settings = args.settings
-    if args.refill:
-        methods = build_refill_methods(args.smoke)
-    else:
-        methods = build_est_methods(args.smoke) if args.est else build_methods(args.smoke)
+    methods = _methods(args)
     curve = PASS_RATE if args.refill else FIRST_ROUND
     seeds = list(range(args.seed, args.seed + args.seeds))
     start = time.perf_counter()
-    runs = run_all(methods, seeds, args.steps, settings, args.workers, verbose=not args.quiet)
+    runner = run_with_difficulty if args.objectives else run_method
+    runs = run_all(methods, seeds, args.steps, settings, args.workers, verbose=not args.quiet, runner=runner)
     elapsed = time.perf_counter() - start
-    summaries = {spec.label: summarize_method(runs[spec.label], TARGETS, curve) for spec in methods}
-    add_ratios(summaries, TARGETS)
-    tables = [target_table(summaries, t, len(seeds), curve) for t in TARGETS]
+    if args.objectives:
+        summaries = {spec.label: summarize_objectives(runs[spec.label], TARGETS) for spec in methods}
+        add_ratios(summaries, TARGETS, OBJECTIVES_BASELINE)
+        tables = [objectives_target_table(summaries, t, len(seeds)) for t in TARGETS]
+        tables.append(objectives_outcome_table(summaries, args.steps))
+    else:
+        summaries = {spec.label: summarize_method(runs[spec.label], TARGETS, curve) for spec in methods}
+        add_ratios(summaries, TARGETS)
+        tables = [target_table(summaries, t, len(seeds), curve) for t in TARGETS]
     first_round: dict[str, dict[str, Any]] = {}
     if args.refill:  # the biased first-round curve, side by side, and what the candidates did
         first_round = {spec.label: summarize_method(runs[spec.label], TARGETS) for spec in methods}
@@ -614,7 +883,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         for spec in methods:
             summaries[spec.label]["milestones"] = milestone_summary(runs[spec.label], points)
         tables.append(milestone_table(summaries, settings.eval_samples))
-    tables.append(overview_table(summaries, args.steps))
+    if not args.objectives:
+        tables.append(overview_table(summaries, args.steps))
     text = "\n\n".join(tables)
     print(
         text + f"\n\nTotal wall time {elapsed:.0f} s ({args.workers} worker(s), {machine_description()})", flush=True
@@ -629,6 +899,15 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "targets": list(TARGETS),
         "smoothing_window": SMOOTHING_WINDOW,
         "curve": asdict(curve),
+        **(
+            {
+                "difficulty_samples": DIFFICULTY_SAMPLES,
+                "spike_factor": SPIKE_FACTOR,
+                "grad_spike_factor": GRAD_SPIKE_FACTOR,
+            }
+            if args.objectives
+            else {}
+        ),
         "methods": [asdict(spec) for spec in methods],
     }
     data = {
@@ -644,7 +923,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     write_csv(out / "steps.csv", csv_rows(runs))
     (out / "tables.txt").write_text(text + "\n")
     title = task_title(settings, f"{seeds[0]}-{seeds[-1]}" if len(seeds) > 1 else seeds[0])
-    figure = plot_curves(mean_curves(runs, curve), title + " (mean ± std)")
+    if args.objectives:
+        figure = plot_against_samples(mean_curves(runs, curve), title + " (mean ± std)")
+    else:
+        figure = plot_curves(mean_curves(runs, curve), title + " (mean ± std)")
     if args.refill:
         figure.axes[0].set_ylabel(f"{curve.title} {curve.note}")
     figure = save_figure(figure, out / "learning.png")

@@ -50,7 +50,6 @@ def build_regime_methods(smoke: bool = False) -> list[MethodSpec]:
     ada = {"trainer": "reinforce_ada"}
     candidates = (("prompt_oversampling", 3.0), ("rounds_per_prompt", 1))
     skip = (("pass_rate_memory", True), ("memory_decay", 0.5), ("skip_threshold", 0.6))
-    budgeted = (("sampling", "budgeted_balance"), ("sample_budget", 8.0))
     return [
         MethodSpec("grpo_n4", BASELINE, num_generations=4),
         MethodSpec("grpo_n8", "GRPO n=8", num_generations=8),
@@ -58,15 +57,8 @@ def build_regime_methods(smoke: bool = False) -> list[MethodSpec]:
         MethodSpec("dapo", "DAPO 3x", **ada, exit_rule="mixed", samples_per_round=4, max_rounds=n, options=candidates),
         replace(with_rounds(MethodSpec("pos", "", **ada, exit_rule="pos"), m, n), label="Seq-pos"),
         replace(with_rounds(MethodSpec("balance", "", **ada, exit_rule="balance"), m, n), label="Seq-balance"),
-        # Est ignores the rounds fields: they stay at the values it accepts (the base defaults)
-        MethodSpec(
-            "est", "Est n=8", num_generations=8, **ada, exit_rule="balance", samples_per_round=8, max_rounds=4,
-            options=(("sampling", "est"),),
-        ),
-        MethodSpec(
-            "budgeted", "budgeted balance", **ada, exit_rule="balance", samples_per_round=m, max_rounds=n - 1,
-            options=budgeted,
-        ),
+        MethodSpec("est", "Est n=8", num_generations=8, **ada, sampling="est"),
+        MethodSpec("budgeted", "budgeted balance", **ada, sampling="budgeted_balance"),  # a budget of 2n = 8
         MethodSpec(
             "n4_skip", "GRPO n=4 + skip", **ada, exit_rule="mixed", samples_per_round=4, max_rounds=1,
             options=(*candidates, *skip),

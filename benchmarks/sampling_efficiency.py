@@ -6,7 +6,7 @@ prompt sets, the samplers and the results: `docs/benchmarks_sampling.md`.
 
     python -m benchmarks.sampling_efficiency            # B=512, 5 seeds x 10 steps, ~1 min on 2 CPUs
     python -m benchmarks.sampling_efficiency --smoke    # B=64, 1 seed, 1 step, a few seconds
-    python -m benchmarks.sampling_efficiency --multi-epoch   # Reinforce-Ada-Est: D prompts over E epochs, ~2 min
+    python -m benchmarks.sampling_efficiency --multi-epoch   # Est, budgeted balance: D prompts over E epochs, ~3 min
 
 Writes `results.json`, `results.csv`, `tables.txt` and `sampling_efficiency.png` into `--out`
 (default `benchmarks/results/sampling_efficiency/`). The multi-epoch mode is `benchmarks.sampling_multi_epoch`,
@@ -36,7 +36,7 @@ from benchmarks.common import (
     write_json,
 )
 from trl_ada.memory import PassRateMemory
-from trl_ada.plan import SamplingPlan
+from trl_ada.plan import SamplingPlan, preset_fields
 from trl_ada.refill import HARD_PASS_RATE
 from trl_ada.simulation import SimulatedPolicy, simulate_step
 
@@ -91,7 +91,8 @@ PROMPT_SETS = (
 
 @dataclass(frozen=True)
 class SamplerSpec:
-    """One sampling strategy. `family` is grpo, dapo, pos or balance; `label` is its short figure label."""
+    """One sampling strategy. `family` is grpo, dapo, pos or balance (multi-epoch mode: also budgeted, refill, and
+    est: the paper's Reinforce-Ada-Est, `sampling="est"` at `num_generations`); `label` is its short figure label."""
 
     name: str
     family: str
@@ -101,7 +102,7 @@ class SamplerSpec:
     max_rounds: int
     exit_rule: str = "none"
     generation_batch_factor: int = 1
-    memory: bool = False  # Reinforce-Ada-Est switches (multi-epoch mode)
+    memory: bool = False  # budgeted balance switches (multi-epoch mode)
     first_round: str = "fixed"
     later_rounds: str = "fixed"
     futility_threshold: float = 0.0
@@ -116,7 +117,10 @@ class SamplerSpec:
     @property
     def plan(self) -> SamplingPlan:
         """The library's sampling plan of this sampler: every parameter, the ones the spec leaves at their default
-        (`round_confidence`, `memory_decay`, ...) included."""
+        (`round_confidence`, `memory_decay`, ...) included; family est: the `sampling="est"` preset's plan."""
+        if self.family == "est":
+            preset = preset_fields("est", self.num_generations, {})
+            return SamplingPlan(num_generations=self.num_generations, positive_threshold=POSITIVE_THRESHOLD, **preset)
         return SamplingPlan(
             num_generations=self.num_generations,
             exit_rule=self.exit_rule,
@@ -165,13 +169,14 @@ class StepResult:
     low_pass_effective: int = 0  # ... of which ended in the batch with an effective group
     exited: int | None = None  # prompts that met the exit rule (None: the sampler has no exit rule)
     exited_effective: int | None = None
-    memory_hits: int = 0  # Reinforce-Ada-Est: prompts the pass-rate memory had seen before
+    memory_hits: int = 0  # pass-rate memory: prompts it had seen before
     predicted_pass_rate_sum: float = 0.0  # ... sum over hits of the posterior mean before the step
     realized_pass_rate_sum: float = 0.0  # ... sum over hits of the first round's pass rate
     calibration_error_sum: float = 0.0  # ... sum over hits of |predicted - realised|
     futile: int = 0  # prompts stopped as futile
     skipped: int = 0  # candidates skipped before rollout (refill)
     hard_kept: int = 0  # trained prompts whose first round's pass rate is below HARD_PASS_RATE
+    trained: int = 0  # samples that reach the loss (every sample under Est; n per trained prompt otherwise)
 
 
 def is_low_pass(pass_rates: np.ndarray) -> np.ndarray:
@@ -192,12 +197,15 @@ def run_adaptive_step(
     memory: PassRateMemory | None = None,
     prompt_ids: np.ndarray | None = None,
 ) -> tuple[StepResult, np.ndarray]:
-    """GRPO (`exit_rule="none"`), Reinforce-Ada or -Est over the step's prompts, through the trl_ada core.
+    """GRPO (`exit_rule="none"`), Reinforce-Ada, budgeted balance or Est over the step's prompts, through the
+    trl_ada core.
 
-    Returns the step's result and, per prompt, whether its kept group is effective (mixed).
+    Returns the step's result and, per prompt, whether its kept group is effective (mixed; Est's groups differ in
+    size).
     """
     sampler = simulate_step(SimulatedPolicy(pass_rates, seed=seed), memory, prompt_ids, spec.plan)
-    mixed = has_both_classes(sampler.kept_rewards())
+    kept = sampler.kept_rewards()
+    mixed = np.array([has_both_classes(group) for group in kept], dtype=bool)
     exited = np.array([r is not None for r in sampler.exit_round])
     low = is_low_pass(pass_rates)
     hits = np.flatnonzero(sampler.memory_hits)
@@ -219,6 +227,7 @@ def run_adaptive_step(
         calibration_error_sum=float(np.abs(predicted - realized).sum()),
         futile=int(sum(sampler.stopped)),
         hard_kept=sum(sampler.first_round_pass_rate(p) < HARD_PASS_RATE for p in range(len(pass_rates))),
+        trained=sum(len(group) for group in kept),
     ), mixed
 
 
@@ -256,7 +265,17 @@ def dapo_rounds(spec: SamplerSpec, pass_rates: np.ndarray, ids: np.ndarray, fres
         drawn += rates.size
         rounds += 1
         trained.append(round_ids[kept])
-    result = StepResult(batch, samples, filled, rounds, drawn, low_drawn, low_kept, hard_kept=hard_kept)
+    result = StepResult(
+        batch,
+        samples,
+        filled,
+        rounds,
+        drawn,
+        low_drawn,
+        low_kept,
+        hard_kept=hard_kept,
+        trained=filled * spec.num_generations,
+    )
     return result, np.concatenate(trained)
 
 

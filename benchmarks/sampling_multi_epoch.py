@@ -1,18 +1,20 @@
-"""The multi-epoch mode of the sampling-efficiency benchmark (Reinforce-Ada-Est and refill): D simulated prompts
-trained over E epochs, their pass rates moving with the effective groups each sampler produces.
+"""The multi-epoch mode of the sampling-efficiency benchmark (Reinforce-Ada-Est, budgeted balance and refill): D
+simulated prompts trained over E epochs, their pass rates moving with the effective groups each sampler produces.
 
-Every sampler of `benchmarks.sampling_efficiency` runs here over the same dataset and epoch orders, with the
-Reinforce-Ada-Est switches (pass-rate memory, prior-sized rounds, futility stop, sample budget) and the candidate
+Every sampler of `benchmarks.sampling_efficiency` runs here over the same dataset and epoch orders, with the paper's
+Reinforce-Ada-Est (`sampling="est"`: an Ada-EMA pass-rate memory across epochs, one allocated round per step), the
+budgeted-balance switches (pass-rate memory, prior-sized rounds, futility stop, sample budget) and the candidate
 refill samplers added; the prompt sets, step runners and metrics are that module's. What is measured and the
 results: `docs/benchmarks_sampling.md`, "Multi-epoch mode".
 
-    python -m benchmarks.sampling_efficiency --multi-epoch           # D=1024, B=256, 4 epochs, 5 seeds, ~2 min
+    python -m benchmarks.sampling_efficiency --multi-epoch           # D=1024, B=256, 4 epochs, 5 seeds, ~3 min
     python -m benchmarks.sampling_efficiency --multi-epoch --smoke   # D=32, B=16, 2 epochs, 1 seed, seconds
     python -m benchmarks.sampling_multi_epoch [--smoke] ...          # the same, without the flag
     python -m benchmarks.sampling_multi_epoch --skip-coverage       # hard prompts under pre-rollout skipping, ~3 min
 
-Writes `multi_epoch.json`, `multi_epoch.csv`, `multi_epoch_tables.txt` and `sampling_efficiency_multi_epoch.png`
-into `--out` (default `benchmarks/results/sampling_efficiency/`); `--skip-coverage` writes `skip_coverage.json` and
+Writes `multi_epoch.json`, `multi_epoch.csv`, `multi_epoch_tables.txt` (the full table, then the side-by-side table
+of Est at n=8 and its baselines) and `sampling_efficiency_multi_epoch.png` into `--out`
+(default `benchmarks/results/sampling_efficiency/`); `--skip-coverage` writes `skip_coverage.json` and
 `skip_coverage.txt` instead.
 """
 
@@ -66,13 +68,17 @@ MULTI_EPOCH_SIZES = {"dataset": 1024, "num_prompts": 256, "epochs": 4, "seeds": 
 MULTI_EPOCH_SMOKE_SIZES = {"dataset": 32, "num_prompts": 16, "epochs": 2, "seeds": 1}
 LEARN_RATE = 0.5  # logit step of a prompt trained with an effective group
 TRANSFER = 0.02  # logit step of every solvable prompt per training step
-MEMORY_DECAY = 0.5
+MEMORY_DECAY = 0.5  # the skip-coverage rows' memory (the other rows take their plan's)
 FUTILITY_THRESHOLD = 0.05
-EST_BUDGETS = (4, 6, 8)
-EST_ROUNDS = 3
+BUDGETS = (4, 6, 8)
+BUDGETED_ROUNDS = 3
 BALANCE_PAPER = "balance M=8 N=4"
+EST_PAPER = "Est n=8"
+EST_COMPARISON = ("GRPO n=4", "GRPO n=8", "GRPO n=16", BALANCE_PAPER, "budgeted balance B=8", EST_PAPER)
+"""The side-by-side table: the paper's Est at 8 per prompt, its compute-matched baseline GRPO n=8, and the rest."""
 MULTI_EPOCH_METRICS = (
     *METRICS,
+    "trained_per_prompt",
     "memory_hit_fraction",
     "futile_fraction",
     "predicted_pass_rate",
@@ -87,11 +93,13 @@ SKIP_EXPLORATION = 0.05
 
 
 def build_multi_epoch_samplers() -> list[SamplerSpec]:
-    """GRPO n=4/8/16, DAPO, balance M=8 N=4, and the Reinforce-Ada-Est switches alone and together."""
+    """GRPO n=4/8/16, DAPO, balance M=8 N=4, the paper's Est at n=8, the budgeted-balance switches alone and
+    together, and the candidate refill samplers."""
     specs = [SamplerSpec(f"GRPO n={k}", "grpo", f"n={k}", k, k, 1) for k in (4, 8, 16)]
     specs.append(SamplerSpec("DAPO n=4 (gen B)", "dapo", "DAPO B", 4, 4, DAPO_MAX_ROUNDS))
     specs.append(SamplerSpec(BALANCE_PAPER, "balance", "8×4", NUM_GENERATIONS, 8, 4, "balance"))
-    est = {"family": "est", "num_generations": NUM_GENERATIONS, "exit_rule": "balance"}
+    specs.append(SamplerSpec(EST_PAPER, "est", "Est 8", 8, 8, 1))
+    est = {"family": "budgeted", "num_generations": NUM_GENERATIONS, "exit_rule": "balance"}
     specs.append(
         SamplerSpec(
             "memory + prior first round",
@@ -114,36 +122,36 @@ def build_multi_epoch_samplers() -> list[SamplerSpec]:
             **est,
         )
     )
-    for budget in EST_BUDGETS:
+    for budget in BUDGETS:
         specs.append(
             SamplerSpec(
                 f"budget {budget}",
                 label=f"b{budget}",
                 samples_per_round=8,
-                max_rounds=EST_ROUNDS,
+                max_rounds=BUDGETED_ROUNDS,
                 sample_budget=budget,
                 **est,
             )
         )
-    for budget in EST_BUDGETS:
+    for budget in BUDGETS:
         specs.append(
             SamplerSpec(
                 f"memory + budget {budget}",
                 label=f"m+b{budget}",
                 samples_per_round=8,
-                max_rounds=EST_ROUNDS,
+                max_rounds=BUDGETED_ROUNDS,
                 memory=True,
                 sample_budget=budget,
                 **est,
             )
         )
-    for budget in EST_BUDGETS:
+    for budget in BUDGETS:
         specs.append(
             SamplerSpec(
-                f"Est (all) budget {budget}",
-                label=f"all b{budget}",
+                f"budgeted balance B={budget}",
+                label=f"bb{budget}",
                 samples_per_round=8,
-                max_rounds=EST_ROUNDS,
+                max_rounds=BUDGETED_ROUNDS,
                 memory=True,
                 first_round="prior",
                 later_rounds="prior",
@@ -218,6 +226,7 @@ def run_refill_step(
         futile=int(sum(sampler.stopped)),
         skipped=stats.skipped,
         hard_kept=round(stats.hard_kept_fraction * num_kept),
+        trained=num_kept * spec.num_generations,
     )
     return result, ids[kept], effective, stats.consumed
 
@@ -226,6 +235,13 @@ def draw_from_dataset(rates: np.ndarray, rng: np.random.Generator, size: int) ->
     """`size` prompts drawn uniformly from the dataset: (their pass rates, their ids); DAPO's refills."""
     drawn = rng.integers(0, rates.size, size)
     return rates[drawn], drawn
+
+
+def new_memory(plan: SamplingPlan) -> PassRateMemory | None:
+    """The pass-rate memory a trainer with `plan` keeps across steps (its decay and prior), or None without one."""
+    if not plan.pass_rate_memory:
+        return None
+    return PassRateMemory(decay=plan.memory_decay, prior=(plan.memory_prior_alpha, plan.memory_prior_beta))
 
 
 def run_multi_epoch(spec: SamplerSpec, prompt_set: PromptSet, seed: int, sizes: dict[str, int]) -> list[StepResult]:
@@ -241,7 +257,7 @@ def run_multi_epoch(spec: SamplerSpec, prompt_set: PromptSet, seed: int, sizes: 
         transfer=TRANSFER,
     )
     order_rng = np.random.default_rng(derive_seed(seed, prompt_set.name, "order"))
-    memory = PassRateMemory(decay=MEMORY_DECAY) if spec.memory else None
+    memory = new_memory(spec.plan)
     stream = CandidateStream(dataset, order_rng) if spec.family == "refill" else None
     results = []
     for epoch in range(sizes["epochs"]):
@@ -272,11 +288,12 @@ def run_multi_epoch(spec: SamplerSpec, prompt_set: PromptSet, seed: int, sizes: 
 
 
 def multi_epoch_seed_metrics(steps: Sequence[StepResult], dataset: int) -> dict[str, float]:
-    """`seed_metrics` plus memory hits, futile stops, first-round calibration on memory hits, candidates skipped,
-    the hard share of trained prompts and the epochs of data the steps consumed."""
+    """`seed_metrics` plus trained samples per prompt, memory hits, futile stops, first-round calibration on memory
+    hits, candidates skipped, the hard share of trained prompts and the epochs of data the steps consumed."""
     metrics = seed_metrics(steps)
     hits = sum(s.memory_hits for s in steps)
     prompts = sum(s.num_prompts for s in steps)
+    metrics["trained_per_prompt"] = sum(s.trained for s in steps) / prompts
     metrics["skipped_per_slot"] = sum(s.skipped for s in steps) / prompts
     metrics["hard_kept_fraction"] = sum(s.hard_kept for s in steps) / prompts
     metrics["epochs_consumed"] = sum(s.prompts_drawn for s in steps) / dataset
@@ -355,11 +372,49 @@ def multi_epoch_table(prompt_set: PromptSet, summaries: dict[str, dict[str, floa
     return format_table(headers, rows, title)
 
 
+def est_comparison_table(summaries: dict[str, dict[str, float]], sizes: dict[str, int]) -> str:
+    """Side by side: the paper's Est at n=8 against GRPO n=4/8/16, balance and budgeted balance B=8."""
+    headers = [
+        "sampler",
+        "eff. prompts",
+        "samples/prompt",
+        "trained/prompt",
+        "low-pass cov.",
+        "pred./real. pass",
+        "calib. MAE",
+    ]
+    rows = []
+    for name in EST_COMPARISON:
+        v = summaries[name]
+        calibrated = np.isfinite(v["predicted_pass_rate"])
+        rows.append(
+            [
+                name,
+                _pm(v["effective_fraction"], v["effective_fraction_std"], 3),
+                _pm(v["samples_per_prompt"], v["samples_per_prompt_std"], 2),
+                _pm(v["trained_per_prompt"], v["trained_per_prompt_std"], 2),
+                _pm(v["low_pass_effective_fraction"], v["low_pass_effective_fraction_std"], 3),
+                f"{v['predicted_pass_rate']:.3f}/{v['realized_pass_rate']:.3f}" if calibrated else "-",
+                _pm(v["calibration_error"], v["calibration_error_std"], 3) if calibrated else "-",
+            ]
+        )
+    title = (
+        f"[base multi-epoch, Est side by side] D={sizes['dataset']}, B={sizes['num_prompts']}, {sizes['epochs']} "
+        f"epochs, {sizes['seeds']} seed(s); eff. prompts: trained samples not all equal; mean ± std over seeds"
+    )
+    return format_table(headers, rows, title)
+
+
 def plot_multi_epoch(summaries: dict[str, dict[str, float]], specs: Sequence[SamplerSpec], path: Path) -> Path:
     """Samples per prompt (x) against effective-group fraction and low-pass coverage (y), one point per sampler."""
     plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(12.0, 5.0))
-    colors = {**{family: style[0] for family, style in FAMILY_STYLE.items()}, "est": "tab:red", "refill": "tab:purple"}
+    colors = {
+        **{family: style[0] for family, style in FAMILY_STYLE.items()},
+        "budgeted": "tab:red",
+        "refill": "tab:purple",
+        "est": "black",
+    }
     for ax, metric, label in (
         (axes[0], "effective_fraction", "effective-group fraction"),
         (axes[1], "low_pass_effective_fraction", "low-pass coverage (0 < p < 0.1)"),
@@ -389,7 +444,8 @@ def plot_multi_epoch(summaries: dict[str, dict[str, float]], specs: Sequence[Sam
         ax.set_ylabel(label)
         ax.grid(True, alpha=0.3)
     fig.suptitle(
-        "Multi-epoch simulation (base prompts): GRPO (grey), DAPO (green), balance (blue), Est (red), refill (purple)"
+        "Multi-epoch simulation (base prompts): GRPO (grey), DAPO (green), balance (blue), budgeted balance (red), "
+        "refill (purple), Est n=8 (black)"
     )
     return save_figure(fig, path)
 
@@ -404,7 +460,7 @@ def main_multi_epoch(args: argparse.Namespace) -> dict[str, Any]:
     specs = build_multi_epoch_samplers()
     seeds = list(range(args.seed, args.seed + sizes["seeds"]))
     summaries = run_multi_epoch_set(prompt_set, specs, seeds, sizes, not args.quiet)
-    table = multi_epoch_table(prompt_set, summaries, sizes)
+    table = multi_epoch_table(prompt_set, summaries, sizes) + "\n\n" + est_comparison_table(summaries, sizes)
     print(table + "\n", flush=True)
     out = Path(args.out)
     cfg = {
@@ -413,7 +469,6 @@ def main_multi_epoch(args: argparse.Namespace) -> dict[str, Any]:
         "smoke": args.smoke,
         "learn_rate": LEARN_RATE,
         "transfer": TRANSFER,
-        "memory_decay": MEMORY_DECAY,
         "futility_threshold": FUTILITY_THRESHOLD,
     }
     data = {

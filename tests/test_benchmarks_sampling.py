@@ -8,6 +8,7 @@ import io
 import json
 import math
 
+import numpy as np
 import pytest
 from conftest import load_benchmark_script
 
@@ -130,14 +131,21 @@ def test_multi_epoch_mode_writes_every_sampler_with_consistent_numbers(multi_epo
     assert "[base multi-epoch]" in printed and "calib. MAE" in printed
     assert (out / "sampling_efficiency_multi_epoch.png").read_bytes()[:8] == PNG_MAGIC
     specs = {spec.name: spec for spec in multi_epoch.build_multi_epoch_samplers()}
-    assert {"GRPO n=4", "GRPO n=8", "GRPO n=16", "DAPO n=4 (gen B)", "balance M=8 N=4"} <= set(specs)
+    assert {"GRPO n=4", "GRPO n=8", "GRPO n=16", "DAPO n=4 (gen B)", "balance M=8 N=4", "Est n=8"} <= set(specs)
     for budget in (4, 6, 8):
-        assert {f"budget {budget}", f"memory + budget {budget}", f"Est (all) budget {budget}"} <= set(specs)
+        assert {f"budget {budget}", f"memory + budget {budget}", f"budgeted balance B={budget}"} <= set(specs)
+    assert "[base multi-epoch, Est side by side]" in printed and "trained/prompt" in printed
     results = json.loads((out / "multi_epoch.json").read_text())["results"]["base"]
     assert list(results) == list(specs) == list(data["results"]["base"])
     for name, values in results.items():
         spec = specs[name]
-        if spec.family == "grpo":
+        memory = spec.plan.pass_rate_memory
+        trained = values["samples_per_prompt"] if spec.family == "est" else spec.num_generations
+        if spec.family == "dapo":  # n per filled slot; a batch left short after the last round trains fewer
+            assert values["trained_per_prompt"] <= trained
+        else:
+            assert values["trained_per_prompt"] == trained
+        if spec.family in ("grpo", "est"):
             assert values["samples_per_prompt"] == spec.num_generations and values["rounds"] == 1.0
         if spec.sample_budget is not None:
             assert spec.num_generations <= values["samples_per_prompt"] <= spec.sample_budget
@@ -150,9 +158,9 @@ def test_multi_epoch_mode_writes_every_sampler_with_consistent_numbers(multi_epo
             continue
         assert values["epochs_consumed"] == (2.0 if spec.family != "dapo" else values["prompts_drawn_per_slot"] * 2)
         # 2 epochs: the second visits every prompt again, so a memory hits on exactly half of the visits
-        assert values["memory_hit_fraction"] == (0.5 if spec.memory else 0.0)
+        assert values["memory_hit_fraction"] == (0.5 if memory else 0.0)
         assert (values["futile_fraction"] > 0) <= (spec.futility_threshold > 0)
-        assert (values["predicted_pass_rate"] is not None) == spec.memory  # NaN (null) without hits
+        assert (values["predicted_pass_rate"] is not None) == memory  # NaN (null) without hits
     assert results["budget 4"]["samples_per_prompt"] == 4.0
 
 
@@ -173,3 +181,30 @@ def test_skip_coverage_is_a_part_of_the_multi_epoch_mode(benchmark):
     with pytest.raises(SystemExit), contextlib.redirect_stderr(io.StringIO()) as error:
         benchmark.main(["--skip-coverage", "--smoke"])
     assert "--skip-coverage is a part of the multi-epoch mode: add --multi-epoch." in error.getvalue()
+
+
+def test_est_allocates_exactly_b_times_n_every_step_from_the_memory(multi_epoch):
+    """The paper's Est in the simulation: one round per step whose allocation sums to B·n, every sample trained,
+    the memory (λ = 0.9, Beta(1, 1)) updated with the pool counts; revisited prompts get unequal allocations."""
+    from trl_ada.simulation import LearningPrompts, SimulatedPolicy, simulate_step
+
+    spec = next(s for s in multi_epoch.build_multi_epoch_samplers() if s.name == multi_epoch.EST_PAPER)
+    plan = spec.plan
+    assert (plan.schedule, plan.num_generations, plan.memory_decay, plan.objective) == ("est", 8, 0.9, "log")
+    memory = multi_epoch.new_memory(plan)
+    assert memory.decay == 0.9 and memory.prior == (1.0, 1.0)
+    rng = np.random.default_rng(0)
+    prompts = LearningPrompts(multi_epoch.PROMPT_SETS[0].sample(rng, 32))
+    batch, allocations = 16, []
+    for step in range(6):  # three epochs of two steps
+        ids = np.arange(32)[(step % 2) * batch : (step % 2 + 1) * batch]
+        result, effective = multi_epoch.run_adaptive_step(spec, prompts.current[ids], step, memory, ids)
+        assert result.samples == result.trained == batch * plan.num_generations
+        assert result.rounds == 1 and effective.size == batch
+        prompts.learn(ids, effective)
+        allocations.append(result)
+    assert [r.memory_hits for r in allocations] == [0, 0, batch, batch, batch, batch]
+    sampler = simulate_step(SimulatedPolicy(prompts.current[:batch], seed=9), memory, np.arange(batch), plan)
+    assert sampler.allocation.sum() == batch * plan.num_generations
+    assert sampler.allocation.min() >= 2 and sampler.allocation.max() <= 32
+    assert sampler.allocation.min() < sampler.allocation.max()  # the estimates differ, so do the sizes

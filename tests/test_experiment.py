@@ -47,10 +47,15 @@ def test_method_spec_names_its_trainer_and_rejects_mixed_settings():
     assert not experiment.MethodSpec("grpo", "GRPO n=4").uses_reinforce_ada
     ada_none = experiment.MethodSpec("none", "Ada none", trainer="reinforce_ada", exit_rule="none")
     assert ada_none.uses_reinforce_ada and ada_none.exit_rule == "none"
-    with pytest.raises(ValueError, match=r"trainer='grpo' with exit_rule='none'; drop exit_rule"):
+    with pytest.raises(ValueError, match=r"trainer='grpo' with exit_rule='none', sampling=None; drop exit_rule"):
         experiment.MethodSpec("x", "x", exit_rule="none")
-    with pytest.raises(ValueError, match=r"trainer='reinforce_ada' with exit_rule=None; set exit_rule"):
+    with pytest.raises(ValueError, match=r"trainer='grpo' with exit_rule=None, sampling='est'; drop exit_rule"):
+        experiment.MethodSpec("x", "x", sampling="est")
+    with pytest.raises(ValueError, match=r"exit_rule=None, sampling=None; set exit_rule or sampling"):
         experiment.MethodSpec("x", "x", trainer="reinforce_ada")
+    with pytest.raises(ValueError, match=r"exit_rule='balance' and sampling='est'; set one"):
+        experiment.MethodSpec("x", "x", trainer="reinforce_ada", exit_rule="balance", sampling="est")
+    assert experiment.MethodSpec("est", "Est", trainer="reinforce_ada", sampling="est").uses_reinforce_ada
     with pytest.raises(ValueError, match=r"trainer must be one of \['grpo', 'reinforce_ada'\], got 'ppo'"):
         experiment.MethodSpec("x", "x", trainer="ppo")
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .est import EstSampler
 from .memory import PassRateMemory
 from .plan import SamplingPlan
 from .refill import RefillSampler, skip_before_rollout
@@ -54,17 +55,23 @@ def simulate_step(
 ) -> AdaptiveSampler:
     """Run one step of adaptive sampling over all of the policy's prompts; returns the finished sampler.
 
-    `plan` (or `plan_fields`, which build or change one) says how. With a `memory`, prompt i is remembered under the
-    key `prompt_ids[i] + 1` (default: i + 1): its posterior is the sampler's prior, and the step's pool counts are
+    `plan` (or `plan_fields`, which build or change one) says how; under `generation_schedule="est"` the sampler is an
+    [`EstSampler`] (one allocated round; it needs a `memory`). With a `memory`, prompt i is remembered under the key
+    `prompt_ids[i] + 1` (default: i + 1): its posterior is the sampler's prior, and the step's pool counts are
     written back as one visit.
     """
+    if plan is None:
+        plan = SamplingPlan(**plan_fields)
+    elif plan_fields:
+        plan = plan.replace(**plan_fields)
     prior = {}
     if memory is not None:
         ids = np.arange(len(policy.pass_rates)) if prompt_ids is None else np.asarray(prompt_ids)
         keys = ids.astype(np.uint64) + np.uint64(1)
         alpha, beta, hits = memory.posterior(keys)
         prior = {"prior_alpha": alpha, "prior_beta": beta, "memory_hits": hits}
-    sampler = AdaptiveSampler(len(policy.pass_rates), plan, **prior, **plan_fields)
+    sampler_class = EstSampler if plan.schedule == "est" else AdaptiveSampler
+    sampler = sampler_class(len(policy.pass_rates), plan, **prior)
     while not sampler.done:
         prompts = sampler.plan_round()
         sampler.ingest(policy.sample(prompts, sampler.plan_sizes))

@@ -12,7 +12,7 @@ import contextlib
 import tempfile
 import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -152,8 +152,11 @@ def _config_kwargs(spec: MethodSpec, settings: TaskSettings, steps: int, seed: i
         epsilon_high=0.28,
         beta=0.0,
     )
-    if spec.uses_reinforce_ada:
+    if spec.sampling is not None:  # a preset: Est refuses the rounds' fields
+        kwargs["sampling"] = spec.sampling
+    elif spec.uses_reinforce_ada:
         kwargs.update(exit_rule=spec.exit_rule, samples_per_round=spec.samples_per_round, max_rounds=spec.max_rounds)
+    if spec.uses_reinforce_ada:
         kwargs.update(spec.options)
     return kwargs
 
@@ -181,7 +184,8 @@ def build_method_trainer(
 
 
 def step_record(spec: MethodSpec, logs: dict[str, float], prompts_per_step: int) -> dict[str, float]:
-    """One step's numbers from the trainer's log: first-round reward, samples generated, zero-std fraction, time."""
+    """One step's numbers from the trainer's log: first-round reward, samples generated and trained (the rows that
+    reach the loss: prompts per step × n for every method), zero-std fraction, loss, gradient norm, time."""
     nan = float("nan")
     if spec.uses_reinforce_ada:
         first_round_reward, samples = logs["reinforce_ada/first_round_reward"], logs["reinforce_ada/samples"]
@@ -190,6 +194,9 @@ def step_record(spec: MethodSpec, logs: dict[str, float], prompts_per_step: int)
     record = {
         "first_round_reward": float(first_round_reward),
         "samples": float(samples),
+        "trained_samples": float(prompts_per_step * spec.num_generations),
+        "loss": float(logs.get("loss", nan)),
+        "grad_norm": float(logs.get("grad_norm", nan)),
         "frac_reward_zero_std": float(logs.get("frac_reward_zero_std", nan)),
         "kept_reward": float(logs.get("reward", nan)),
         "step_time": float(logs.get("step_time", nan)),
@@ -337,8 +344,9 @@ class StepRecorder(TrainerCallback):
     def add(self, step: int, max_steps: int, logs: dict[str, float], probed: dict[str, float] | None = None) -> None:
         """Append the record of `step` (cumulative samples, probe metrics and wall time included) and report it."""
         record = {"step": step, **step_record(self.spec, logs, self.prompts_per_step)}
-        previous = self.records[-1]["cumulative_samples"] if self.records else 0.0
-        record["cumulative_samples"] = previous + record["samples"]
+        for name in ("samples", "trained_samples"):
+            previous = self.records[-1][f"cumulative_{name}"] if self.records else 0.0
+            record[f"cumulative_{name}"] = previous + record[name]
         record["eval_pass_rate"] = float("nan")
         record.update(probed or {})
         record["wall_time"] = time.perf_counter() - self.start - self.eval_time  # training only
@@ -373,16 +381,18 @@ def run_method(
     settings: TaskSettings | None = None,
     work_dir: str | Path | None = None,
     report: Callable[[dict], None] | None = None,
+    callbacks: Sequence[TrainerCallback] = (),
 ) -> list[dict[str, Any]]:
     """Train `spec` for `steps` steps from `model_dir`; return one record per step.
 
     Each record holds `step`, `first_round_reward`, `samples` (every completion generated in the step, kept or
-    not, over all candidates), `cumulative_samples`, `eval_pass_rate` and with a probe its other metrics (see
+    not, over all candidates), `cumulative_samples`, `trained_samples` and `cumulative_trained_samples` (rows that
+    reached the loss), `loss`, `grad_norm`, `eval_pass_rate` and with a probe its other metrics (see
     [`PassRateProbe`]; NaN unless `settings.eval_every` divides the step), `frac_reward_zero_std`, `kept_reward`
     (mean reward of the groups that reached the loss), `step_time`, `wall_time` (seconds of training since it
     started, probes excluded), the `ADAPTIVE_METRICS` (NaN for plain GRPO, except `rounds` = 1), the
     `REFILL_METRICS` as `refill_<name>`, and `samples_round_<r>` (completions of round r, r <= `RECORDED_ROUNDS`).
-    `report` is called with each record.
+    `report` is called with each record; `callbacks` are added to the trainer.
     """
     from transformers import PrinterCallback
 
@@ -400,5 +410,7 @@ def run_method(
         recorder = StepRecorder(spec, settings.prompts_per_step, report, probe, settings.eval_every)
         trainer.remove_callback(PrinterCallback)  # it prints every log dict; the recorder reports instead
         trainer.add_callback(recorder)
+        for callback in callbacks:
+            trainer.add_callback(callback)
         trainer.train()
     return recorder.records

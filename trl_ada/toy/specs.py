@@ -38,7 +38,8 @@ class MethodSpec:
 
     `trainer="grpo"` is TRL's own [`~trl.GRPOTrainer`] (n completions per prompt, `exit_rule` must stay None);
     `trainer="reinforce_ada"` is [`~trl_ada.ReinforceAdaTrainer`] with `exit_rule` (`"balance"`, `"pos"`, or
-    `"none"`: plain GRPO sampling through our rounds code), `samples_per_round` (M) and `max_rounds` (N).
+    `"none"`: plain GRPO sampling through our rounds code), `samples_per_round` (M) and `max_rounds` (N), or with a
+    preset `sampling` (e.g. `"est"`) instead of the three.
     """
 
     name: str
@@ -49,16 +50,26 @@ class MethodSpec:
     samples_per_round: int = 0
     max_rounds: int = 0
     options: tuple[tuple[str, Any], ...] = ()  # more `ReinforceAdaConfig` fields, e.g. (("sample_budget", 8),)
+    sampling: str | None = None  # a `ReinforceAdaConfig.sampling` preset, in place of exit_rule, M and N
 
     def __post_init__(self) -> None:
         if self.trainer not in TRAINERS:
             raise ValueError(
                 f"MethodSpec {self.name!r}: trainer must be one of {list(TRAINERS)}, got {self.trainer!r}."
             )
-        if self.uses_reinforce_ada == (self.exit_rule is None):
-            fix = "set exit_rule" if self.uses_reinforce_ada else "drop exit_rule or use trainer='reinforce_ada'"
+        if self.exit_rule is not None and self.sampling is not None:
             raise ValueError(
-                f"MethodSpec {self.name!r}: trainer={self.trainer!r} with exit_rule={self.exit_rule!r}; {fix}."
+                f"MethodSpec {self.name!r}: exit_rule={self.exit_rule!r} and sampling={self.sampling!r}; set one."
+            )
+        if self.uses_reinforce_ada == (self.exit_rule is None and self.sampling is None):
+            fix = (
+                "set exit_rule or sampling"
+                if self.uses_reinforce_ada
+                else "drop exit_rule and sampling, or use trainer='reinforce_ada'"
+            )
+            raise ValueError(
+                f"MethodSpec {self.name!r}: trainer={self.trainer!r} with exit_rule={self.exit_rule!r}, "
+                f"sampling={self.sampling!r}; {fix}."
             )
 
     @property
