@@ -41,8 +41,9 @@ def test_gpu_hours_price_each_step_by_its_rounds_and_trained_rows():
     add_gpu_hours(grpo, MethodSpec("g", "GRPO n=4"), pricer)
     assert [r["gpu_hours"] for r in grpo] == pytest.approx([102 / 3600, 204 / 3600])
     rounds = [_record(1, 64, rounds=(32.0, 32.0))]
-    add_gpu_hours(rounds, MethodSpec("b", "b", trainer="reinforce_ada", exit_rule="balance"), pricer)
+    add_gpu_hours(rounds, MethodSpec("b", "Seq-balance", trainer="reinforce_ada", exit_rule="balance"), pricer)
     assert rounds[0]["gpu_hours"] > 102 / 3600  # a second round costs its own engine time
+    assert rounds[0]["gpu_hours_table3"] == pytest.approx(rounds[0]["gpu_hours"] * 290 / 397)  # Table 3's ratio
 
 
 def test_probe_at_a_budget_is_the_last_probe_within_it_and_targets_the_first_reaching():
@@ -58,12 +59,13 @@ def test_summaries_and_the_central_comparison_by_hand():
     def run(hard: float) -> list[dict]:
         records = [_record(1, 32, 0.1, hard / 2), _record(2, 64, 0.3, hard)]
         for r, hours in zip(records, (0.5, 1.0), strict=True):
-            r["gpu_hours"] = hours
+            r["gpu_hours"] = r["gpu_hours_table3"] = hours
         return records
 
     baseline = {0: run(0.1), 1: run(0.2)}
     budgets = baseline_budgets(baseline)
-    assert budgets == {"cumulative_samples": {0.5: 32.0, 1.0: 64.0}, "gpu_hours": {0.5: 0.5, 1.0: 1.0}}
+    hours = {0.5: 0.5, 1.0: 1.0}
+    assert budgets == {"cumulative_samples": {0.5: 32.0, 1.0: 64.0}, "gpu_hours": hours, "gpu_hours_table3": hours}
     summaries = {
         "GRPO n=4": summarize(baseline, budgets),
         "GRPO n=16": summarize({0: run(0.3), 1: run(0.3)}, budgets),
@@ -77,3 +79,4 @@ def test_summaries_and_the_central_comparison_by_hand():
     assert "+0.250 ± 0.050" in claim[0]  # differences 0.3 and 0.2 (population std)
     assert "(2/2 seeds higher; larger than the spread)" in claim[0]
     assert "+0.100 ± 0.000" in claim[1]
+    assert "scaled to Table 3" in claim[2] and len(claim) == 4
