@@ -59,7 +59,7 @@ from benchmarks.common import (
     write_json,
 )
 from benchmarks.gpu_hours import StepPricer
-from benchmarks.learning_regimes import REGIMES, build_regime_methods, regime_report, regime_settings
+from benchmarks.learning_regimes import REGIMES, add_gpu_hours, build_regime_methods, regime_report, regime_settings
 from trl_ada.evaluation import encode_prompts
 from trl_ada.refill import num_candidates
 from trl_ada.toy.experiment import (
@@ -619,6 +619,17 @@ def overview_table(summaries: dict[str, dict[str, Any]], steps: int) -> str:
     return format_table(headers, rows, title=title + "mean ± std over seeds")
 
 
+def gpu_hours_table(runs: Runs) -> str:
+    """Modelled GPU hours of each method's run and per step, mean ± std over seeds (`benchmarks/gpu_hours.py`)."""
+    rows = []
+    for label, per_seed in runs.items():
+        hours = [records[-1]["gpu_hours"] for records in per_seed.values()]
+        per_step = [records[-1]["gpu_hours"] * 3600 / len(records) for records in per_seed.values()]
+        rows.append([label, _pm(_stats(hours), 2), _pm(_stats(per_step), 0)])
+    title = "Modelled GPU time (the paper's 1.5B setting; multi-round methods are over-priced, see benchmarks_cost.md)"
+    return format_table(["method", "GPU h per run", "GPU s per step"], rows, title=title)
+
+
 def refill_table(summaries: dict[str, dict[str, Any]], steps: int) -> str:
     """Final probed pass rate and the candidates: consumed and skipped per step, effective and hard kept shares."""
     headers = [
@@ -863,6 +874,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     runner = run_with_difficulty if args.objectives else run_method
     runs = run_all(methods, seeds, args.steps, settings, args.workers, verbose=not args.quiet, runner=runner)
     elapsed = time.perf_counter() - start
+    pricer = StepPricer(args.prompts)
+    for spec in methods:  # every step in modelled GPU hours (`gpu_hours` in each record)
+        for records in runs[spec.label].values():
+            add_gpu_hours(records, spec, pricer)
     if args.objectives:
         summaries = {spec.label: summarize_objectives(runs[spec.label], TARGETS) for spec in methods}
         add_ratios(summaries, TARGETS, OBJECTIVES_BASELINE)
@@ -885,6 +900,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         tables.append(milestone_table(summaries, settings.eval_samples))
     if not args.objectives:
         tables.append(overview_table(summaries, args.steps))
+    tables.append(gpu_hours_table(runs))
     text = "\n\n".join(tables)
     print(
         text + f"\n\nTotal wall time {elapsed:.0f} s ({args.workers} worker(s), {machine_description()})", flush=True

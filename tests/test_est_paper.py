@@ -108,6 +108,9 @@ def test_a_resumed_est_run_allocates_as_the_uninterrupted_one(tiny_model_dir, tm
     resumed.train(resume_from_checkpoint=str(Path(trainer.args.output_dir, "checkpoint-2")))
     assert resumed_reward.rows == {step: uninterrupted.rows[step] for step in (3, 4)}
     assert resumed_reward.rows[3] != {k: 4 for k in PROMPTS[:4]}  # the estimator was restored, not restarted
+    keys = [prompt_key([{"role": "user", "content": k}]) for k in PROMPTS]
+    for a, b in zip(resumed.pass_rate_memory.posterior(keys), trainer.pass_rate_memory.posterior(keys), strict=True):
+        np.testing.assert_array_equal(a, b)  # the estimator ends exactly where the uninterrupted run's does
 
 
 def test_log_objective_on_balance_rounds_weights_each_group_by_its_pool_pass_rate(tiny_model_dir, tmp_path):
