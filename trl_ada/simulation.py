@@ -20,6 +20,8 @@ from .sampling import AdaptiveSampler
 
 __all__ = ["LearningPrompts", "SimulatedPolicy", "SkipRule", "simulate_refill_step", "simulate_step"]
 
+PRIOR_FIELDS = ("prior_alpha", "prior_beta", "memory_hits")
+"""Keyword arguments of `simulate_step` that are the sampler's priors, not plan fields."""
 SkipRule = Callable[[SamplingPlan, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray], np.ndarray]
 """(plan, alpha, beta, memory hits, skip streaks, uniforms) -> skipped flags: `skip_before_rollout`'s signature."""
 
@@ -55,16 +57,17 @@ def simulate_step(
 ) -> AdaptiveSampler:
     """Run one step of adaptive sampling over all of the policy's prompts; returns the finished sampler.
 
-    `plan` (or `plan_fields`, which build or change one) says how; under `generation_schedule="est"` the sampler is an
+    `plan` (or `plan_fields`, which build or change one) says how; `prior_alpha`, `prior_beta` and `memory_hits`
+    among them go to the sampler, as its priors. Under `generation_schedule="est"` the sampler is an
     [`EstSampler`] (one allocated round; it needs a `memory`). With a `memory`, prompt i is remembered under the key
     `prompt_ids[i] + 1` (default: i + 1): its posterior is the sampler's prior, and the step's pool counts are
     written back as one visit.
     """
+    prior = {name: plan_fields.pop(name) for name in PRIOR_FIELDS if name in plan_fields}  # the sampler's own
     if plan is None:
         plan = SamplingPlan(**plan_fields)
     elif plan_fields:
         plan = plan.replace(**plan_fields)
-    prior = {}
     if memory is not None:
         ids = np.arange(len(policy.pass_rates)) if prompt_ids is None else np.asarray(prompt_ids)
         keys = ids.astype(np.uint64) + np.uint64(1)
