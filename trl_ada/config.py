@@ -59,9 +59,11 @@ class ReinforceAdaConfig(GRPOConfig):
         memory_decay (`float`, *optional*, defaults to `0.5`):
             λ in (0, 1]: at each visit the evidence of earlier visits is multiplied by λ (the policy moves).
             `sampling="est"` sets 0.9.
-        memory_prior_alpha, memory_prior_beta (`float`, *optional*, default to `1.0`):
-            The Beta(α, β) prior of a prompt's pass rate before any visit: p̂ = (N_pos + α) / (N_total + α + β).
-            Beta(1, 16) (most prompts hard) is the alternative the reference code's experimental Est uses.
+        memory_prior_alpha (`float`, *optional*, defaults to `1.0`):
+            α of the Beta(α, β) prior of a prompt's pass rate before any visit: p̂ = (N_pos + α) / (N_total + α + β).
+        memory_prior_beta (`float`, *optional*, defaults to `1.0`):
+            β of that prior. Beta(1, 16) (most prompts hard) is the alternative the reference code's experimental Est
+            uses.
         first_round (`str`, *optional*, defaults to `"fixed"`):
             `"fixed"`: the first round draws `samples_per_round` per prompt. `"prior"`: the smallest size in
             [`num_generations`, `samples_per_round * max_rounds`] that meets the exit rule with probability
