@@ -219,3 +219,17 @@ def test_advantage_weights_of_a_step_by_hand():
     assert metrics["floored_fraction"] == 0.5  # of the two prompts with signal, one is below ε = 0.05
     linear, _ = advantage_weights(SamplingPlan(), [0.5, 0.0, 0.02], advantages)
     np.testing.assert_array_equal(linear, [1.0, 1.0, 1.0])
+
+
+def test_advantage_weights_without_signal_and_under_the_power_objective():
+    flat = [np.zeros(4), np.zeros(2)]
+    weights, metrics = advantage_weights(SamplingPlan(objective="log"), [0.0, 1.0], flat)
+    np.testing.assert_array_equal(weights, [1.0, 1.0])  # nothing carries gradient: nothing to weigh
+    assert all(math.isnan(value) for value in metrics.values())
+    plan = SamplingPlan(objective="power", objective_alpha=0.25, objective_epsilon=0.1)
+    advantages = [np.array([0.5, -0.5]), np.array([0.75, -0.25, -0.25, -0.25])]
+    weights, metrics = advantage_weights(plan, [0.5, 0.25], advantages)
+    raw = 0.25 * np.array([0.6, 0.35]) ** -0.75  # α (p + ε)^(α − 1)
+    mean = (2 * raw[0] + 4 * raw[1]) / 6
+    np.testing.assert_allclose(weights, raw / mean)
+    assert metrics["weight_mean"] == pytest.approx(mean) and metrics["floored_fraction"] == 0.0

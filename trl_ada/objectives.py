@@ -129,15 +129,10 @@ def allocate(weights: Sequence[float], total: int, low: int, high: int) -> np.nd
             f"[{low * b}, {high * b}]."
         )
     real = _continuous_allocation(weights, total, low, high)
-    counts = np.floor(real + 1e-9).astype(np.int64)
-    counts = np.clip(counts, low, high)
+    counts = np.floor(real + 1e-9).astype(np.int64)  # Σ counts <= total: each floor is at most its real size
     missing = total - int(counts.sum())
     order = sorted((i for i in range(b) if counts[i] < high), key=lambda i: (-(real[i] - counts[i]), i))
-    if missing > 0:
-        counts[order[:missing]] += 1
-    elif missing < 0:  # rounding noise only: take back from the smallest fractional parts above low
-        for i in sorted((i for i in range(b) if counts[i] > low), key=lambda i: (real[i] - counts[i], -i))[:-missing]:
-            counts[i] -= 1
+    counts[order[:missing]] += 1
     return counts
 
 
