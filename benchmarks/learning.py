@@ -70,6 +70,7 @@ from trl_ada.toy.experiment import (
     prepare_model,
     quiet_training,
     run_method,
+    sample_task,
     with_rounds,
 )
 from trl_ada.toy.results import (
@@ -82,7 +83,6 @@ from trl_ada.toy.results import (
     steps_to_reach,
     task_title,
 )
-from trl_ada.toy.task import TOY_TEMPERATURE, toy_reward
 
 BASELINE = "GRPO n=4"
 TARGETS = (0.5, 0.7)
@@ -265,32 +265,11 @@ def prompt_pass_rates(model: Any, tokenizer: Any, settings: TaskSettings, seed: 
     """Pass rate of every distinct task prompt (`settings.task_rows()` order): the mean `toy_reward` of
     `num_samples` completions sampled from `model` now, as in training (temperature 1, no top-k/top-p), under a
     random state of its own seeded by `seed` (the training's stream is left untouched)."""
-    import torch
-
     rows = settings.task_rows()
     prompt_ids = encode_prompts(tokenizer, [[{"role": "user", "content": text}] for _, _, text in rows])
-    batch = tokenizer.pad({"input_ids": prompt_ids}, padding_side="left", return_tensors="pt").to(model.device)
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.random.fork_rng(devices=[]), torch.no_grad():
-            torch.manual_seed(seed)
-            output = model.generate(
-                **batch,
-                do_sample=True,
-                temperature=TOY_TEMPERATURE,
-                top_k=0,
-                top_p=1.0,
-                max_new_tokens=settings.max_completion_length,
-                num_return_sequences=num_samples,
-                pad_token_id=tokenizer.pad_token_id,
-            )
-    finally:
-        model.train(was_training)
-    texts = tokenizer.batch_decode(output[:, batch["input_ids"].shape[1] :], skip_special_tokens=True)
-    answers = [target for target, _, _ in rows for _ in range(num_samples)]  # prompt-major, as generate returns
-    counts = [count for _, count, _ in rows for _ in range(num_samples)]
-    return np.asarray(toy_reward(texts, answers, counts), dtype=np.float64).reshape(len(rows), num_samples).mean(1)
+    targets = ([target for target, _, _ in rows], [count for _, count, _ in rows])
+    rewards, _ = sample_task(model, tokenizer, prompt_ids, targets, num_samples, settings.max_completion_length, seed)
+    return np.asarray(rewards, dtype=np.float64).reshape(len(rows), num_samples).mean(1)
 
 
 def hardest_third(initial: np.ndarray, counts: Sequence[int]) -> np.ndarray:

@@ -211,6 +211,51 @@ def step_record(spec: MethodSpec, logs: dict[str, float], prompts_per_step: int)
     return record
 
 
+def sample_task(
+    model: Any,
+    tokenizer: Any,
+    prompt_ids: list[list[int]],
+    targets: tuple[Sequence[str], Sequence[int]],
+    num_samples: int,
+    max_new_tokens: int,
+    seed: int,
+) -> tuple[list[float], float]:
+    """Rewards ([`toy_reward`] against each prompt's (answer, count) in `targets`) of `num_samples` completions per
+    prompt, prompt-major, and their mean per-token entropy. Sampled as training samples (temperature 1, no
+    top-k/top-p) under a random state of its own seeded by `seed`: the training's stream is left untouched."""
+    import torch
+
+    batch = tokenizer.pad({"input_ids": prompt_ids}, padding_side="left", return_tensors="pt").to(model.device)
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.random.fork_rng(devices=[]), torch.no_grad():
+            torch.manual_seed(seed)
+            output = model.generate(
+                **batch,
+                do_sample=True,
+                temperature=TOY_TEMPERATURE,
+                top_k=0,
+                top_p=1.0,
+                max_new_tokens=max_new_tokens,
+                num_return_sequences=num_samples,
+                pad_token_id=tokenizer.pad_token_id,
+                return_dict_in_generate=True,
+                output_logits=True,
+            )
+    finally:
+        model.train(was_training)
+    completion_ids = output.sequences[:, batch["input_ids"].shape[1] :]
+    texts = tokenizer.batch_decode(completion_ids, skip_special_tokens=True)
+    ended = (completion_ids == tokenizer.eos_token_id).cumsum(dim=1)
+    live = (ended - (completion_ids == tokenizer.eos_token_id).long()) == 0  # up to and with the end token
+    entropy = mean_token_entropy(torch.stack(output.logits, dim=1), live)
+    # generate returns the samples of prompt 0 first, then prompt 1, ...
+    answers = [a for a in targets[0] for _ in range(num_samples)]
+    counts = [k for k in targets[1] for _ in range(num_samples)]
+    return toy_reward(texts, answers, counts), entropy
+
+
 class PassRateProbe:
     """The policy's pass rate on the whole task: `num_samples` completions of every distinct prompt of the task.
 
@@ -240,38 +285,10 @@ class PassRateProbe:
 
     def sample(self, model: Any, step: int, num_samples: int) -> tuple[list[float], float]:
         """Rewards of `num_samples` completions per prompt (prompt-major) and their mean per-token entropy."""
-        import torch
-
-        batch = self.tokenizer.pad({"input_ids": self.prompt_ids}, padding_side="left", return_tensors="pt")
-        batch = batch.to(model.device)
-        was_training = model.training
-        model.eval()
-        try:
-            with torch.random.fork_rng(devices=[]), torch.no_grad():
-                torch.manual_seed(self.seed * 100_003 + step)  # one stream per (seed, step)
-                output = model.generate(
-                    **batch,
-                    do_sample=True,
-                    temperature=TOY_TEMPERATURE,
-                    top_k=0,
-                    top_p=1.0,
-                    max_new_tokens=self.max_new_tokens,
-                    num_return_sequences=num_samples,
-                    pad_token_id=self.tokenizer.pad_token_id,
-                    return_dict_in_generate=True,
-                    output_logits=True,
-                )
-        finally:
-            model.train(was_training)
-        completion_ids = output.sequences[:, batch["input_ids"].shape[1] :]
-        texts = self.tokenizer.batch_decode(completion_ids, skip_special_tokens=True)
-        ended = (completion_ids == self.tokenizer.eos_token_id).cumsum(dim=1)
-        live = (ended - (completion_ids == self.tokenizer.eos_token_id).long()) == 0  # up to and with the end token
-        entropy = mean_token_entropy(torch.stack(output.logits, dim=1), live)
-        # generate returns the samples of prompt 0 first, then prompt 1, ...
-        answers = [a for a in self.answers for _ in range(num_samples)]
-        counts = [k for k in self.counts for _ in range(num_samples)]
-        return toy_reward(texts, answers, counts), entropy
+        seed = self.seed * 100_003 + step  # one stream per (seed, step)
+        return sample_task(
+            model, self.tokenizer, self.prompt_ids, (self.answers, self.counts), num_samples, self.max_new_tokens, seed
+        )
 
     def correct_counts(self, rewards: list[float], num_samples: int) -> list[int]:
         """Right answers per prompt from prompt-major rewards."""
