@@ -9,7 +9,7 @@ from unittest.mock import patch
 import numpy as np
 import pytest
 from datasets import Dataset
-from tiny import tiny_config
+from tiny import prompt_text, tiny_config
 
 from trl_ada import ReinforceAdaConfig, ReinforceAdaTrainer
 from trl_ada.checkpoint_state import CheckpointStateError
@@ -19,10 +19,6 @@ pytestmark = pytest.mark.xdist_group("trainer")
 
 PERIOD = {f"one in {k}": k for k in range(1, 9)}
 PROMPTS = tuple(PERIOD)
-
-
-def _text(message) -> str:
-    return message if isinstance(message, str) else message[-1]["content"]
 
 
 class CountingReward:
@@ -41,7 +37,7 @@ class CountingReward:
         seen: dict[str, int] = {}
         rewards = []
         for prompt in prompts:
-            key = _text(prompt)
+            key = prompt_text(prompt)
             rewards.append(float(seen.get(key, 0) % PERIOD[key] == 0))
             seen[key] = seen.get(key, 0) + 1
         self.rounds.setdefault(trainer_state.global_step + 1, []).append(seen)

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from datasets import Dataset
-from tiny import loss_batches, tiny_config
+from tiny import loss_batches, prompt_text, tiny_config
 
 from trl_ada import ReinforceAdaConfig, ReinforceAdaTrainer
 from trl_ada.memory import PassRateMemory, prompt_key
@@ -17,10 +17,6 @@ pytestmark = pytest.mark.xdist_group("trainer")
 
 PERIOD = {f"one in {k}": k for k in range(1, 9)}
 PROMPTS = tuple(PERIOD)
-
-
-def _text(message) -> str:
-    return message if isinstance(message, str) else message[-1]["content"]
 
 
 class PeriodicReward:
@@ -36,7 +32,7 @@ class PeriodicReward:
         seen: dict[str, int] = {}
         rewards = []
         for prompt in prompts:
-            key = _text(prompt)
+            key = prompt_text(prompt)
             rewards.append(float(seen.get(key, 0) % PERIOD[key] == 0))
             seen[key] = seen.get(key, 0) + 1
         step = self.rows.setdefault(trainer_state.global_step + 1, {})
