@@ -131,9 +131,8 @@ class ReinforceAdaTrainer(GRPOJoints):
             plan.positive_threshold,
             check_threshold=plan.samples_adaptively and self.accelerator.is_main_process,
         )
-        self.pass_rate_memory = PassRateMemory(decay=plan.memory_decay, prior=memory_prior(plan))
-        if not plan.pass_rate_memory:
-            self.pass_rate_memory = None
+        memory = PassRateMemory(decay=plan.memory_decay, prior=memory_prior(plan)) if plan.pass_rate_memory else None
+        self.pass_rate_memory = memory
         self.schedule = SCHEDULES[plan.schedule](self)
         logger.info("Reinforce-Ada sampling: %s", sampling_summary(args))
 
@@ -322,7 +321,8 @@ class ReinforceAdaTrainer(GRPOJoints):
             advantages = ragged_advantages(kept, pools, baseline=baseline, scale=self.scale_rewards)
         plan = self.args.sampling_plan
         if plan.weights_gradients:
-            pass_rates = [sampler.counts(j)[0] / max(sum(sampler.counts(j)), 1) for j in kept_prompts]
+            counts = [sampler.counts(j) for j in kept_prompts]
+            pass_rates = [positives / max(positives + negatives, 1) for positives, negatives in counts]
             weights, metrics = advantage_weights(plan, pass_rates, advantages)
             advantages = [a * w for a, w in zip(advantages, weights, strict=True)]
             _trl.log_metrics(self, {f"{METRIC_PREFIX}objective/{name}": value for name, value in metrics.items()})
