@@ -95,14 +95,19 @@ def _continuous_allocation(weights: np.ndarray, total: int, low: int, high: int)
     """The real sizes clip(c · w, low, high) with the scale c that makes them sum to `total` exactly.
 
     The sum is piecewise linear and non-decreasing in c, with breakpoints at low/w and high/w: find the first
-    breakpoint where it reaches `total`, and solve the linear equation on the segment that ends there.
+    breakpoint where it reaches `total` (by bisection: the last one puts every prompt at `high`, which reaches it),
+    and solve the linear equation on the segment that ends there.
     """
-    previous = 0.0
-    for c in np.unique(np.concatenate([low / weights, high / weights])):
-        sizes = np.clip(c * weights, low, high)
-        if sizes.sum() >= total:
-            break
-        previous = c
+    breaks = np.unique(np.concatenate([low / weights, high / weights]))
+    first, last = 0, breaks.size - 1
+    while first < last:
+        probe = (first + last) // 2
+        if np.clip(breaks[probe] * weights, low, high).sum() >= total:
+            last = probe
+        else:
+            first = probe + 1
+    c, previous = breaks[first], breaks[first - 1] if first else 0.0
+    sizes = np.clip(c * weights, low, high)
     if sizes.sum() == total:
         return sizes
     middle = (previous + c) / 2  # inside the segment: which prompts are clipped does not change on it
