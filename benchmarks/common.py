@@ -34,6 +34,7 @@ __all__ = [
     "progress",
     "pyplot",
     "save_figure",
+    "seed_stats",
     "stable_id",
     "write_csv",
     "write_json",
@@ -128,6 +129,14 @@ def mean_and_std(values: Sequence[float]) -> tuple[float, float]:
     if finite.size == 0:
         return float("nan"), float("nan")
     return float(finite.mean()), float(finite.std())
+
+
+def seed_stats(values: Sequence[float]) -> dict[str, Any]:
+    """Mean and std over the finite values (`mean_and_std`), how many there are (`reached`), and the raw values
+    (NaN: a seed without one, e.g. a target it did not reach)."""
+    mean, std = mean_and_std(values)
+    finite = sum(v is not None and math.isfinite(v) for v in values)
+    return {"mean": mean, "std": std, "reached": int(finite), "values": list(values)}
 
 
 # --------------------------------------------------------------------------------------------

@@ -52,9 +52,9 @@ from benchmarks.common import (
     format_table,
     machine_description,
     make_parser,
-    mean_and_std,
     pyplot,
     save_figure,
+    seed_stats,
     write_csv,
     write_json,
 )
@@ -391,12 +391,6 @@ def run_all(
 # --------------------------------------------------------------------------------------------
 
 
-def _stats(values: Sequence[float]) -> dict[str, Any]:
-    """Mean and std over the finite values, how many there are, and the raw values (NaN: target not reached)."""
-    mean, std = mean_and_std(values)
-    return {"mean": mean, "std": std, "reached": int(np.isfinite(values).sum()), "values": list(values)}
-
-
 REFILL_COLUMNS = ("refill_consumed", "refill_skipped", "refill_effective_kept_fraction", "refill_hard_kept_fraction")
 
 
@@ -409,17 +403,17 @@ def summarize_method(
     summary: dict[str, Any] = {"seeds": list(per_seed), "curve": curve.metric}
     for target in targets:
         reach = {"window": curve.window, "metric": curve.metric}
-        summary[f"steps_to_{target:g}"] = _stats([steps_to_reach(r, target, **reach) for r in runs])
-        summary[f"samples_to_{target:g}"] = _stats([samples_to_reach(r, target, **reach) for r in runs])
+        summary[f"steps_to_{target:g}"] = seed_stats([steps_to_reach(r, target, **reach) for r in runs])
+        summary[f"samples_to_{target:g}"] = seed_stats([samples_to_reach(r, target, **reach) for r in runs])
     final = [np.mean([s["first_round_reward"] for s in r[-SMOOTHING_WINDOW:]]) for r in runs]
-    summary["final_first_round_reward"] = _stats(final)
+    summary["final_first_round_reward"] = seed_stats(final)
     probed = [[s["eval_pass_rate"] for s in r if np.isfinite(s.get("eval_pass_rate", float("nan")))] for r in runs]
-    summary["final_eval_pass_rate"] = _stats([np.mean(p[-3:]) if p else float("nan") for p in probed])
-    summary["samples_per_step"] = _stats([r[-1]["cumulative_samples"] / len(r) for r in runs])
+    summary["final_eval_pass_rate"] = seed_stats([np.mean(p[-3:]) if p else float("nan") for p in probed])
+    summary["samples_per_step"] = seed_stats([r[-1]["cumulative_samples"] / len(r) for r in runs])
     names = ("frac_reward_zero_std", "unresolved_all_positive_fraction", "unresolved_all_negative_fraction")
     for name in (*names, *REFILL_COLUMNS):
-        summary[name] = _stats([_nanmean([s.get(name, float("nan")) for s in r]) for r in runs])
-    summary["wall_time"] = _stats([r[-1]["wall_time"] for r in runs])
+        summary[name] = seed_stats([_nanmean([s.get(name, float("nan")) for s in r]) for r in runs])
+    summary["wall_time"] = seed_stats([r[-1]["wall_time"] for r in runs])
     return summary
 
 
@@ -452,14 +446,14 @@ def summarize_objectives(per_seed: dict[int, list[dict[str, Any]]], targets: Seq
     summary = summarize_method(per_seed, targets)
     runs = list(per_seed.values())
     for target in targets:
-        summary[f"trained_to_{target:g}"] = _stats([trained_to_reach(r, target) for r in runs])
-    summary["trained_per_step"] = _stats([r[-1]["cumulative_trained_samples"] / len(r) for r in runs])
+        summary[f"trained_to_{target:g}"] = seed_stats([trained_to_reach(r, target) for r in runs])
+    summary["trained_per_step"] = seed_stats([r[-1]["cumulative_trained_samples"] / len(r) for r in runs])
     for name in DIFFICULTY_COLUMNS:
-        summary[name] = _stats([r[-1].get(name, float("nan")) for r in runs])
-    summary["grad_norm_mean"] = _stats([_nanmean([s["grad_norm"] for s in r]) for r in runs])
-    summary["grad_norm_max"] = _stats([float(np.nanmax([s["grad_norm"] for s in r])) for r in runs])
-    summary["grad_norm_spikes"] = _stats([spikes([s["grad_norm"] for s in r], GRAD_SPIKE_FACTOR) for r in runs])
-    summary["loss_spikes"] = _stats([spikes([s["loss"] for s in r]) for r in runs])
+        summary[name] = seed_stats([r[-1].get(name, float("nan")) for r in runs])
+    summary["grad_norm_mean"] = seed_stats([_nanmean([s["grad_norm"] for s in r]) for r in runs])
+    summary["grad_norm_max"] = seed_stats([float(np.nanmax([s["grad_norm"] for s in r])) for r in runs])
+    summary["grad_norm_spikes"] = seed_stats([spikes([s["grad_norm"] for s in r], GRAD_SPIKE_FACTOR) for r in runs])
+    summary["loss_spikes"] = seed_stats([spikes([s["loss"] for s in r]) for r in runs])
     return summary
 
 
@@ -604,7 +598,7 @@ def gpu_hours_table(runs: Runs) -> str:
     for label, per_seed in runs.items():
         hours = [records[-1]["gpu_hours"] for records in per_seed.values()]
         per_step = [records[-1]["gpu_hours"] * 3600 / len(records) for records in per_seed.values()]
-        rows.append([label, _pm(_stats(hours), 2), _pm(_stats(per_step), 0)])
+        rows.append([label, _pm(seed_stats(hours), 2), _pm(seed_stats(per_step), 0)])
     title = "Modelled GPU time (the paper's 1.5B setting; multi-round methods are over-priced, see benchmarks_cost.md)"
     return format_table(["method", "GPU h per run", "GPU s per step"], rows, title=title)
 

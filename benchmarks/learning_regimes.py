@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.common import format_table, mean_and_std, save_figure, write_json
+from benchmarks.common import format_table, mean_and_std, save_figure, seed_stats, write_json
 from benchmarks.gpu_hours import StepPricer, cumulative_hours
 from trl_ada.toy.experiment import MethodSpec, keyed_task, with_rounds
 from trl_ada.toy.specs import TaskSettings
@@ -106,25 +106,20 @@ def first_reaching(records: Sequence[dict[str, Any]], target: float) -> dict[str
     return next((r for r in _probed(records) if r["eval_pass_rate"] >= target), {})
 
 
-def _stats(values: Sequence[float]) -> dict[str, Any]:
-    finite = [v for v in values if not math.isnan(v)]
-    mean, std = mean_and_std(finite) if finite else (math.nan, math.nan)
-    return {"mean": mean, "std": std, "n": len(finite), "values": list(values)}
-
-
 def summarize(per_seed: dict[int, list[dict[str, Any]]], budgets: dict[str, dict[float, float]]) -> dict[str, Any]:
     """One method in one regime: final probe, probes at the equal budgets, and the cost to each target."""
     runs = list(per_seed.values())
     shown = (*SHOWN, ("entropy", "eval_entropy"))
-    final = {name: _stats([_probed(r)[-1][field] for r in runs]) for name, field in shown}
+    final = {name: seed_stats([_probed(r)[-1][field] for r in runs]) for name, field in shown}
 
     def at(axis: str, budget: float) -> dict[str, Any]:
-        return {name: _stats([probe_at(r, axis, budget).get(field, math.nan) for r in runs]) for name, field in SHOWN}
+        probes = [probe_at(r, axis, budget) for r in runs]
+        return {name: seed_stats([p.get(field, math.nan) for p in probes]) for name, field in SHOWN}
 
     at_budget = {axis: {str(f): at(axis, budget) for f, budget in points.items()} for axis, points in budgets.items()}
     to_target = {
         str(target): {
-            key: _stats([first_reaching(r, target).get(field, math.nan) for r in runs])
+            key: seed_stats([first_reaching(r, target).get(field, math.nan) for r in runs])
             for key, field in (
                 ("samples", "cumulative_samples"),
                 *((a, a) for a in AXES if a != "cumulative_samples"),
@@ -133,7 +128,7 @@ def summarize(per_seed: dict[int, list[dict[str, Any]]], budgets: dict[str, dict
         }
         for target in TARGETS
     }
-    spent = {key: _stats([r[-1][key] for r in runs]) for key in AXES}
+    spent = {key: seed_stats([r[-1][key] for r in runs]) for key in AXES}
     return {"final": final, "at_budget": at_budget, "to_target": to_target, "spent": spent}
 
 
@@ -147,7 +142,8 @@ def _pm(stats: dict[str, Any], digits: int) -> str:
     if math.isnan(stats["mean"]):
         return "never"
     text = f"{stats['mean']:.{digits}f} ± {stats['std']:.{digits}f}"
-    return text if stats["n"] == len(stats["values"]) else f"{text} ({stats['n']}/{len(stats['values'])})"
+    seeds = len(stats["values"])
+    return text if stats["reached"] == seeds else f"{text} ({stats['reached']}/{seeds})"
 
 
 def regime_tables(name: str, summaries: dict[str, dict[str, Any]], budgets: dict[str, dict[float, float]]) -> str:
