@@ -9,7 +9,7 @@ from unittest.mock import patch
 import numpy as np
 import pytest
 from datasets import Dataset
-from tiny import prompt_text, tiny_config
+from tiny import PERIOD, PeriodicReward, tiny_config
 
 from trl_ada import ReinforceAdaConfig, ReinforceAdaTrainer
 from trl_ada.checkpoint_state import CheckpointStateError
@@ -17,31 +17,7 @@ from trl_ada.memory import PassRateMemory, prompt_key
 
 pytestmark = pytest.mark.xdist_group("trainer")
 
-PERIOD = {f"one in {k}": k for k in range(1, 9)}
 PROMPTS = tuple(PERIOD)
-
-
-class CountingReward:
-    """Reward 1 for the prompt's 1st, (1+k)-th, (1+2k)-th... row of each call (k by prompt), else 0.
-
-    It depends only on the prompt and on how many rows of it the call holds, never on the completion or on the order
-    of prompts in the step; and it records, per training step, how many rows of each prompt every round asked for.
-    """
-
-    __name__ = "counting"
-
-    def __init__(self):
-        self.rounds: dict[int, list[dict[str, int]]] = {}
-
-    def __call__(self, prompts, completions, trainer_state, **kwargs):
-        seen: dict[str, int] = {}
-        rewards = []
-        for prompt in prompts:
-            key = prompt_text(prompt)
-            rewards.append(float(seen.get(key, 0) % PERIOD[key] == 0))
-            seen[key] = seen.get(key, 0) + 1
-        self.rounds.setdefault(trainer_state.global_step + 1, []).append(seen)
-        return rewards
 
 
 def _dataset() -> Dataset:
@@ -71,7 +47,7 @@ def _config(tmp_path, **overrides) -> ReinforceAdaConfig:
 def _trainer(tiny_model_dir, tmp_path, reward=None, **overrides) -> ReinforceAdaTrainer:
     return ReinforceAdaTrainer(
         model=tiny_model_dir,
-        reward_funcs=[reward or CountingReward()],
+        reward_funcs=[reward or PeriodicReward()],
         args=_config(tmp_path, **overrides),
         train_dataset=_dataset(),
     )
@@ -88,7 +64,7 @@ def _posteriors(memory: PassRateMemory) -> np.ndarray:
 
 @pytest.mark.slow  # five short trainings on the tiny model
 def test_memory_is_checkpointed_and_a_resumed_run_makes_the_same_decisions(tiny_model_dir, tmp_path):
-    uninterrupted = CountingReward()
+    uninterrupted = PeriodicReward()
     trainer = _trainer(tiny_model_dir, tmp_path, uninterrupted)
     trainer.train()
     assert sorted(uninterrupted.rounds) == [1, 2, 3, 4]
@@ -106,14 +82,14 @@ def test_memory_is_checkpointed_and_a_resumed_run_makes_the_same_decisions(tiny_
     assert final.visits([_key(k) for k in PROMPTS]).tolist() == [2] * 8
 
     for start in ("checkpoint-1", "checkpoint-2"):
-        resumed_reward = CountingReward()
+        resumed_reward = PeriodicReward()
         resumed = _trainer(tiny_model_dir, tmp_path, resumed_reward)
         resumed.train(resume_from_checkpoint=str(Path(trainer.args.output_dir, start)))
         first = int(start[-1]) + 1
         assert resumed_reward.rounds == {step: uninterrupted.rounds[step] for step in range(first, 5)}
         np.testing.assert_array_equal(_posteriors(resumed.pass_rate_memory), _posteriors(trainer.pass_rate_memory))
 
-    forgetful = CountingReward()  # the same resume with a fresh memory decides differently
+    forgetful = PeriodicReward()  # the same resume with a fresh memory decides differently
     with patch("trl_ada.trainer.load_memory", return_value=PassRateMemory(decay=0.5)):
         _trainer(tiny_model_dir, tmp_path, forgetful).train(resume_from_checkpoint=str(checkpoint))
     assert forgetful.rounds[3] != uninterrupted.rounds[3]

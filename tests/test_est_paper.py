@@ -8,37 +8,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 from datasets import Dataset
-from tiny import loss_batches, prompt_text, tiny_config
+from tiny import PERIOD, PeriodicReward, loss_batches, tiny_config
 
 from trl_ada import ReinforceAdaConfig, ReinforceAdaTrainer
 from trl_ada.memory import PassRateMemory, prompt_key
 
 pytestmark = pytest.mark.xdist_group("trainer")
 
-PERIOD = {f"one in {k}": k for k in range(1, 9)}
 PROMPTS = tuple(PERIOD)
-
-
-class PeriodicReward:
-    """Reward 1 for the 1st, (1+k)-th, (1+2k)-th... row of prompt "one in k" within each call, else 0; `rows[step]`
-    counts the rows of each prompt the step's calls asked for."""
-
-    __name__ = "periodic"
-
-    def __init__(self):
-        self.rows: dict[int, dict[str, int]] = {}
-
-    def __call__(self, prompts, completions, trainer_state, **kwargs):
-        seen: dict[str, int] = {}
-        rewards = []
-        for prompt in prompts:
-            key = prompt_text(prompt)
-            rewards.append(float(seen.get(key, 0) % PERIOD[key] == 0))
-            seen[key] = seen.get(key, 0) + 1
-        step = self.rows.setdefault(trainer_state.global_step + 1, {})
-        for key, count in seen.items():
-            step[key] = step.get(key, 0) + count
-        return rewards
 
 
 def _trainer(tiny_model_dir, tmp_path, reward, **overrides) -> ReinforceAdaTrainer:

@@ -69,6 +69,39 @@ class CountingReward:
         return rewards
 
 
+PERIOD = {f"one in {k}": k for k in range(1, 9)}
+"""The prompts of [`PeriodicReward`]: "one in k", k = 1..8."""
+
+
+class PeriodicReward:
+    """Reward 1 for the 1st, (1+k)-th, (1+2k)-th... row of prompt "one in k" within each call, else 0.
+
+    It depends only on the prompt and on how many rows of it the call holds, never on the completion or on the order
+    of prompts in the step. `rounds[step]` records, per call of that training step (one per round), how many rows of
+    each prompt it scored; `rows[step]` sums them over the step.
+    """
+
+    __name__ = "periodic"
+
+    def __init__(self):
+        self.rounds: dict[int, list[dict[str, int]]] = {}
+
+    def __call__(self, prompts, completions, trainer_state, **kwargs) -> list[float]:
+        seen: dict[str, int] = {}
+        rewards = []
+        for prompt in prompts:
+            key = prompt_text(prompt)
+            rewards.append(float(seen.get(key, 0) % PERIOD[key] == 0))
+            seen[key] = seen.get(key, 0) + 1
+        self.rounds.setdefault(trainer_state.global_step + 1, []).append(seen)
+        return rewards
+
+    @property
+    def rows(self) -> dict[int, dict[str, int]]:
+        """Per training step, the rows of each prompt scored over all its calls."""
+        return {step: dict(sum(map(Counter, calls), Counter())) for step, calls in self.rounds.items()}
+
+
 TESTS = Path(__file__).parent
 
 
