@@ -8,11 +8,194 @@ from trl import GRPOConfig
 
 from .plan import BASE_FIELDS, SamplingPlan, preset_fields, validate_transport
 
-__all__ = ["ReinforceAdaConfig"]
+__all__ = ["ReinforceAdaConfig", "SamplingArguments"]
 
 
 @dataclass
-class ReinforceAdaConfig(GRPOConfig):
+class SamplingArguments:
+    """The adaptive-sampling fields shared by `ReinforceAdaConfig` and the asynchronous
+    `trl_ada.async_grpo.AsyncReinforceAdaConfig` (each field is documented in `ReinforceAdaConfig`)."""
+
+    sampling: str | None = field(
+        default=None,
+        metadata={
+            "help": "A preset that fills the sampling fields you leave unset: 'grpo', 'balance', 'pos', 'dapo', "
+            "'est' or 'budgeted_balance' (docs/configuration.md). Explicit fields win over it."
+        },
+    )
+    exit_rule: str | None = field(
+        default=None,
+        metadata={
+            "help": "When a prompt stops sampling: 'balance' (at least n/2 positives and n/2 negatives in its pool), "
+            "'pos' (at least one positive), 'mixed' (one positive and one negative: DAPO's filter), or 'none' "
+            "(plain GRPO sampling through the same code path). Default: the preset's, else 'balance'."
+        },
+    )
+    samples_per_round: int | None = field(
+        default=None,
+        metadata={
+            "help": "M: completions drawn for every active prompt in each round (default: the preset's, else 8)."
+        },
+    )
+    max_rounds: int | None = field(
+        default=None,
+        metadata={
+            "help": "N: the round cap; a prompt draws at most samples_per_round * max_rounds completions (default: "
+            "the preset's, else 4)."
+        },
+    )
+    positive_threshold: float = field(
+        default=0.7,
+        metadata={"help": "A completion is positive when its weighted reward is strictly greater than this value."},
+    )
+    advantage_baseline: str = field(
+        default="pool",
+        metadata={
+            "help": "'pool': advantage = reward - mean of every reward drawn for the prompt this step (the paper's). "
+            "'group': reward - mean of the kept num_generations (GRPO's)."
+        },
+    )
+    generation_schedule: str | None = field(
+        default=None,
+        metadata={
+            "help": "'rounds' (one batched call per round), 'streaming' (vLLM server mode: per-completion requests, "
+            "exits as results arrive, unneeded requests cancelled) or 'est' (Reinforce-Ada-Est: one round per step, "
+            "samples allocated from the pass-rate memory). Default: the preset's, else 'rounds'."
+        },
+    )
+    streaming_chunk: int = field(
+        default=1,
+        metadata={"help": "Streaming: completions per request (1: finest cancellation; more: fewer requests)."},
+    )
+    streaming_window: int | None = field(
+        default=None,
+        metadata={"help": "Streaming: completions of a prompt in flight at most (None = samples_per_round)."},
+    )
+    streaming_max_retries: int = field(
+        default=2,
+        metadata={"help": "Streaming: times a failed or timed-out request is sent again before the step fails."},
+    )
+    streaming_request_timeout: float = field(
+        default=600.0,
+        metadata={"help": "Streaming: seconds one request may wait for the server's answer."},
+    )
+    pass_rate_memory: bool | None = field(
+        default=None,
+        metadata={"help": "Keep a decayed Beta posterior of each prompt's pass rate across steps (Reinforce-Ada-Est)"},
+    )
+    memory_decay: float | None = field(
+        default=None,
+        metadata={
+            "help": "λ in (0, 1]: weight factor applied to a prompt's earlier evidence at each of its visits "
+            "(default: the preset's, else 0.5)."
+        },
+    )
+    memory_prior_alpha: float = field(
+        default=1.0,
+        metadata={"help": "α of the Beta(α, β) prior of a prompt the memory has not seen (> 0)."},
+    )
+    memory_prior_beta: float = field(
+        default=1.0,
+        metadata={"help": "β of the Beta(α, β) prior of a prompt the memory has not seen (> 0)."},
+    )
+    est_min_samples: int = field(
+        default=2,
+        metadata={"help": "Est: the fewest samples one prompt is allocated in a step (N_min, 2..num_generations)."},
+    )
+    est_max_samples: int | None = field(
+        default=None,
+        metadata={"help": "Est: the most samples one prompt is allocated in a step (N_max >= n; None = 4n)."},
+    )
+    objective: str | None = field(
+        default=None,
+        metadata={
+            "help": "What training maximises: 'linear' (E[p], GRPO's), 'log' (E[log p]: weight 1/p) or 'power' "
+            "(E[p^objective_alpha]). Default: the preset's, else 'linear'."
+        },
+    )
+    objective_alpha: float = field(
+        default=0.5,
+        metadata={"help": "The exponent of objective='power' (> 0)."},
+    )
+    objective_weighting: str | None = field(
+        default=None,
+        metadata={
+            "help": "Where the objective's weight goes: 'explicit' (advantages), 'implicit' (samples per prompt, "
+            "Est only), 'hybrid' (its square root in both, Est only) or 'variance' (log objective, Est only). "
+            "Default: the preset's, else 'explicit'."
+        },
+    )
+    objective_epsilon: float = field(
+        default=0.05,
+        metadata={"help": "The floor ε added to a pass rate before weighting, in (0, 1]: w(0) = f'(ε) at most."},
+    )
+    first_round: str | None = field(
+        default=None,
+        metadata={"help": "'fixed' (samples_per_round) or 'prior' (sized from the pass-rate memory) first round."},
+    )
+    later_rounds: str | None = field(
+        default=None,
+        metadata={"help": "'fixed' (samples_per_round) or 'prior' (sized from the posterior) rounds after the first."},
+    )
+    round_confidence: float = field(
+        default=0.5,
+        metadata={"help": "Probability with which a prior-sized round should meet the exit rule, in (0, 1)."},
+    )
+    futility_threshold: float | None = field(
+        default=None,
+        metadata={"help": "Stop a prompt whose chance to meet its exit rule within its cap is below this; 0 = off."},
+    )
+    sample_budget: float | None = field(
+        default=None,
+        metadata={"help": "Average completions per prompt a step may draw (>= num_generations); None = no budget."},
+    )
+
+    prompt_oversampling: float | None = field(
+        default=None,
+        metadata={"help": "Candidate prompts drawn per trained prompt (>= 1.0); the batch keeps exactly B of them."},
+    )
+    rounds_per_prompt: int | None = field(
+        default=None,
+        metadata={"help": "Rounds one candidate may sample (1 = DAPO); None = max_rounds."},
+    )
+    skip_threshold: float | None = field(
+        default=None,
+        metadata={
+            "help": "Skip a remembered candidate whose chance of a group all right (or unsolvable) is >= this; "
+            "None = off."
+        },
+    )
+    skip_exploration: float = field(
+        default=0.05,
+        metadata={"help": "Probability in [0, 1] that a skippable candidate is sampled anyway."},
+    )
+    skip_unsolvable_draws: int | None = field(
+        default=64,
+        metadata={"help": "Skip as unsolvable when this many completions would all be wrong; None = never."},
+    )
+    skip_max_consecutive: int = field(
+        default=4,
+        metadata={"help": "A candidate skipped this many times in a row is sampled at its next turn (>= 1)."},
+    )
+
+    def resolve_sampling(self) -> SamplingPlan:
+        """Fill the preset-settable fields (explicit value, then the preset's, then the base default) and return the
+        validated plan."""
+        explicit = {name: getattr(self, name) for name in BASE_FIELDS}
+        for name, value in preset_fields(self.sampling, self.num_generations, explicit).items():
+            setattr(self, name, value)
+        plan = self.sampling_plan  # every sampling field, validated once
+        validate_transport(self.streaming_max_retries, self.streaming_request_timeout)
+        return plan
+
+    @property
+    def sampling_plan(self) -> SamplingPlan:
+        """The sampling parameters of every step, resolved and validated (`trl_ada.plan.SamplingPlan`)."""
+        return SamplingPlan.from_config(self)
+
+
+@dataclass
+class ReinforceAdaConfig(SamplingArguments, GRPOConfig):
     r"""
     Configuration class for [`ReinforceAdaTrainer`]: every field of TRL's [`~trl.GRPOConfig`] plus the fields below.
 
@@ -167,174 +350,12 @@ class ReinforceAdaConfig(GRPOConfig):
     With `exit_rule="none"` the trainer computes exactly what [`~trl.GRPOTrainer`] computes.
     """
 
-    sampling: str | None = field(
-        default=None,
-        metadata={
-            "help": "A preset that fills the sampling fields you leave unset: 'grpo', 'balance', 'pos', 'dapo', "
-            "'est' or 'budgeted_balance' (docs/configuration.md). Explicit fields win over it."
-        },
-    )
-    exit_rule: str | None = field(
-        default=None,
-        metadata={
-            "help": "When a prompt stops sampling: 'balance' (at least n/2 positives and n/2 negatives in its pool), "
-            "'pos' (at least one positive), 'mixed' (one positive and one negative: DAPO's filter), or 'none' "
-            "(plain GRPO sampling through the same code path). Default: the preset's, else 'balance'."
-        },
-    )
-    samples_per_round: int | None = field(
-        default=None,
-        metadata={
-            "help": "M: completions drawn for every active prompt in each round (default: the preset's, else 8)."
-        },
-    )
-    max_rounds: int | None = field(
-        default=None,
-        metadata={
-            "help": "N: the round cap; a prompt draws at most samples_per_round * max_rounds completions (default: "
-            "the preset's, else 4)."
-        },
-    )
-    positive_threshold: float = field(
-        default=0.7,
-        metadata={"help": "A completion is positive when its weighted reward is strictly greater than this value."},
-    )
-    advantage_baseline: str = field(
-        default="pool",
-        metadata={
-            "help": "'pool': advantage = reward - mean of every reward drawn for the prompt this step (the paper's). "
-            "'group': reward - mean of the kept num_generations (GRPO's)."
-        },
-    )
-    generation_schedule: str | None = field(
-        default=None,
-        metadata={
-            "help": "'rounds' (one batched call per round), 'streaming' (vLLM server mode: per-completion requests, "
-            "exits as results arrive, unneeded requests cancelled) or 'est' (Reinforce-Ada-Est: one round per step, "
-            "samples allocated from the pass-rate memory). Default: the preset's, else 'rounds'."
-        },
-    )
-    streaming_chunk: int = field(
-        default=1,
-        metadata={"help": "Streaming: completions per request (1: finest cancellation; more: fewer requests)."},
-    )
-    streaming_window: int | None = field(
-        default=None,
-        metadata={"help": "Streaming: completions of a prompt in flight at most (None = samples_per_round)."},
-    )
-    streaming_max_retries: int = field(
-        default=2,
-        metadata={"help": "Streaming: times a failed or timed-out request is sent again before the step fails."},
-    )
-    streaming_request_timeout: float = field(
-        default=600.0,
-        metadata={"help": "Streaming: seconds one request may wait for the server's answer."},
-    )
     overwrite_output_dir: bool = field(
         default=False,
         metadata={
             "help": "Delete the checkpoint-* folders of an earlier run in output_dir before training (without it, "
             "training refuses such a directory unless resuming)."
         },
-    )
-
-    pass_rate_memory: bool | None = field(
-        default=None,
-        metadata={"help": "Keep a decayed Beta posterior of each prompt's pass rate across steps (Reinforce-Ada-Est)"},
-    )
-    memory_decay: float | None = field(
-        default=None,
-        metadata={
-            "help": "λ in (0, 1]: weight factor applied to a prompt's earlier evidence at each of its visits "
-            "(default: the preset's, else 0.5)."
-        },
-    )
-    memory_prior_alpha: float = field(
-        default=1.0,
-        metadata={"help": "α of the Beta(α, β) prior of a prompt the memory has not seen (> 0)."},
-    )
-    memory_prior_beta: float = field(
-        default=1.0,
-        metadata={"help": "β of the Beta(α, β) prior of a prompt the memory has not seen (> 0)."},
-    )
-    est_min_samples: int = field(
-        default=2,
-        metadata={"help": "Est: the fewest samples one prompt is allocated in a step (N_min, 2..num_generations)."},
-    )
-    est_max_samples: int | None = field(
-        default=None,
-        metadata={"help": "Est: the most samples one prompt is allocated in a step (N_max >= n; None = 4n)."},
-    )
-    objective: str | None = field(
-        default=None,
-        metadata={
-            "help": "What training maximises: 'linear' (E[p], GRPO's), 'log' (E[log p]: weight 1/p) or 'power' "
-            "(E[p^objective_alpha]). Default: the preset's, else 'linear'."
-        },
-    )
-    objective_alpha: float = field(
-        default=0.5,
-        metadata={"help": "The exponent of objective='power' (> 0)."},
-    )
-    objective_weighting: str | None = field(
-        default=None,
-        metadata={
-            "help": "Where the objective's weight goes: 'explicit' (advantages), 'implicit' (samples per prompt, "
-            "Est only), 'hybrid' (its square root in both, Est only) or 'variance' (log objective, Est only). "
-            "Default: the preset's, else 'explicit'."
-        },
-    )
-    objective_epsilon: float = field(
-        default=0.05,
-        metadata={"help": "The floor ε added to a pass rate before weighting, in (0, 1]: w(0) = f'(ε) at most."},
-    )
-    first_round: str | None = field(
-        default=None,
-        metadata={"help": "'fixed' (samples_per_round) or 'prior' (sized from the pass-rate memory) first round."},
-    )
-    later_rounds: str | None = field(
-        default=None,
-        metadata={"help": "'fixed' (samples_per_round) or 'prior' (sized from the posterior) rounds after the first."},
-    )
-    round_confidence: float = field(
-        default=0.5,
-        metadata={"help": "Probability with which a prior-sized round should meet the exit rule, in (0, 1)."},
-    )
-    futility_threshold: float | None = field(
-        default=None,
-        metadata={"help": "Stop a prompt whose chance to meet its exit rule within its cap is below this; 0 = off."},
-    )
-    sample_budget: float | None = field(
-        default=None,
-        metadata={"help": "Average completions per prompt a step may draw (>= num_generations); None = no budget."},
-    )
-
-    prompt_oversampling: float | None = field(
-        default=None,
-        metadata={"help": "Candidate prompts drawn per trained prompt (>= 1.0); the batch keeps exactly B of them."},
-    )
-    rounds_per_prompt: int | None = field(
-        default=None,
-        metadata={"help": "Rounds one candidate may sample (1 = DAPO); None = max_rounds."},
-    )
-    skip_threshold: float | None = field(
-        default=None,
-        metadata={
-            "help": "Skip a remembered candidate whose chance of a group all right (or unsolvable) is >= this; "
-            "None = off."
-        },
-    )
-    skip_exploration: float = field(
-        default=0.05,
-        metadata={"help": "Probability in [0, 1] that a skippable candidate is sampled anyway."},
-    )
-    skip_unsolvable_draws: int | None = field(
-        default=64,
-        metadata={"help": "Skip as unsolvable when this many completions would all be wrong; None = never."},
-    )
-    skip_max_consecutive: int = field(
-        default=4,
-        metadata={"help": "A candidate skipped this many times in a row is sampled at its next turn (>= 1)."},
     )
 
     # Paper defaults where TRL's differ
@@ -355,21 +376,12 @@ class ReinforceAdaConfig(GRPOConfig):
     beta: float = field(default=0.0, metadata={"help": "KL coefficient; the paper uses no KL (0.0)."})
 
     def __post_init__(self) -> None:
-        explicit = {name: getattr(self, name) for name in BASE_FIELDS}
-        for name, value in preset_fields(self.sampling, self.num_generations, explicit).items():
-            setattr(self, name, value)
-        plan = self.sampling_plan  # every sampling field, validated once
-        validate_transport(self.streaming_max_retries, self.streaming_request_timeout)
+        plan = self.resolve_sampling()
         if plan.generation_schedule == "streaming":
             self._validate_streaming_backend()
         if self.scale_rewards not in ("none", "group", "batch", True, False):
             raise ValueError(f"scale_rewards={self.scale_rewards!r}: choose one of ['none', 'group', 'batch'].")
         super().__post_init__()
-
-    @property
-    def sampling_plan(self) -> SamplingPlan:
-        """The sampling parameters of every step, resolved and validated (`trl_ada.plan.SamplingPlan`)."""
-        return SamplingPlan.from_config(self)
 
     @property
     def samples_adaptively(self) -> bool:

@@ -112,11 +112,15 @@ class ServerCompletions:
         """Requests sent and neither answered nor cancelled."""
         return len(self._calls)
 
-    def results(self) -> list[CompletionResult]:
-        """Wait until at least one request finishes; return every finished one (retrying those that failed)."""
+    def results(self, timeout: float | None = None) -> list[CompletionResult]:
+        """Wait until at least one request finishes; return every finished one (retrying those that failed).
+
+        With `timeout`, return what finished within that many seconds (possibly nothing)."""
         finished: list[CompletionResult] = []
         while not finished and self._futures:
-            done, _ = wait(list(self._futures), return_when=FIRST_COMPLETED)
+            done, _ = wait(list(self._futures), timeout=timeout, return_when=FIRST_COMPLETED)
+            if not done:
+                break
             for future in done:
                 call = self._futures.pop(future)
                 if call.cancelled:

@@ -1,0 +1,403 @@
+"""`AdaptiveRolloutWorker`: TRL's `RolloutWorkerProtocol` with Reinforce-Ada's adaptive sampling.
+
+One background thread in the trainer's main process. It admits prompts from the dataset (at most
+`prompts_in_flight` at once), asks the vLLM server for each prompt's completions a chunk at a time
+(`ServerCompletions`), scores them as they arrive with the reward functions, feeds the rewards to the prompt's
+`PromptRollout` (exits in request order, so the decisions do not depend on arrival order), cancels the requests of a
+prompt that has exited, and pushes its kept group as `RolloutSample`s with pool-baseline advantages (times the
+objective's weight where configured). Each sample carries the policy version live when it was requested.
+
+Failures (the server down at start or gone mid-run after the retries, a reward function that raises or runs past
+`reward_timeout`) stop the thread; the trainer's next `check_health` raises one error naming what failed, and
+`stop()` cancels every request still in flight.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import math
+import queue
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import requests
+from trl.experimental.async_grpo.async_rollout_worker import RolloutSample
+
+from ..est import est_allocation
+from ..memory import PassRateMemory, prompt_key
+from ..objectives import gradient_weight
+from ..plan import SamplingPlan
+from ..server_requests import CompletionResult, ServerCompletions
+from ..streaming import Request
+from .rollout import PromptRollout
+
+__all__ = ["AdaptiveRolloutWorker", "WorkerSettings"]
+
+METRIC_PREFIX = "reinforce_ada/"
+
+
+@dataclass(frozen=True)
+class WorkerSettings:
+    """What the worker needs from the trainer's config, resolved."""
+
+    plan: SamplingPlan
+    base_url: str
+    model: str
+    sampling: dict[str, Any]
+    prompts_in_flight: int
+    wave_size: int  # Est: prompts allocated together (one optimizer step's worth)
+    max_staleness: int
+    scale_rewards: str = "none"
+    reward_timeout: float = 300.0
+    request_timeout: float = 600.0
+    max_retries: int = 2
+    server_timeout: float = 240.0
+    queue_maxsize: int = 0
+
+
+@dataclass
+class _Prompt:
+    """A prompt being sampled: its rollout, its dataset row and its completions by pool index."""
+
+    rollout: PromptRollout
+    row: dict[str, Any]
+    prompt_ids: list[int]
+    completion_ids: dict[int, list[int]] = field(default_factory=dict)
+    logprobs: dict[int, list[float]] = field(default_factory=dict)
+    rewards_per_func: dict[int, list[float]] = field(default_factory=dict)
+
+
+class AdaptiveRolloutWorker:
+    """Adaptive rollouts for `AsyncGRPOTrainer` (see the module docstring)."""
+
+    def __init__(
+        self,
+        settings: WorkerSettings,
+        dataset: Sequence[dict[str, Any]],
+        reward_funcs: Sequence[Callable[..., list[float | None]]],
+        processing_class: Any,
+        *,
+        memory: PassRateMemory | None = None,
+        start_group: int = 0,
+        trained_after: Sequence[int] = (),
+    ):
+        if len(dataset) == 0:
+            raise ValueError("train_dataset is empty: the rollout worker has no prompt to sample.")
+        self.settings = settings
+        self.dataset = dataset
+        self.reward_funcs = list(reward_funcs)
+        self.reward_names = [getattr(f, "__name__", type(f).__name__) for f in self.reward_funcs]
+        self.tokenizer = processing_class
+        self.memory = memory
+        self.rollout_buffer: queue.Queue = queue.Queue(maxsize=settings.queue_maxsize)
+        self.metrics_queue: queue.Queue = queue.Queue(maxsize=4096)
+        self.model_version = 0
+        self.next_group = start_group
+        self._skip = set(trained_after)
+        self._visits: dict[int, tuple[int, int, int]] = {}  # group id -> (prompt key, positives, negatives)
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+        self._heartbeat = time.time()
+        self._raw_weights: deque[float] = deque(maxlen=max(settings.wave_size, 1))
+
+    # -- RolloutWorkerProtocol -----------------------------------------------------------------
+
+    def start(self) -> None:
+        """Wait for the server's `/health`, then start sampling in a background thread."""
+        if self._thread is not None:
+            return
+        wait_for_server(self.settings.base_url, self.settings.server_timeout)
+        self._heartbeat = time.time()
+        self._thread = threading.Thread(target=self._run, name="trl-ada-rollout-worker", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop sampling; every request still in flight is cancelled."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+            self._thread = None
+
+    def update_model_version(self, model_version: int) -> None:
+        self.model_version = model_version
+
+    def check_health(self, stale_after_s: float) -> None:
+        """Raise the error that stopped the worker, or if it has not made progress for `stale_after_s` seconds."""
+        if self._error is not None:
+            raise RuntimeError(f"The Reinforce-Ada rollout worker stopped: {self._error}") from self._error
+        age = time.time() - self._heartbeat
+        if age > stale_after_s:
+            raise RuntimeError(
+                f"The Reinforce-Ada rollout worker made no progress for {age:.0f} s (heartbeat_stale_after_s="
+                f"{stale_after_s:g}); the vLLM server at {self.settings.base_url} may be stuck."
+            )
+
+    # -- the trainer's side ----------------------------------------------------------------------
+
+    def commit(self, group_ids: Sequence[int]) -> None:
+        """The trainer trained these groups: their visits enter the pass-rate memory (in the order given)."""
+        if self.memory is None:
+            return
+        with self._lock:
+            visits = [self._visits.pop(g) for g in group_ids if g in self._visits]
+            if visits:
+                keys, positives, negatives = (np.array(column) for column in zip(*visits, strict=True))
+                self.memory.update(keys.astype(np.uint64), positives, negatives)
+
+    # -- the sampling loop ---------------------------------------------------------------------
+
+    def _run(self) -> None:
+        settings = self.settings
+        server = ServerCompletions(
+            settings.base_url,
+            settings.model,
+            settings.sampling,
+            _parse_logprobs,
+            request_timeout=settings.request_timeout,
+            max_retries=settings.max_retries,
+        )
+        active: dict[int, _Prompt] = {}
+        try:
+            while not self._stop.is_set():
+                self._heartbeat = time.time()
+                self._admit(active, server)
+                results = server.results(timeout=0.2)
+                if results:
+                    self._use(results, active, server)
+                self._push_metrics({f"{METRIC_PREFIX}async/prompts_in_flight": float(len(active))})
+        except BaseException as error:  # reported by check_health on the trainer's thread
+            self._error = error
+        finally:
+            server.close()
+
+    def _admit(self, active: dict[int, _Prompt], server: ServerCompletions) -> None:
+        """Start prompts up to `prompts_in_flight` (Est: whole waves, allocated together)."""
+        settings = self.settings
+        wave = settings.wave_size if settings.plan.generation_schedule == "est" else 1
+        while len(active) + wave <= max(settings.prompts_in_flight, wave):
+            groups = [self._next_group() for _ in range(wave)]
+            rows = [self.dataset[g % len(self.dataset)] for g in groups]
+            allocations = self._allocate(rows) if wave > 1 or settings.plan.generation_schedule == "est" else None
+            for i, (group, row) in enumerate(zip(groups, rows, strict=True)):
+                rollout = PromptRollout(
+                    group,
+                    settings.plan,
+                    self.model_version,
+                    allocation=None if allocations is None else int(allocations[i]),
+                    prior=self._prior(row),
+                )
+                prompt = _Prompt(rollout, row, self._tokenize(row["prompt"]))
+                active[group] = prompt
+                self._send(server, prompt, rollout.start())
+
+    def _next_group(self) -> int:
+        while self.next_group in self._skip:  # trained before the checkpoint this run resumed from
+            self._skip.discard(self.next_group)
+            self.next_group += 1
+        group, self.next_group = self.next_group, self.next_group + 1
+        return group
+
+    def _prior(self, row: dict[str, Any]) -> tuple[float, float]:
+        plan = self.settings.plan
+        if self.memory is None:
+            return plan.memory_prior_alpha, plan.memory_prior_beta
+        with self._lock:
+            alpha, beta, _ = self.memory.posterior([prompt_key(row["prompt"])])
+        return float(alpha[0]), float(beta[0])
+
+    def _allocate(self, rows: list[dict[str, Any]]) -> np.ndarray:
+        """Est: the wave's samples (n per prompt) split by the objective's sample weight at the memory's p̂."""
+        estimates = [alpha / (alpha + beta) for alpha, beta in map(self._prior, rows)]
+        return est_allocation(estimates, self.settings.plan)
+
+    def _send(self, server: ServerCompletions, prompt: _Prompt, issue: Sequence[Request]) -> None:
+        for request in issue:
+            server.submit((prompt.rollout.group_id, request), prompt.prompt_ids, request.size)
+
+    def _use(self, results: list[CompletionResult], active: dict[int, _Prompt], server: ServerCompletions) -> None:
+        """Score the arrived completions together, then feed each prompt's rollout in the order they came."""
+        results = [r for r in results if r.key[0] in active]
+        rows = [(active[r.key[0]], r.key[1].first + k, r, k) for r in results for k in range(r.key[1].size)]
+        if not rows:
+            return
+        per_func = self._score(rows)
+        rewards = _weighted(per_func)
+        offset = 0
+        for result in results:
+            group, request = result.key
+            prompt = active[group]
+            size = request.size
+            for k in range(size):
+                index = request.first + k
+                prompt.completion_ids[index] = result.completion_ids[k]
+                prompt.logprobs[index] = [] if result.logprobs is None else result.logprobs[k]
+                prompt.rewards_per_func[index] = per_func[offset + k].tolist()
+            update = prompt.rollout.receive(request.id, rewards[offset : offset + size], version=self.model_version)
+            offset += size
+            for cancelled in update.cancel:
+                server.cancel((group, cancelled))
+            self._send(server, prompt, update.issue)
+            if prompt.rollout.done:
+                self._push(active.pop(group))
+
+    def _score(self, rows: list[tuple[_Prompt, int, CompletionResult, int]]) -> np.ndarray:
+        """(rows, reward functions) rewards, TRL's way: `None` (no opinion) becomes NaN."""
+        prompts = [prompt.row["prompt"] for prompt, *_ in rows]
+        completion_ids = [result.completion_ids[k] for _, _, result, k in rows]
+        texts = self.tokenizer.batch_decode(completion_ids, skip_special_tokens=True)
+        conversational = isinstance(prompts[0], list)
+        completions = [[{"role": "assistant", "content": t}] for t in texts] if conversational else texts
+        columns = {key for prompt, *_ in rows for key in prompt.row if key not in ("prompt", "completion")}
+        kwargs = {key: [prompt.row.get(key) for prompt, *_ in rows] for key in columns}
+        scores = [
+            self._call_reward(func, name, prompts, completions, completion_ids, kwargs)
+            for func, name in zip(self.reward_funcs, self.reward_names, strict=True)
+        ]
+        return np.array([[np.nan if s is None else float(s) for s in column] for column in scores]).T.reshape(
+            len(rows), len(self.reward_funcs)
+        )
+
+    def _call_reward(self, func, name: str, prompts, completions, completion_ids, kwargs) -> list:
+        """One reward function's scores, within `reward_timeout` seconds; a failure names the function."""
+        box: dict[str, Any] = {}
+
+        def call() -> None:
+            try:
+                out = func(prompts=prompts, completions=completions, completion_ids=completion_ids, **kwargs)
+                box["value"] = asyncio.run(out) if inspect.isawaitable(out) else out
+            except BaseException as error:  # re-raised on the worker thread
+                box["error"] = error
+
+        thread = threading.Thread(target=call, name=f"trl-ada-reward-{name}", daemon=True)
+        thread.start()
+        thread.join(self.settings.reward_timeout)
+        if thread.is_alive():
+            raise TimeoutError(
+                f"reward function {name!r} did not return within reward_timeout={self.settings.reward_timeout:g} s "
+                f"(scoring {len(prompts)} completions). Make it faster or raise reward_timeout."
+            )
+        if "error" in box:
+            error = box["error"]
+            raise RuntimeError(f"reward function {name!r} raised {type(error).__name__}: {error}") from error
+        value = box["value"]
+        if len(value) != len(prompts):
+            raise ValueError(f"reward function {name!r} returned {len(value)} rewards for {len(prompts)} completions.")
+        return value
+
+    def _push(self, prompt: _Prompt) -> None:
+        """Queue the prompt's kept group as `RolloutSample`s and remember its visit for the memory."""
+        rollout, settings = prompt.rollout, self.settings
+        kept = rollout.kept()
+        advantages = rollout.advantages(settings.scale_rewards) * self._objective_weight(rollout, kept)
+        positives, negatives = rollout.counts()
+        with self._lock:
+            self._visits[rollout.group_id] = (prompt_key(prompt.row["prompt"]), positives, negatives)
+        pool = np.asarray(rollout.pool, dtype=np.float64)
+        live = self.model_version
+        staleness = [live - rollout.versions[i] for i in kept]
+        self._push_metrics(
+            {
+                f"{METRIC_PREFIX}samples_per_group": float(len(pool)),
+                f"{METRIC_PREFIX}pool_pass_rate": rollout.pass_rate,
+                f"{METRIC_PREFIX}async/staleness_at_push_mean": float(np.mean(staleness)),
+                f"{METRIC_PREFIX}async/staleness_at_push_max": float(np.max(staleness)),
+            }
+        )
+        reward_std = float(np.nanstd(pool)) if np.isfinite(pool).any() else math.nan
+        messages = _as_messages(prompt.row["prompt"])
+        for index, advantage, age in zip(kept, advantages, staleness, strict=True):
+            if age > settings.max_staleness:
+                self._push_metrics({f"{METRIC_PREFIX}async/dropped_stale": 1.0})
+                continue
+            completion_ids, logprobs = prompt.completion_ids[index], prompt.logprobs[index]
+            text = self.tokenizer.decode(completion_ids, skip_special_tokens=True)
+            metrics = {"reward": float(pool[index]), "reward_std": reward_std}
+            metrics.update(
+                {f"rewards/{n}": v for n, v in zip(self.reward_names, prompt.rewards_per_func[index], strict=True)}
+            )
+            sample = RolloutSample(
+                prompt=messages,
+                completion=[{"role": "assistant", "content": text}],
+                input_ids=np.asarray(prompt.prompt_ids + completion_ids, dtype=np.int64),
+                completion_mask=np.asarray([0] * len(prompt.prompt_ids) + [1] * len(completion_ids), dtype=np.int64),
+                old_log_probs=np.asarray([0.0] * len(prompt.prompt_ids) + list(logprobs), dtype=np.float32),
+                advantage=float(advantage),
+                model_version=rollout.versions[index],
+                group_id=rollout.group_id,
+                metrics=metrics,
+            )
+            while not self._stop.is_set():
+                try:
+                    sample.enqueued_at = time.time()
+                    self.rollout_buffer.put(sample, timeout=0.2)
+                    break
+                except queue.Full:
+                    self._heartbeat = time.time()  # waiting for the trainer is progress, not a hang
+
+    def _objective_weight(self, rollout: PromptRollout, kept: list[int]) -> float:
+        """f'(p) at the pool's pass rate over the mean of the recent groups' (one wave of prompts) raw weights."""
+        plan = self.settings.plan
+        if not plan.weights_gradients:
+            return 1.0
+        p = np.array([rollout.pass_rate])
+        raw = float(
+            gradient_weight(p, plan.objective, plan.objective_weighting, plan.objective_alpha, plan.objective_epsilon)[
+                0
+            ]
+        )
+        self._raw_weights.append(raw)
+        return raw / float(np.mean(self._raw_weights))
+
+    def _tokenize(self, prompt: Any) -> list[int]:
+        if isinstance(prompt, list):
+            return list(self.tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=True))
+        return list(self.tokenizer(prompt, add_special_tokens=False)["input_ids"])
+
+    def _push_metrics(self, metrics: dict[str, float]) -> None:
+        try:
+            self.metrics_queue.put_nowait(metrics)
+        except queue.Full:
+            pass  # metrics never block sampling
+
+
+def wait_for_server(base_url: str, timeout: float) -> None:
+    """Return once `base_url/health` answers 200; else one `RuntimeError` naming the URL and the fix."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if requests.get(f"{base_url}/health", timeout=5).status_code == 200:
+                return
+        except requests.RequestException:
+            pass
+        if time.monotonic() >= deadline:
+            raise RuntimeError(
+                f"No vLLM server answered at {base_url}/health within vllm_server_timeout={timeout:g} s. Start one "
+                "(`vllm serve MODEL`) at vllm_server_base_url, or raise vllm_server_timeout if it is still loading."
+            )
+        time.sleep(0.5)
+
+
+def _weighted(per_func: np.ndarray) -> np.ndarray:
+    """Each completion's reward: the sum over the functions that had an opinion; NaN when none had."""
+    rewards = np.nansum(per_func, axis=1)
+    rewards[np.isnan(per_func).all(axis=1)] = np.nan
+    return rewards
+
+
+def _as_messages(prompt: Any) -> list[dict[str, str]]:
+    return prompt if isinstance(prompt, list) else [{"role": "user", "content": prompt}]
+
+
+def _parse_logprobs(choices_logprobs: list) -> tuple[list | None, None]:
+    """Per-token log-probs of `/v1/completions` choices (`logprobs: 0`): the sampled token's, one list each."""
+    if not choices_logprobs or choices_logprobs[0] is None:
+        return None, None
+    return [[[lp] for lp in choice["token_logprobs"]] for choice in choices_logprobs], None
