@@ -5,8 +5,6 @@ Two sends of different weights: the second one catches a tied lm_head still pack
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 pytest.importorskip("vllm")
@@ -36,9 +34,7 @@ def perturbed(model_dir: str, seed: int) -> torch.nn.Module:
 def send_and_gap(transfer: HTTPWeightTransfer, server, model: torch.nn.Module) -> float:
     """Sync `model` as the trainer does (pause, send, resume); the largest prompt log-prob gap to the server after."""
     transfer.pause()
-    start = time.perf_counter()
     transfer.send_weights((name, param.detach()) for name, param in model.named_parameters())  # what TRL sends
-    print(f"send_weights: {time.perf_counter() - start:.2f} s")
     transfer.resume()
     expected = model_logprobs(model, PROBE)
     got = server_prompt_logprobs(server.base_url, server.model_dir, PROBE)
@@ -56,7 +52,6 @@ def test_two_sends_reach_the_server_exactly(vllm_server, servable_model_dir):
     finally:  # the session's server serves the original model to the other tests
         send_and_gap(transfer, vllm_server, AutoModelForCausalLM.from_pretrained(servable_model_dir).eval())
         transfer.destroy()
-    print(f"prompt log-prob gaps after each send: {gaps}")
     assert max(gaps) < TOLERANCE, gaps
     # the sends did change what the server computes, so the comparison is not vacuous
     assert max(abs(a - b) for a, b in zip(before, after, strict=True)) > 100 * TOLERANCE
