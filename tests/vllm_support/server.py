@@ -14,8 +14,10 @@ from pathlib import Path
 
 import requests
 
-SUPPORT_ROOT = Path(__file__).resolve().parents[1]  # holds `vllm_support`, for the server's worker extension
-WORKER_EXTENSION = "vllm_support.worker.CPUWeightSyncExtension"
+from trl_ada.async_grpo.weights import WORKER_EXTENSION
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+"""First on the server's PYTHONPATH, so that its workers import this checkout's `trl_ada` (the worker extension)."""
 MAX_MODEL_LEN = 256
 SERVER_FLAGS = (
     "--dtype", "float32",
@@ -142,7 +144,7 @@ def start_server(model_dir: str | Path, log_path: str | Path, port: int | None =
     """
     port = port or free_port()
     log_path = Path(log_path)
-    python_path = os.pathsep.join(filter(None, [str(SUPPORT_ROOT), os.environ.get("PYTHONPATH")]))
+    python_path = os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))
     command = [
         sys.executable, "-m", "vllm.entrypoints.openai.api_server",
         "--model", str(model_dir),

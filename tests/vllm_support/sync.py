@@ -4,8 +4,8 @@ TRL 1.16 refuses server-mode sync without CUDA (its NCCL communicator) and its c
 `cpu_weight_sync()`:
 
 * server mode: the client's communicator setup and teardown do nothing; `update_named_params` posts the serialised
-  weights to the server's dev-mode `/collective_rpc`, whose workers run `CPUWeightSyncExtension.trl_ada_load_weights`;
-  TRL still walks the parameters and resets the prefix cache as usual;
+  weights to the server's dev-mode `/collective_rpc` (`trl_ada.async_grpo.weights.post_weights`), whose workers run
+  the package's `CPUWeightReloadExtension`; TRL still walks the parameters and resets the prefix cache as usual;
 * colocate mode: `sync_weights` reloads the parameters into the in-process engine with the same `reload_weights`,
   then resets the prefix cache; the engine is built with `COLOCATED_ENGINE_ARGS`.
 """
@@ -16,8 +16,9 @@ import functools
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from trl_ada.async_grpo.weights import post_weights, reload_weights
+
 from . import check_versions
-from .worker import encode_weights, reload_weights
 
 RPC_TIMEOUT_S = 120.0
 COLOCATED_ENGINE_ARGS = {"dtype": "float32", "enforce_eager": True, "kv_cache_memory_bytes": 64 * 2**20}
@@ -31,21 +32,7 @@ def _skip_communicator(client, *args, **kwargs) -> None:
 
 def _post_weights(client, metadata, named_params: Iterator) -> None:
     """Send every parameter to the server's workers in one `/collective_rpc` call and reload them there."""
-    response = client.session.post(
-        f"{client.base_url}/collective_rpc",
-        json={"method": "trl_ada_load_weights", "args": [encode_weights(named_params)]},
-        timeout=RPC_TIMEOUT_S,
-    )
-    if response.status_code == 404:
-        raise RuntimeError(
-            f"The vLLM server at {client.base_url} has no `/collective_rpc`: start it with VLLM_SERVER_DEV_MODE=1 and "
-            "`--worker-extension-cls vllm_support.worker.CPUWeightSyncExtension` (see tests/vllm_support/server.py)."
-        )
-    if response.status_code != 200:
-        raise RuntimeError(f"Weight sync failed: {response.status_code}, {response.text[-2000:]}")
-    counts = response.json()["results"]
-    if any(int(count) != len(metadata) for count in counts):  # the endpoint returns them as text
-        raise RuntimeError(f"Weight sync: the workers loaded {counts} tensors, {len(metadata)} were sent")
+    post_weights(client.session, client.base_url, named_params, RPC_TIMEOUT_S)
 
 
 def colocated_model(generation):

@@ -1,0 +1,161 @@
+"""`HTTPWeightTransfer` against a fake vLLM server (http.server in a thread): what it posts, and how it fails."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import urlsplit
+
+import pytest
+import torch
+
+from trl_ada.async_grpo.weights import RELOAD_METHOD, WORKER_EXTENSION, HTTPWeightTransfer, decode_weights
+
+Route = Callable[[bytes], tuple[int, object]]
+
+
+class FakeServer(ThreadingHTTPServer):
+    """Answers each `METHOD /path` from `routes` (404 otherwise) and records every request as (method, path?query)."""
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), FakeHandler)
+        self.calls: list[tuple[str, str]] = []
+        self.received: list[list[tuple[str, torch.Tensor]]] = []
+        self.routes: dict[str, Route] = {
+            "GET /health": lambda body: (200, {}),
+            "GET /is_paused": lambda body: (200, {"is_paused": False}),
+            "POST /pause": lambda body: (200, {"status": "paused"}),
+            "POST /resume": lambda body: (200, {"status": "resumed"}),
+            "POST /reset_prefix_cache": lambda body: (200, {"success": True}),
+            "POST /collective_rpc": self.load,
+        }
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+    def load(self, body: bytes) -> tuple[int, object]:
+        """What one worker of the real server does with the payload: decode it and report the count (as text)."""
+        request = json.loads(body)
+        assert request["method"] == RELOAD_METHOD
+        self.received.append(decode_weights(request["args"][0]))
+        return 200, {"results": [str(len(self.received[-1]))]}
+
+
+class FakeHandler(BaseHTTPRequestHandler):
+    def _answer(self, method: str) -> None:
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.server.calls.append((method, self.path))
+        route = self.server.routes.get(f"{method} {urlsplit(self.path).path}")
+        status, content = route(body) if route else (404, {"detail": "Not Found"})
+        data = json.dumps(content).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self) -> None:
+        self._answer("GET")
+
+    def do_POST(self) -> None:
+        self._answer("POST")
+
+    def log_message(self, *args) -> None:
+        """Quiet."""
+
+
+@pytest.fixture
+def server() -> Iterator[FakeServer]:
+    server = FakeServer()
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture
+def transfer(server) -> Iterator[HTTPWeightTransfer]:
+    transfer = HTTPWeightTransfer(server.url, timeout=5.0, startup_timeout=2.0)
+    yield transfer
+    transfer.destroy()
+
+
+def named_tensors() -> list[tuple[str, torch.Tensor]]:
+    generator = torch.Generator().manual_seed(0)
+    return [
+        ("model.embed_tokens.weight", torch.randn(7, 4, generator=generator)),
+        ("model.layers.0.self_attn.q_proj.bias", torch.randn(4, generator=generator, dtype=torch.float64)),
+        ("model.norm.weight", torch.randn(4, generator=generator).to(torch.bfloat16)),
+    ]
+
+
+def test_send_weights_posts_every_tensor_exactly_then_resets_the_prefix_cache(server, transfer):
+    sent = named_tensors()
+    transfer.send_weights(iter(sent))
+    (received,) = server.received
+    assert [name for name, _ in received] == [name for name, _ in sent]
+    for (_, got), (_, expected) in zip(received, sent, strict=True):
+        assert got.dtype == expected.dtype and torch.equal(got, expected)
+    assert server.calls == [
+        ("POST", "/collective_rpc"),
+        ("POST", "/reset_prefix_cache?reset_running_requests=true"),
+    ]
+
+
+def test_a_worker_that_loaded_fewer_tensors_is_an_error(server, transfer):
+    server.routes["POST /collective_rpc"] = lambda body: (200, {"results": ["3", "1"]})
+    with pytest.raises(RuntimeError, match=r"loaded \['3', '1'\] tensors, 3 were sent") as error:
+        transfer.send_weights(iter(named_tensors()))
+    assert f"{server.url}/collective_rpc" in str(error.value)
+    assert ("POST", "/reset_prefix_cache?reset_running_requests=true") not in server.calls
+
+
+def test_a_server_without_dev_mode_names_the_url_and_the_fix(server, transfer):
+    del server.routes["POST /collective_rpc"]
+    with pytest.raises(RuntimeError) as error:
+        transfer.send_weights(iter(named_tensors()))
+    message = str(error.value)
+    assert f"{server.url}/collective_rpc" in message and "404" in message
+    assert "VLLM_SERVER_DEV_MODE=1" in message and f"--worker-extension-cls {WORKER_EXTENSION}" in message
+
+
+def test_a_worker_error_names_the_status_and_the_extension(server, transfer):
+    server.routes["POST /collective_rpc"] = lambda body: (500, {"error": "no method trl_ada_load_weights"})
+    with pytest.raises(RuntimeError, match="answered 500.*no method trl_ada_load_weights") as error:
+        transfer.send_weights(iter(named_tensors()))
+    assert WORKER_EXTENSION in str(error.value)
+
+
+def test_a_failed_prefix_cache_reset_is_an_error(server, transfer):
+    server.routes["POST /reset_prefix_cache"] = lambda body: (200, {"success": False})
+    with pytest.raises(RuntimeError, match="prefix cache .* failed"):
+        transfer.send_weights(iter(named_tensors()))
+
+
+def test_init_waits_for_health_and_checks_dev_mode(server, transfer):
+    transfer.init_weight_transfer()
+    assert server.calls == [("GET", "/health"), ("GET", "/is_paused")]
+    del server.routes["GET /is_paused"]
+    with pytest.raises(RuntimeError, match="VLLM_SERVER_DEV_MODE=1"):
+        transfer.init_weight_transfer()
+
+
+def test_a_server_down_at_start_is_one_timeout_naming_the_url_and_the_fix(server):
+    url = server.url
+    server.shutdown()
+    server.server_close()  # nothing listens on the port any more
+    transfer = HTTPWeightTransfer(url, startup_timeout=0.1)
+    with pytest.raises(TimeoutError) as error:
+        transfer.init_weight_transfer()
+    message = str(error.value)
+    assert url in message and "startup_timeout" in message and "VLLM_SERVER_DEV_MODE=1" in message
+
+
+def test_pause_keeps_requests_and_resume_resumes(server, transfer):
+    transfer.pause()
+    transfer.resume()
+    assert server.calls == [("POST", "/pause?mode=keep"), ("POST", "/resume")]
