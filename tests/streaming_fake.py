@@ -54,7 +54,7 @@ class ScriptedCompletions:
     def pending(self) -> int:
         return len(self.waiting)
 
-    def results(self) -> list[CompletionResult]:
+    def results(self, timeout: float | None = None) -> list[CompletionResult]:
         if self.first_wave is None:
             self.first_wave = len(self.submitted)
         if self.fail_after is not None and self.answered >= self.fail_after:
@@ -63,7 +63,8 @@ class ScriptedCompletions:
         results = []
         for key in keys:
             prompt_ids, n = self.waiting.pop(key)
-            ids = [scripted_completion(prompt_ids, key.first + k, self.vocab_size, self.max_length) for k in range(n)]
+            first = key.first if hasattr(key, "first") else key[1].first  # a Request, or (group id, Request)
+            ids = [scripted_completion(prompt_ids, first + k, self.vocab_size, self.max_length) for k in range(n)]
             results.append(CompletionResult(key, ids, [[token_logprob(t) for t in c] for c in ids], attempts=1))
         self.answered += len(results)
         self.answered_completions += sum(len(result.completion_ids) for result in results)

@@ -471,3 +471,56 @@ def run_directory(trainer: GRPOJoints, trial: Any) -> str:
 def checkpoint_folder(trainer: GRPOJoints, trial: Any) -> str:
     """`<run directory>/checkpoint-<global step>`: where `_save_checkpoint` writes."""
     return f"{run_directory(trainer, trial)}/{PREFIX_CHECKPOINT_DIR}-{trainer.state.global_step}"
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The asynchronous trainer (`trl.experimental.async_grpo.AsyncGRPOTrainer`)
+# ----------------------------------------------------------------------------------------------------------------
+
+ASYNC_JOINTS: tuple[Joint, ...] = (
+    Joint("_save_checkpoint", "method", ("model", "trial"), "overridden: the rollout worker's state"),
+    Joint("_inner_training_loop", "method", (), "overridden: the rollout worker's state restored on resume"),
+    Joint("_trained_groups", "attribute", (), "read: the groups that reached the loss"),
+    Joint("_groups_before_resume", "attribute", (), "written: groups trained before a resume (epoch stop)"),
+    Joint("model_version", "attribute", (), "read and written: the policy version across a resume"),
+)
+"""Private members of `AsyncGRPOTrainer` that `AsyncReinforceAdaTrainer` relies on (`check_async_joints`)."""
+
+
+def check_async_joints(trainer: Any = None) -> list[str]:
+    """One line per joint of `ASYNC_JOINTS` that moved in the installed TRL (attributes: on a built `trainer`)."""
+    from trl.experimental.async_grpo import AsyncGRPOTrainer
+
+    problems = []
+    for joint in ASYNC_JOINTS:
+        if joint.kind == "method":
+            method = getattr(AsyncGRPOTrainer, joint.name, None)
+            names = tuple(inspect.signature(method).parameters)[1:] if callable(method) else None
+            if names is None or names[: len(joint.parameters)] != joint.parameters:
+                problems.append(f"AsyncGRPOTrainer.{joint.name} moved in TRL {trl.__version__} ({joint.use}).")
+        elif trainer is not None and not hasattr(trainer, joint.name):
+            problems.append(f"AsyncGRPOTrainer has no attribute {joint.name} in TRL {trl.__version__} ({joint.use}).")
+    return problems
+
+
+@contextmanager
+def async_trainer_on_device(device: torch.device) -> Iterator[None]:
+    """Build an `AsyncGRPOTrainer` that can train off CUDA: TRL reads the GPU's name for its MFU metric
+    (`trl/trainer/utils.py`, `get_peak_flops_per_device`) and attends with a FlashAttention-3 kernel
+    (`trl/experimental/async_grpo/packing.py`, `tree_attention`); off CUDA the MFU metric is off and the tree
+    attention is `tree_attention_reference`."""
+    from transformers import AttentionInterface
+    from trl.experimental.async_grpo import async_grpo_trainer, packing
+
+    from .async_grpo.cpu_attention import tree_attention_reference
+
+    if device.type == "cuda":
+        yield
+        return
+    original = async_grpo_trainer.get_peak_flops_per_device
+    async_grpo_trainer.get_peak_flops_per_device = lambda accelerator, dtype: None
+    try:
+        yield
+    finally:
+        async_grpo_trainer.get_peak_flops_per_device = original
+        AttentionInterface.register(packing.TREE_ATTENTION, tree_attention_reference)

@@ -108,8 +108,8 @@ def _refuse_unsupported(config: AsyncReinforceAdaConfig, plan: SamplingPlan) -> 
         )
     if config.scale_rewards not in ("none", "group"):
         raise ValueError(
-            f"scale_rewards={config.scale_rewards!r}: the asynchronous trainer has no batch to scale by. Choose 'none' "
-            "or 'group'."
+            f"scale_rewards={config.scale_rewards!r}: the asynchronous trainer has no batch to scale by. Choose "
+            "'none' or 'group'."
         )
     if config.max_prompts_in_flight is not None and (
         isinstance(config.max_prompts_in_flight, bool)

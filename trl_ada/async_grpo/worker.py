@@ -15,6 +15,7 @@ Failures (the server down at start or gone mid-run after the retries, a reward f
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import math
 import queue
@@ -84,8 +85,7 @@ class AdaptiveRolloutWorker:
         processing_class: Any,
         *,
         memory: PassRateMemory | None = None,
-        start_group: int = 0,
-        trained_after: Sequence[int] = (),
+        connect: Callable[[WorkerSettings], ServerCompletions] | None = None,
     ):
         if len(dataset) == 0:
             raise ValueError("train_dataset is empty: the rollout worker has no prompt to sample.")
@@ -98,8 +98,10 @@ class AdaptiveRolloutWorker:
         self.rollout_buffer: queue.Queue = queue.Queue(maxsize=settings.queue_maxsize)
         self.metrics_queue: queue.Queue = queue.Queue(maxsize=4096)
         self.model_version = 0
-        self.next_group = start_group
-        self._skip = set(trained_after)
+        self.next_group = 0
+        self._skip: set[int] = set()  # groups trained before the checkpoint this run resumed from
+        self._connect = connect or connect_to_server
+        self._server: ServerCompletions | None = None
         self._visits: dict[int, tuple[int, int, int]] = {}  # group id -> (prompt key, positives, negatives)
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -114,7 +116,7 @@ class AdaptiveRolloutWorker:
         """Wait for the server's `/health`, then start sampling in a background thread."""
         if self._thread is not None:
             return
-        wait_for_server(self.settings.base_url, self.settings.server_timeout)
+        self._server = self._connect(self.settings)
         self._heartbeat = time.time()
         self._thread = threading.Thread(target=self._run, name="trl-ada-rollout-worker", daemon=True)
         self._thread.start()
@@ -155,15 +157,7 @@ class AdaptiveRolloutWorker:
     # -- the sampling loop ---------------------------------------------------------------------
 
     def _run(self) -> None:
-        settings = self.settings
-        server = ServerCompletions(
-            settings.base_url,
-            settings.model,
-            settings.sampling,
-            _parse_logprobs,
-            request_timeout=settings.request_timeout,
-            max_retries=settings.max_retries,
-        )
+        server = self._server
         active: dict[int, _Prompt] = {}
         try:
             while not self._stop.is_set():
@@ -172,7 +166,6 @@ class AdaptiveRolloutWorker:
                 results = server.results(timeout=0.2)
                 if results:
                     self._use(results, active, server)
-                self._push_metrics({f"{METRIC_PREFIX}async/prompts_in_flight": float(len(active))})
         except BaseException as error:  # reported by check_health on the trainer's thread
             self._error = error
         finally:
@@ -199,7 +192,7 @@ class AdaptiveRolloutWorker:
                 self._send(server, prompt, rollout.start())
 
     def _next_group(self) -> int:
-        while self.next_group in self._skip:  # trained before the checkpoint this run resumed from
+        while self.next_group in self._skip:
             self._skip.discard(self.next_group)
             self.next_group += 1
         group, self.next_group = self.next_group, self.next_group + 1
@@ -247,6 +240,7 @@ class AdaptiveRolloutWorker:
             self._send(server, prompt, update.issue)
             if prompt.rollout.done:
                 self._push(active.pop(group))
+                self._push_metrics({f"{METRIC_PREFIX}async/prompts_in_flight": float(len(active) + 1)})
 
     def _score(self, rows: list[tuple[_Prompt, int, CompletionResult, int]]) -> np.ndarray:
         """(rows, reward functions) rewards, TRL's way: `None` (no opinion) becomes NaN."""
@@ -358,14 +352,25 @@ class AdaptiveRolloutWorker:
 
     def _tokenize(self, prompt: Any) -> list[int]:
         if isinstance(prompt, list):
-            return list(self.tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=True))
+            return list(self.tokenizer.apply_chat_template(prompt, add_generation_prompt=True, return_dict=False))
         return list(self.tokenizer(prompt, add_special_tokens=False)["input_ids"])
 
     def _push_metrics(self, metrics: dict[str, float]) -> None:
-        try:
+        with contextlib.suppress(queue.Full):  # metrics never block sampling
             self.metrics_queue.put_nowait(metrics)
-        except queue.Full:
-            pass  # metrics never block sampling
+
+
+def connect_to_server(settings: WorkerSettings) -> ServerCompletions:
+    """Concurrent, cancellable requests to the vLLM server, once it answers `/health`."""
+    wait_for_server(settings.base_url, settings.server_timeout)
+    return ServerCompletions(
+        settings.base_url,
+        settings.model,
+        settings.sampling,
+        _parse_logprobs,
+        request_timeout=settings.request_timeout,
+        max_retries=settings.max_retries,
+    )
 
 
 def wait_for_server(base_url: str, timeout: float) -> None:

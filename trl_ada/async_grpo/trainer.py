@@ -1,0 +1,203 @@
+"""`AsyncReinforceAdaTrainer`: TRL's `AsyncGRPOTrainer` with `AdaptiveRolloutWorker` as its rollout worker."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from accelerate import PartialState
+from transformers import AutoTokenizer, PreTrainedTokenizerBase, TrainerCallback
+from trl.experimental.async_grpo import AsyncGRPOTrainer
+
+from .. import _trl
+from ..checkpoint_state import MEMORY_FILE, load_memory
+from ..memory import PassRateMemory
+from ..trainer import memory_prior
+from .config import AsyncReinforceAdaConfig
+from .weights import HTTPWeightTransfer
+from .worker import AdaptiveRolloutWorker, WorkerSettings
+
+__all__ = ["AsyncReinforceAdaTrainer"]
+
+STATE_FILE = "reinforce_ada_async.json"
+"""The worker's data position and the policy version, written into every checkpoint (with `MEMORY_FILE`)."""
+
+
+class AsyncReinforceAdaTrainer(AsyncGRPOTrainer):
+    """Reinforce-Ada with generation decoupled from training (`docs/async.md`).
+
+    Takes what `AsyncGRPOTrainer` takes, except `rollout_worker` (always `AdaptiveRolloutWorker`), `tools` and
+    `environment_factory` (single-turn text only). Without CUDA the weights reach the vLLM server through
+    `HTTPWeightTransfer` unless `weight_transfer` is given; with CUDA, TRL's NCCL transfer. `connect` builds the
+    worker's connection to the server (default: `ServerCompletions` once `/health` answers; tests pass a script).
+    """
+
+    _name = "Reinforce-Ada (async)"
+
+    def __init__(
+        self,
+        model: str,
+        reward_funcs: Callable | list[Callable] | None = None,
+        args: AsyncReinforceAdaConfig | None = None,
+        train_dataset: Any = None,
+        processing_class: PreTrainedTokenizerBase | None = None,
+        callbacks: list[TrainerCallback] | None = None,
+        optimizers: tuple = (None, None),
+        peft_config: Any = None,
+        weight_transfer: Any = None,
+        connect: Callable[[WorkerSettings], Any] | None = None,
+    ):
+        if args is None:
+            args = AsyncReinforceAdaConfig(f"{str(model).split('/')[-1]}-AsyncReinforceAda")
+        if not isinstance(args, AsyncReinforceAdaConfig):
+            raise TypeError(f"args must be an AsyncReinforceAdaConfig; got {type(args).__name__}.")
+        if not isinstance(model, str):
+            raise TypeError(
+                f"model must be a model id or a local path (TRL's asynchronous trainer loads it itself); got "
+                f"{type(model).__name__}. Save the model with save_pretrained and pass its directory."
+            )
+        reward_funcs = _check_reward_funcs(reward_funcs)
+        if train_dataset is None:
+            raise ValueError("train_dataset is required: the rollout worker samples its prompts.")
+        if processing_class is None:
+            processing_class = AutoTokenizer.from_pretrained(model)
+        device = PartialState().device
+        if weight_transfer is None and device.type != "cuda":
+            weight_transfer = HTTPWeightTransfer(args.vllm_server_base_url, timeout=args.weight_sync_timeout)
+        worker = AdaptiveRolloutWorker(
+            _worker_settings(args, model),
+            train_dataset,
+            reward_funcs,
+            processing_class,
+            memory=_memory(args),
+            connect=connect,
+        )
+        with _trl.async_trainer_on_device(device):
+            super().__init__(
+                model,
+                reward_funcs=reward_funcs,
+                args=args,
+                train_dataset=train_dataset,
+                processing_class=processing_class,
+                callbacks=callbacks,
+                optimizers=optimizers,
+                peft_config=peft_config,
+                rollout_worker=worker,
+                weight_transfer=weight_transfer,
+            )
+        self.worker = worker
+        self._committed: set[int] = set()
+        self.add_callback(_CommitTrainedGroups(self))
+
+    def commit_trained_groups(self) -> None:
+        """Pass the groups trained since the last call to the worker's pass-rate memory, in group order."""
+        trained = self._trained_groups - self._committed
+        self.worker.commit(sorted(trained))
+        self._committed |= trained
+
+    def _save_checkpoint(self, model, trial):
+        if self.accelerator.is_main_process:
+            self.commit_trained_groups()
+            folder = os.path.join(self._get_output_dir(trial=trial), f"checkpoint-{self.state.global_step}")
+            os.makedirs(folder, exist_ok=True)
+            with open(os.path.join(folder, STATE_FILE), "w") as file:
+                json.dump({**data_position(self._trained_groups), "model_version": self.model_version}, file)
+            if self.worker.memory is not None:
+                self.worker.memory.save(os.path.join(folder, MEMORY_FILE))
+        super()._save_checkpoint(model, trial)
+
+    def _inner_training_loop(self, *args, **kwargs):
+        checkpoint = kwargs.get("resume_from_checkpoint")
+        if checkpoint is not None and self.accelerator.is_main_process:
+            self._restore_worker(checkpoint)
+        return super()._inner_training_loop(*args, **kwargs)
+
+    def _restore_worker(self, checkpoint: str) -> None:
+        path = os.path.join(checkpoint, STATE_FILE)
+        if not os.path.isfile(path):
+            raise FileNotFoundError(
+                f"{path} is missing: {checkpoint} was not written by AsyncReinforceAdaTrainer, so where the rollout "
+                "worker stopped is unknown. Resume from a checkpoint of this trainer, or start a new run."
+            )
+        with open(path) as file:
+            state = json.load(file)
+        worker, plan = self.worker, self.args.sampling_plan
+        worker.next_group, worker._skip = state["first_untrained"], set(state["trained_after"])
+        if worker.memory is not None:
+            worker.memory = load_memory(checkpoint, decay=plan.memory_decay, prior=memory_prior(plan))
+        self._groups_before_resume = state["first_untrained"] + len(state["trained_after"])
+        self._committed = set()
+        self.model_version = state["model_version"]
+        worker.update_model_version(self.model_version)
+
+
+class _CommitTrainedGroups(TrainerCallback):
+    """After every optimizer step, the trained groups' visits enter the pass-rate memory."""
+
+    def __init__(self, trainer: AsyncReinforceAdaTrainer):
+        self.trainer = trainer
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.trainer.accelerator.is_main_process:
+            self.trainer.commit_trained_groups()
+
+
+def data_position(trained_groups: set[int]) -> dict[str, Any]:
+    """Where the worker resumes: the first group not trained, and the groups after it that were."""
+    first = 0
+    while first in trained_groups:
+        first += 1
+    return {"first_untrained": first, "trained_after": sorted(g for g in trained_groups if g > first)}
+
+
+def _memory(args: AsyncReinforceAdaConfig) -> PassRateMemory | None:
+    plan = args.sampling_plan
+    return PassRateMemory(plan.memory_decay, memory_prior(plan)) if plan.pass_rate_memory else None
+
+
+def _check_reward_funcs(reward_funcs: Any) -> list[Callable]:
+    funcs = reward_funcs if isinstance(reward_funcs, list) else [] if reward_funcs is None else [reward_funcs]
+    if not funcs:
+        raise ValueError("reward_funcs is empty: pass at least one reward function (a callable).")
+    for func in funcs:
+        if isinstance(func, (str, torch.nn.Module)) or not callable(func):
+            raise ValueError(
+                f"reward function {func!r} is not supported by the asynchronous trainer: it scores with Python "
+                "callables (sync or async) only. Wrap a reward model in a function."
+            )
+    return funcs
+
+
+def _worker_settings(args: AsyncReinforceAdaConfig, model: str) -> WorkerSettings:
+    """The worker's settings from the config (TRL's sampling fields; the request budget TRL would infer)."""
+    world = PartialState().num_processes
+    samples_per_step = args.per_device_train_batch_size * args.gradient_accumulation_steps * world
+    if args.max_inflight_tasks < 0:
+        args.max_inflight_tasks = max(args.max_staleness, 1) * samples_per_step
+    sampling = {
+        "temperature": args.temperature,
+        "top_p": args.top_p,
+        "top_k": args.top_k,
+        "min_p": 0.0 if args.min_p is None else args.min_p,
+        "repetition_penalty": args.repetition_penalty,
+        "max_tokens": args.max_completion_length,
+        "logprobs": 0,
+    }
+    return WorkerSettings(
+        plan=args.sampling_plan,
+        base_url=args.vllm_server_base_url.rstrip("/"),
+        model=model,
+        sampling=sampling,
+        prompts_in_flight=args.prompts_in_flight,
+        wave_size=max(1, samples_per_step // args.num_generations),
+        max_staleness=args.max_staleness,
+        scale_rewards=args.scale_rewards,
+        reward_timeout=args.reward_timeout,
+        request_timeout=args.request_timeout,
+        max_retries=args.streaming_max_retries,
+        server_timeout=args.vllm_server_timeout,
+        queue_maxsize=args.queue_maxsize,
+    )
