@@ -178,12 +178,15 @@ class SamplingArguments:
         metadata={"help": "A candidate skipped this many times in a row is sampled at its next turn (>= 1)."},
     )
 
-    def resolve_sampling(self) -> SamplingPlan:
-        """Fill the preset-settable fields (explicit value, then the preset's, then the base default) and return the
-        validated plan."""
+    def apply_preset(self) -> None:
+        """Fill the preset-settable fields: an explicit value, else the preset's, else the base default."""
         explicit = {name: getattr(self, name) for name in BASE_FIELDS}
         for name, value in preset_fields(self.sampling, self.num_generations, explicit).items():
             setattr(self, name, value)
+
+    def resolve_sampling(self) -> SamplingPlan:
+        """`apply_preset`, then the validated plan."""
+        self.apply_preset()
         plan = self.sampling_plan  # every sampling field, validated once
         validate_transport(self.streaming_max_retries, self.streaming_request_timeout)
         return plan

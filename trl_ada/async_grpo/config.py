@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 from trl.experimental.async_grpo import AsyncGRPOConfig
 
 from ..config import SamplingArguments
-from ..plan import SamplingPlan
 
 __all__ = ["AsyncReinforceAdaConfig"]
 
@@ -66,8 +65,9 @@ class AsyncReinforceAdaConfig(SamplingArguments, AsyncGRPOConfig):
     def __post_init__(self) -> None:
         if self.generation_schedule is None and self.sampling != "est":
             self.generation_schedule = "streaming"
-        plan = self.resolve_sampling()
-        _refuse_unsupported(self, plan)
+        self.apply_preset()
+        _refuse_unsupported(self)
+        self.resolve_sampling()
         super().__post_init__()
 
     @property
@@ -78,15 +78,15 @@ class AsyncReinforceAdaConfig(SamplingArguments, AsyncGRPOConfig):
         return max(1, self.max_inflight_tasks // self.sampling_plan.window)
 
 
-def _refuse_unsupported(config: AsyncReinforceAdaConfig, plan: SamplingPlan) -> None:
+def _refuse_unsupported(config: AsyncReinforceAdaConfig) -> None:
     """One `ValueError` per option the asynchronous worker cannot honour, naming it, its value and the fix."""
     for name, (off, why) in UNSUPPORTED.items():
-        if getattr(plan, name) != off:
+        if getattr(config, name) != off:
             raise ValueError(
-                f"{name}={getattr(plan, name)!r} is not supported by the asynchronous trainer ({why}). Leave it at "
+                f"{name}={getattr(config, name)!r} is not supported by the asynchronous trainer ({why}). Leave it at "
                 f"{off!r}, or train with the synchronous ReinforceAdaTrainer."
             )
-    if plan.generation_schedule == "rounds":
+    if config.generation_schedule == "rounds":
         raise ValueError(
             "generation_schedule='rounds' is not supported by the asynchronous trainer (each prompt samples on its "
             "own, as 'streaming' does). Use generation_schedule='streaming' (the default) or sampling='est'."
@@ -101,9 +101,10 @@ def _refuse_unsupported(config: AsyncReinforceAdaConfig, plan: SamplingPlan) -> 
             f"max_staleness={config.max_staleness!r}: a sample cannot be trained before its policy exists. Use 0 "
             "(train only samples of the live policy) or more (TRL's default is 4)."
         )
-    if plan.window < plan.streaming_chunk:
+    window = config.samples_per_round if config.streaming_window is None else config.streaming_window
+    if window < config.streaming_chunk:
         raise ValueError(
-            f"streaming_window={plan.window} is smaller than streaming_chunk={plan.streaming_chunk}: a prompt could "
+            f"streaming_window={window} is smaller than streaming_chunk={config.streaming_chunk}: a prompt could "
             "never have one request in flight. Raise streaming_window or lower streaming_chunk."
         )
     if config.scale_rewards not in ("none", "group"):

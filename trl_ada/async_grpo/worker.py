@@ -226,8 +226,10 @@ class AdaptiveRolloutWorker:
         offset = 0
         for result in results:
             group, request = result.key
-            prompt = active[group]
-            size = request.size
+            prompt, size = active.get(group), request.size
+            if prompt is None:  # its prompt finished on an earlier result of this batch
+                offset += size
+                continue
             for k in range(size):
                 index = request.first + k
                 prompt.completion_ids[index] = result.completion_ids[k]

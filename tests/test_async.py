@@ -1,0 +1,342 @@
+"""The asynchronous trainer without vLLM: the per-prompt core, the worker against a scripted server, the bad configs,
+the full `AsyncGRPOTrainer` loop on CPU, checkpoints and resume, and the CPU tree attention."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import socket
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from streaming_fake import ScriptedCompletions, scripted_completion
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from trl_ada.async_grpo import AdaptiveRolloutWorker, AsyncReinforceAdaConfig, AsyncReinforceAdaTrainer, PromptRollout
+from trl_ada.async_grpo.rollout import trainable
+from trl_ada.async_grpo.trainer import STATE_FILE, _memory, _worker_settings, data_position
+from trl_ada.async_grpo.worker import wait_for_server
+from trl_ada.checkpoint_state import MEMORY_FILE
+from trl_ada.memory import PassRateMemory, prompt_key
+from trl_ada.plan import SamplingPlan
+from trl_ada.toy import build_tiny_model, make_toy_dataset
+
+BALANCE = SamplingPlan(num_generations=4, generation_schedule="streaming")
+
+
+def feed(rollout: PromptRollout, stream: list[float], rng: random.Random | None = None) -> None:
+    """Answer the rollout's requests from `stream` (reward of pool index i), in random order when `rng` is given."""
+    pending = rollout.start()
+    while pending:
+        request = pending.pop(rng.randrange(len(pending)) if rng else 0)
+        update = rollout.receive(request.id, stream[request.first : request.first + request.size], version=1)
+        pending = [r for r in pending if r not in update.cancel] + update.issue
+
+
+# -- the per-prompt core ---------------------------------------------------------------------------
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.sampled_from([0.0, 1.0]), min_size=32, max_size=32), st.integers(0, 10**6), st.integers(1, 3))
+def test_exits_and_groups_do_not_depend_on_the_arrival_order(stream, seed, chunk):
+    plan = BALANCE.replace(streaming_chunk=chunk)
+    in_order, shuffled = PromptRollout(0, plan, 0), PromptRollout(0, plan, 0)
+    feed(in_order, stream)
+    feed(shuffled, stream, random.Random(seed))
+    assert shuffled.pool == in_order.pool == stream[: len(in_order.pool)]
+    assert shuffled.kept() == in_order.kept() and len(in_order.kept()) == 4
+    np.testing.assert_array_equal(shuffled.advantages(), in_order.advantages())
+
+
+def test_balance_pool_kept_group_and_advantages_by_hand():
+    rollout = PromptRollout(7, BALANCE, version=3)
+    feed(rollout, [1.0, 0.0, 0.0, 0.0, 1.0] + [0.0] * 27, random.Random(0))
+    assert rollout.pool == [1.0, 0.0, 0.0, 0.0, 1.0]  # balance: 2 positives and 2 negatives
+    assert rollout.kept() == [0, 1, 2, 4]
+    np.testing.assert_allclose(rollout.advantages(), [0.6, -0.4, -0.4, 0.6])  # r - 2/5
+    assert rollout.versions[:8] == [3] * 8  # the first window was requested under version 3
+    assert rollout.pass_rate == pytest.approx(0.4)
+
+
+def test_est_rollout_requests_its_allocation_in_chunks_and_keeps_every_sample():
+    rollout = PromptRollout(0, BALANCE.replace(streaming_chunk=2), 0, allocation=5)
+    requests = rollout.start()
+    assert [(r.first, r.size) for r in requests] == [(0, 2), (2, 2), (4, 1)]
+    for request, rewards in reversed(list(zip(requests, [[1.0, 0.0], [0.0, 0.0], [1.0]], strict=True))):
+        rollout.receive(request.id, rewards, version=0)
+    assert rollout.done and rollout.kept() == [0, 1, 2, 3, 4]
+    np.testing.assert_allclose(rollout.advantages(), [0.6, -0.4, -0.4, -0.4, 0.6])
+    with pytest.raises(ValueError, match="allocation=0"):
+        PromptRollout(0, BALANCE, 0, allocation=0)
+
+
+def test_staleness_rule_trains_only_samples_within_the_window():
+    assert trainable([5, 4, 3, 1], live_version=5, max_staleness=2) == [True, True, True, False]
+    assert trainable([5, 4], live_version=5, max_staleness=0) == [True, False]
+
+
+def test_data_position_is_the_first_untrained_group_and_the_trained_ones_after_it():
+    assert data_position({0, 1, 2, 4, 7}) == {"first_untrained": 3, "trained_after": [4, 7]}
+    assert data_position(set()) == {"first_untrained": 0, "trained_after": []}
+
+
+# -- the config --------------------------------------------------------------------------------------
+
+
+def async_config(tmp_path, **fields) -> AsyncReinforceAdaConfig:
+    run = dict(bf16=False, use_cpu=True, max_steps=3, per_device_train_batch_size=8, token_budget=0, report_to=[])
+    run.update(dtype="float32", learning_rate=1e-2, max_completion_length=4, logging_steps=1, save_strategy="no")
+    return AsyncReinforceAdaConfig(output_dir=str(tmp_path / "out"), **{**run, **fields})
+
+
+def test_presets_resolve_to_streaming_or_est(tmp_path):
+    assert async_config(tmp_path).sampling_plan.generation_schedule == "streaming"
+    est = async_config(tmp_path, sampling="est").sampling_plan
+    assert (est.generation_schedule, est.pass_rate_memory, est.objective) == ("est", True, "log")
+    assert async_config(tmp_path, sampling="pos").sampling_plan.exit_rule == "pos"
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"prompt_oversampling": 2.0}, "prompt_oversampling=2.0 is not supported by the asynchronous trainer"),
+        ({"sampling": "dapo"}, "prompt_oversampling=3.0 is not supported"),
+        ({"sample_budget": 8.0}, "sample_budget=8.0 is not supported"),
+        ({"generation_schedule": "rounds"}, "generation_schedule='rounds' is not supported"),
+        ({"vllm_mode": "colocate"}, "vllm_mode='colocate' is not supported"),
+        ({"max_staleness": -1}, "max_staleness=-1"),
+        ({"streaming_window": 2, "streaming_chunk": 3}, "streaming_window=2 is smaller than streaming_chunk=3"),
+        ({"scale_rewards": "batch"}, "scale_rewards='batch'"),
+        ({"max_prompts_in_flight": 0}, "max_prompts_in_flight=0"),
+        ({"reward_timeout": 0}, "reward_timeout=0"),
+        ({"exit_rule": "nope"}, "nope"),
+    ],
+)
+def test_options_the_async_path_cannot_honour_are_refused_at_construction(tmp_path, fields, message):
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace("[", r"\[")):
+        async_config(tmp_path, **fields)
+
+
+# -- the worker against a scripted server -------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    model_dir = build_tiny_model(tmp_path_factory.mktemp("model"), hidden_size=64)
+    return str(model_dir), AutoTokenizer.from_pretrained(model_dir)
+
+
+def parity_reward(completion_ids, **kwargs):
+    """1 when a completion's first token is even: a function of the completion only."""
+    return [float(ids[0] % 2 == 0) for ids in completion_ids]
+
+
+def run_worker(tmp_path, tiny, groups: int, reward=parity_reward, **fields):
+    model_dir, tokenizer = tiny
+    args = async_config(tmp_path, **fields)
+    server = ScriptedCompletions(len(tokenizer), max_length=4, seed=1)
+    dataset = make_toy_dataset(8)
+    worker = AdaptiveRolloutWorker(
+        _worker_settings(args, model_dir),
+        dataset,
+        [reward],
+        tokenizer,
+        memory=_memory(args),
+        connect=lambda settings: server,
+    )
+    worker.start()
+    samples = []
+    try:
+        while len({s.group_id for s in samples}) < groups or any(
+            sum(s.group_id == g for s in samples) < 4 for g in {s.group_id for s in samples}
+        ):
+            worker.check_health(60)
+            try:
+                samples.append(worker.rollout_buffer.get(timeout=0.2))
+            except Exception:
+                continue
+    finally:
+        worker.stop()
+    return worker, server, dataset, samples
+
+
+def replay(tokenizer, dataset, group: int, plan: SamplingPlan) -> PromptRollout:
+    """What the worker must have computed for `group`: its scripted completions fed in request order."""
+    row = dataset[group % len(dataset)]
+    prompt_ids = tokenizer.apply_chat_template(row["prompt"], add_generation_prompt=True, return_dict=False)
+    stream = parity_reward([scripted_completion(prompt_ids, i, len(tokenizer), 4) for i in range(plan.cap)])
+    rollout = PromptRollout(group, plan, 0)
+    feed(rollout, stream)
+    return rollout
+
+
+def test_worker_pushes_groups_of_n_with_pool_advantages_whatever_the_arrival_order(tmp_path, tiny):
+    worker, server, dataset, samples = run_worker(tmp_path, tiny, groups=6)
+    by_group: dict[int, list] = {}
+    for sample in samples:
+        by_group.setdefault(sample.group_id, []).append(sample)
+    for group, rows in by_group.items():
+        if len(rows) < 4:
+            continue  # still being pushed when the worker stopped
+        assert len(rows) == 4
+        expected = replay(tiny[1], dataset, group, worker.settings.plan)
+        np.testing.assert_allclose([s.advantage for s in rows], expected.advantages(), atol=1e-12)
+        assert [s.metrics["reward"] for s in rows] == [expected.pool[i] for i in expected.kept()]
+        for sample in rows:
+            prompt_len = int((sample.completion_mask == 0).sum())
+            assert sample.input_ids.shape == sample.completion_mask.shape == sample.old_log_probs.shape
+            assert sample.completion_mask[prompt_len:].all() and (sample.old_log_probs[:prompt_len] == 0).all()
+            assert sample.model_version == 0
+    assert server.cancelled > 0  # requests of prompts that exited early were cancelled
+    assert server.closed  # stop() closes the connection: nothing left in flight
+
+
+def test_a_reward_function_that_raises_stops_the_worker_with_its_name(tmp_path, tiny):
+    def broken(**kwargs):
+        raise ZeroDivisionError("scripted failure")
+
+    with pytest.raises(RuntimeError, match="reward function 'broken' raised ZeroDivisionError: scripted failure"):
+        run_worker(tmp_path, tiny, groups=1, reward=broken)
+
+
+def test_a_reward_function_that_hangs_is_bounded_by_reward_timeout(tmp_path, tiny):
+    import time
+
+    def slow(completion_ids, **kwargs):
+        time.sleep(5)
+        return [0.0] * len(completion_ids)
+
+    with pytest.raises(RuntimeError, match=r"reward function 'slow' did not return within reward_timeout=0.3 s"):
+        run_worker(tmp_path, tiny, groups=1, reward=slow, reward_timeout=0.3)
+
+
+def test_no_server_at_start_names_the_url_and_the_option():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    with pytest.raises(RuntimeError, match=rf"127.0.0.1:{port}/health within vllm_server_timeout=0.5 s"):
+        wait_for_server(f"http://127.0.0.1:{port}", 0.5)
+
+
+def test_memory_learns_a_group_only_once_it_is_trained(tmp_path, tiny):
+    worker, _, dataset, samples = run_worker(tmp_path, tiny, groups=2, pass_rate_memory=True)
+    group = samples[0].group_id
+    key = prompt_key(dataset[group % len(dataset)]["prompt"])
+    assert worker.memory.visits([key])[0] == 0  # pushed, not yet trained
+    worker.commit([group])
+    assert worker.memory.visits([key])[0] == 1
+
+
+# -- the full trainer on CPU --------------------------------------------------------------------------
+
+
+class NoTransfer:
+    """A weight transfer that only counts the syncs (the scripted server has no weights)."""
+
+    def __init__(self):
+        self.syncs = 0
+
+    def init_weight_transfer(self): ...
+
+    def pause(self): ...
+
+    def send_weights(self, iterator):
+        self.syncs += sum(1 for _ in iterator) > 0
+
+    def resume(self): ...
+
+    def destroy(self): ...
+
+
+def train(tmp_path, tiny, resume=None, **fields):
+    model_dir, tokenizer = tiny
+    server, transfer = ScriptedCompletions(len(tokenizer), max_length=4, seed=2), NoTransfer()
+    trainer = AsyncReinforceAdaTrainer(
+        model_dir,
+        reward_funcs=[parity_reward],
+        args=async_config(tmp_path, **fields),
+        train_dataset=make_toy_dataset(16),
+        processing_class=tokenizer,
+        weight_transfer=transfer,
+        connect=lambda settings: server,
+    )
+    before = {name: p.detach().clone() for name, p in trainer.model.named_parameters()}
+    trainer.train(resume_from_checkpoint=resume)
+    return trainer, before, transfer
+
+
+@pytest.mark.slow
+def test_async_trainer_trains_checkpoints_and_resumes_the_worker(tmp_path, tiny):
+    trainer, before, transfer = train(tmp_path, tiny, save_strategy="steps", save_steps=2, pass_rate_memory=True)
+    changed = [n for n, p in trainer.model.named_parameters() if not torch.equal(before[n], p.detach())]
+    assert len(changed) == len(before)
+    assert transfer.syncs == 4  # the cold sync, then one per step
+    checkpoint = os.path.join(tmp_path, "out", "checkpoint-2")
+    assert {STATE_FILE, MEMORY_FILE, "model.safetensors", "optimizer.pt"} <= set(os.listdir(checkpoint))
+    with open(os.path.join(checkpoint, STATE_FILE)) as file:
+        state = json.load(file)
+    assert state["model_version"] == 3 and state["first_untrained"] >= 2
+    saved = PassRateMemory.load(os.path.join(checkpoint, MEMORY_FILE))
+    assert len(saved) > 0
+    steps = [h for h in trainer.state.log_history if "loss" in h]
+    assert all(h["sample/staleness_mean"] <= trainer.args.max_staleness for h in steps)
+
+    resumed, _, _ = train(tmp_path, tiny, max_steps=4, pass_rate_memory=True, resume=checkpoint)
+    trained_before = set(range(state["first_untrained"])) | set(state["trained_after"])
+    assert not trained_before & resumed._trained_groups  # no group trained before the checkpoint is trained again
+    assert resumed.model_version == 6  # numbering continues: v3 at the checkpoint, the cold sync, two steps
+    assert resumed.state.global_step == 4
+
+
+def test_cpu_tree_attention_matches_the_plain_forward(tiny):
+    from transformers import AttentionInterface
+    from trl.experimental.async_grpo.packing import TREE_ATTENTION, TreeRow
+
+    from trl_ada.async_grpo.cpu_attention import tree_attention_reference
+
+    AttentionInterface.register(TREE_ATTENTION, tree_attention_reference)
+    model = AutoModelForCausalLM.from_pretrained(tiny[0], dtype=torch.float32).eval()
+    samples = [[5, 6, 7, 8, 9], [5, 6, 7, 10, 11, 12], [13, 14]]  # two share a prefix
+    row = TreeRow()
+    for ids in samples:
+        row.add(
+            {
+                "input_ids": np.array(ids),
+                "completion_mask": np.ones(len(ids), dtype=np.int64),
+                "old_log_probs": np.zeros(len(ids), dtype=np.float32),
+                "advantage": 0.0,
+                "group_id": 0,
+            }
+        )
+    packed = row.pack()
+    model.config._attn_implementation = TREE_ATTENTION
+    with torch.no_grad():
+        tree_logits = model(
+            input_ids=packed["input_ids"][None],
+            position_ids=packed["position_ids"][None],
+            tree_kv_index=packed["tree_kv_index"],
+            tree_cu_seqlens_q=packed["tree_cu_seqlens_q"],
+            tree_cu_seqlens_k=packed["tree_cu_seqlens_k"],
+            tree_max_seqlen_q=int(packed["tree_max_seqlens"][0]),
+            tree_max_seqlen_k=int(packed["tree_max_seqlens"][1]),
+        ).logits[0]
+        model.config._attn_implementation = "eager"
+        for nodes, ids in zip(row.sample_nodes, samples, strict=True):
+            plain = model(input_ids=torch.tensor([ids])).logits[0]
+            order = torch.tensor([packed_position(packed, row, node) for node in nodes])
+            torch.testing.assert_close(tree_logits[order], plain, atol=1e-5, rtol=1e-5)
+
+
+def packed_position(packed, row, node: int) -> int:
+    """A packed position holding `node`'s token at `node`'s depth (nodes that tie share their prefix, so their
+    logits are equal)."""
+    tokens, positions = packed["input_ids"].tolist(), packed["position_ids"].tolist()
+    depth = next(d for nodes in row.sample_nodes for d, n in enumerate(nodes) if n == node)
+    matches = [
+        i for i, (t, p) in enumerate(zip(tokens, positions, strict=True)) if t == row.tokens[node] and p == depth
+    ]
+    return matches[0]
