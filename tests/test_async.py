@@ -1,82 +1,28 @@
-"""The asynchronous trainer without vLLM: the per-prompt core, the worker against a scripted server, the bad configs,
-the full `AsyncGRPOTrainer` loop on CPU, checkpoints and resume, and the CPU tree attention."""
+"""The asynchronous trainer without vLLM: the worker against a scripted server, the bad configs, the full
+`AsyncGRPOTrainer` loop on CPU, checkpoints and resume, and the CPU tree attention (the per-prompt core:
+`test_async_rollout.py`)."""
 
 from __future__ import annotations
 
 import json
 import os
-import random
 import socket
 
 import numpy as np
 import pytest
 import torch
-from hypothesis import given, settings
-from hypothesis import strategies as st
 from streaming_fake import ScriptedCompletions, scripted_completion
+from test_async_rollout import feed
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from trl_ada import _trl
 from trl_ada.async_grpo import AdaptiveRolloutWorker, AsyncReinforceAdaConfig, AsyncReinforceAdaTrainer, PromptRollout
-from trl_ada.async_grpo.rollout import trainable
 from trl_ada.async_grpo.trainer import STATE_FILE, _memory, _worker_settings, data_position
 from trl_ada.async_grpo.worker import wait_for_server
 from trl_ada.checkpoint_state import MEMORY_FILE
 from trl_ada.memory import PassRateMemory, prompt_key
 from trl_ada.plan import SamplingPlan
 from trl_ada.toy import build_tiny_model, make_toy_dataset
-
-BALANCE = SamplingPlan(num_generations=4, generation_schedule="streaming")
-
-
-def feed(rollout: PromptRollout, stream: list[float], rng: random.Random | None = None) -> None:
-    """Answer the rollout's requests from `stream` (reward of pool index i), in random order when `rng` is given."""
-    pending = rollout.start()
-    while pending:
-        request = pending.pop(rng.randrange(len(pending)) if rng else 0)
-        update = rollout.receive(request.id, stream[request.first : request.first + request.size], version=1)
-        pending = [r for r in pending if r not in update.cancel] + update.issue
-
-
-# -- the per-prompt core ---------------------------------------------------------------------------
-
-
-@settings(max_examples=60, deadline=None)
-@given(st.lists(st.sampled_from([0.0, 1.0]), min_size=32, max_size=32), st.integers(0, 10**6), st.integers(1, 3))
-def test_exits_and_groups_do_not_depend_on_the_arrival_order(stream, seed, chunk):
-    plan = BALANCE.replace(streaming_chunk=chunk)
-    in_order, shuffled = PromptRollout(0, plan, 0), PromptRollout(0, plan, 0)
-    feed(in_order, stream)
-    feed(shuffled, stream, random.Random(seed))
-    assert shuffled.pool == in_order.pool == stream[: len(in_order.pool)]
-    assert shuffled.kept() == in_order.kept() and len(in_order.kept()) == 4
-    np.testing.assert_array_equal(shuffled.advantages(), in_order.advantages())
-
-
-def test_balance_pool_kept_group_and_advantages_by_hand():
-    rollout = PromptRollout(7, BALANCE, version=3)
-    feed(rollout, [1.0, 0.0, 0.0, 0.0, 1.0] + [0.0] * 27, random.Random(0))
-    assert rollout.pool == [1.0, 0.0, 0.0, 0.0, 1.0]  # balance: 2 positives and 2 negatives
-    assert rollout.kept() == [0, 1, 2, 4]
-    np.testing.assert_allclose(rollout.advantages(), [0.6, -0.4, -0.4, 0.6])  # r - 2/5
-    assert rollout.versions[:8] == [3] * 8  # the first window was requested under version 3
-    assert rollout.pass_rate == pytest.approx(0.4)
-
-
-def test_est_rollout_requests_its_allocation_in_chunks_and_keeps_every_sample():
-    rollout = PromptRollout(0, BALANCE.replace(streaming_chunk=2), 0, allocation=5)
-    requests = rollout.start()
-    assert [(r.first, r.size) for r in requests] == [(0, 2), (2, 2), (4, 1)]
-    for request, rewards in reversed(list(zip(requests, [[1.0, 0.0], [0.0, 0.0], [1.0]], strict=True))):
-        rollout.receive(request.id, rewards, version=0)
-    assert rollout.done and rollout.kept() == [0, 1, 2, 3, 4]
-    np.testing.assert_allclose(rollout.advantages(), [0.6, -0.4, -0.4, -0.4, 0.6])
-    with pytest.raises(ValueError, match="allocation=0"):
-        PromptRollout(0, BALANCE, 0, allocation=0)
-
-
-def test_staleness_rule_trains_only_samples_within_the_window():
-    assert trainable([5, 4, 3, 1], live_version=5, max_staleness=2) == [True, True, True, False]
-    assert trainable([5, 4], live_version=5, max_staleness=0) == [True, False]
 
 
 def test_data_position_is_the_first_untrained_group_and_the_trained_ones_after_it():
@@ -275,6 +221,7 @@ def test_async_trainer_trains_checkpoints_and_resumes_the_worker(tmp_path, tiny)
     changed = [n for n, p in trainer.model.named_parameters() if not torch.equal(before[n], p.detach())]
     assert len(changed) == len(before)
     assert transfer.syncs == 4  # the cold sync, then one per step
+    assert _trl.check_async_joints(trainer) == []
     checkpoint = os.path.join(tmp_path, "out", "checkpoint-2")
     assert {STATE_FILE, MEMORY_FILE, "model.safetensors", "optimizer.pt"} <= set(os.listdir(checkpoint))
     with open(os.path.join(checkpoint, STATE_FILE)) as file:

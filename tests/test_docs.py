@@ -212,6 +212,22 @@ def test_configuration_documents_every_new_field():
     assert not missing, f"docs/configuration.md does not document {missing}"
 
 
+def test_configuration_documents_every_async_field():
+    from trl.experimental.async_grpo import AsyncGRPOConfig
+
+    from trl_ada import ReinforceAdaConfig
+    from trl_ada.async_grpo import AsyncReinforceAdaConfig
+
+    added = {f.name for f in dataclasses.fields(AsyncReinforceAdaConfig)}
+    added -= {f.name for f in dataclasses.fields(AsyncGRPOConfig)} | {
+        f.name for f in dataclasses.fields(ReinforceAdaConfig)
+    }
+    assert {"max_prompts_in_flight", "reward_timeout"} <= added
+    text = (DOCS / "configuration.md").read_text()
+    missing = sorted(name for name in added if f"`{name}`" not in text)
+    assert not missing, f"docs/configuration.md does not document {missing}"
+
+
 def _generic(name: str) -> str:
     """`exit_fraction/round_3` and `generation_time/round_{sampler.round}` -> `.../round_<r>`."""
     return re.sub(r"round_(\d+|\{[^}]*\})", "round_<r>", name)
@@ -251,6 +267,8 @@ def trainer_metric_names() -> set[str]:
     source = (REPO / "trl_ada" / "trainer.py").read_text()
     names = set(re.findall(r"\{METRIC_PREFIX\}([\w/]+(?:\{[^}]*\})?)", source))
     names = {name for name in names if "{name}" not in name} | est_and_objective_metric_names()
+    worker = (REPO / "trl_ada" / "async_grpo" / "worker.py").read_text()
+    names.update(re.findall(r"\{METRIC_PREFIX\}([\w/]+)", worker))
     for schedule in (REPO / "trl_ada" / "schedules").glob("*.py"):  # a schedule's own metrics, prefixed by the trainer
         pattern = r"f?\"((?:generation_time|samples|streaming)/[\w/]*(?:\{[^}]*\})?)\""
         names.update(re.findall(pattern, schedule.read_text()))

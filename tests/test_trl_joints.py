@@ -93,3 +93,14 @@ def test_no_module_but_the_joints_names_a_trl_private_member(path):
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in private:
             named.add(node.value)
     assert named == set()
+
+
+def test_every_async_joint_exists_in_the_installed_trl():
+    assert _trl.check_async_joints() == []
+
+
+def test_a_moved_async_joint_is_named(monkeypatch):
+    from trl.experimental.async_grpo import AsyncGRPOTrainer
+
+    monkeypatch.setattr(AsyncGRPOTrainer, "_save_checkpoint", lambda self, checkpoint: None)
+    assert any("_save_checkpoint" in problem for problem in _trl.check_async_joints())

@@ -41,6 +41,7 @@ PURE_CORE = (
     "trl_ada.advantages",
     "trl_ada.objectives",
     "trl_ada.est",
+    "trl_ada.async_grpo.rollout",
     "trl_ada.simulation",
     "trl_ada.utils",
 )

@@ -16,6 +16,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -485,6 +486,45 @@ ASYNC_JOINTS: tuple[Joint, ...] = (
     Joint("model_version", "attribute", (), "read and written: the policy version across a resume"),
 )
 """Private members of `AsyncGRPOTrainer` that `AsyncReinforceAdaTrainer` relies on (`check_async_joints`)."""
+
+
+@cache
+def async_joints() -> type:
+    """`AsyncGRPOTrainer` whose private methods forward to hooks with names of our own (built on first use, as
+    importing `trl.experimental` warns):
+
+    - `saving_worker_state(folder)`: before TRL writes a checkpoint into `folder`;
+    - `resuming_worker(checkpoint)`: before training starts from `checkpoint` (a path, or None);
+    - `trained_groups()`: the group ids that reached the loss; `set_groups_before_resume(count)`.
+    """
+    from trl.experimental.async_grpo import AsyncGRPOTrainer
+
+    class AsyncGRPOJoints(AsyncGRPOTrainer):
+        _tag_names = [*GRPOJoints._tag_names, "async"]
+        _name = "Reinforce-Ada (asynchronous)"
+        _paper = GRPOJoints._paper
+
+        def saving_worker_state(self, folder: str) -> None: ...
+
+        def resuming_worker(self, checkpoint: str | None) -> None: ...
+
+        def trained_groups(self) -> set[int]:
+            return self._trained_groups
+
+        def set_groups_before_resume(self, count: int) -> None:
+            self._groups_before_resume = count
+
+        def _save_checkpoint(self, model, trial):
+            self.saving_worker_state(
+                f"{self._get_output_dir(trial=trial)}/{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+            )
+            super()._save_checkpoint(model, trial)
+
+        def _inner_training_loop(self, *args, **kwargs):
+            self.resuming_worker(kwargs.get("resume_from_checkpoint"))
+            return super()._inner_training_loop(*args, **kwargs)
+
+    return AsyncGRPOJoints
 
 
 def check_async_joints(trainer: Any = None) -> list[str]:

@@ -10,7 +10,6 @@ from typing import Any
 import torch
 from accelerate import PartialState
 from transformers import AutoTokenizer, PreTrainedTokenizerBase, TrainerCallback
-from trl.experimental.async_grpo import AsyncGRPOTrainer
 
 from .. import _trl
 from ..checkpoint_state import MEMORY_FILE, load_memory
@@ -26,7 +25,7 @@ STATE_FILE = "reinforce_ada_async.json"
 """The worker's data position and the policy version, written into every checkpoint (with `MEMORY_FILE`)."""
 
 
-class AsyncReinforceAdaTrainer(AsyncGRPOTrainer):
+class AsyncReinforceAdaTrainer(_trl.async_joints()):
     """Reinforce-Ada with generation decoupled from training (`docs/async.md`).
 
     Takes what `AsyncGRPOTrainer` takes, except `rollout_worker` (always `AdaptiveRolloutWorker`), `tools` and
@@ -34,8 +33,6 @@ class AsyncReinforceAdaTrainer(AsyncGRPOTrainer):
     `HTTPWeightTransfer` unless `weight_transfer` is given; with CUDA, TRL's NCCL transfer. `connect` builds the
     worker's connection to the server (default: `ServerCompletions` once `/health` answers; tests pass a script).
     """
-
-    _name = "Reinforce-Ada (async)"
 
     def __init__(
         self,
@@ -94,28 +91,25 @@ class AsyncReinforceAdaTrainer(AsyncGRPOTrainer):
 
     def commit_trained_groups(self) -> None:
         """Pass the groups trained since the last call to the worker's pass-rate memory, in group order."""
-        trained = self._trained_groups - self._committed
+        trained = self.trained_groups() - self._committed
         self.worker.commit(sorted(trained))
         self._committed |= trained
 
-    def _save_checkpoint(self, model, trial):
-        if self.accelerator.is_main_process:
-            self.commit_trained_groups()
-            folder = os.path.join(self._get_output_dir(trial=trial), f"checkpoint-{self.state.global_step}")
-            os.makedirs(folder, exist_ok=True)
-            with open(os.path.join(folder, STATE_FILE), "w") as file:
-                json.dump({**data_position(self._trained_groups), "model_version": self.model_version}, file)
-            if self.worker.memory is not None:
-                self.worker.memory.save(os.path.join(folder, MEMORY_FILE))
-        super()._save_checkpoint(model, trial)
+    def saving_worker_state(self, folder: str) -> None:
+        """Write the worker's data position, the policy version and the pass-rate memory into the checkpoint."""
+        if not self.accelerator.is_main_process:
+            return
+        self.commit_trained_groups()
+        os.makedirs(folder, exist_ok=True)
+        with open(os.path.join(folder, STATE_FILE), "w") as file:
+            json.dump({**data_position(self.trained_groups()), "model_version": self.model_version}, file)
+        if self.worker.memory is not None:
+            self.worker.memory.save(os.path.join(folder, MEMORY_FILE))
 
-    def _inner_training_loop(self, *args, **kwargs):
-        checkpoint = kwargs.get("resume_from_checkpoint")
-        if checkpoint is not None and self.accelerator.is_main_process:
-            self._restore_worker(checkpoint)
-        return super()._inner_training_loop(*args, **kwargs)
-
-    def _restore_worker(self, checkpoint: str) -> None:
+    def resuming_worker(self, checkpoint: str | None) -> None:
+        """Restore what `saving_worker_state` wrote before the worker starts."""
+        if checkpoint is None or not self.accelerator.is_main_process:
+            return
         path = os.path.join(checkpoint, STATE_FILE)
         if not os.path.isfile(path):
             raise FileNotFoundError(
@@ -128,7 +122,7 @@ class AsyncReinforceAdaTrainer(AsyncGRPOTrainer):
         worker.next_group, worker._skip = state["first_untrained"], set(state["trained_after"])
         if worker.memory is not None:
             worker.memory = load_memory(checkpoint, decay=plan.memory_decay, prior=memory_prior(plan))
-        self._groups_before_resume = state["first_untrained"] + len(state["trained_after"])
+        self.set_groups_before_resume(state["first_untrained"] + len(state["trained_after"]))
         self._committed = set()
         self.model_version = state["model_version"]
         worker.update_model_version(self.model_version)
