@@ -11,10 +11,14 @@ import pytest
 import yaml
 
 from trl_ada.cli.train import ConfigKeyError, parse_train_args
+from trl_ada.cli.train_async import TRAIN_ASYNC
 
 RECIPES_DIR = Path(__file__).resolve().parent.parent / "recipes"
 ACCELERATE_DIR = RECIPES_DIR / "accelerate_configs"
-TRAIN_RECIPES = sorted(p for p in RECIPES_DIR.rglob("*.yaml") if ACCELERATE_DIR not in p.parents)
+ALL_RECIPES = sorted(p for p in RECIPES_DIR.rglob("*.yaml") if ACCELERATE_DIR not in p.parents)
+ASYNC_RECIPES = [p for p in ALL_RECIPES if "async" in p.stem]
+"""Recipes of `trl-ada train-async` (AsyncReinforceAdaConfig); the others are `trl-ada train`'s."""
+TRAIN_RECIPES = [p for p in ALL_RECIPES if p not in ASYNC_RECIPES]
 ACCELERATE_CONFIGS = sorted(ACCELERATE_DIR.glob("*.yaml"))
 
 MODELS = {
@@ -52,6 +56,7 @@ def _parse(path: Path, tmp_path: Path, *flags: str):
 
 def test_the_recipe_set_is_complete():
     assert set(PAPER_RECIPES) | {LORA_RECIPE} | set(EST_RECIPES) | set(BUDGETED_RECIPES) == set(TRAIN_RECIPES)
+    assert ASYNC_RECIPES == [RECIPES_DIR / "Qwen2.5-Math-1.5B" / "reinforce_ada_async_balance.yaml"]
     names = {p.name for p in ACCELERATE_CONFIGS}
     assert {"single_gpu.yaml", "multi_gpu.yaml", "zero2.yaml", "zero3.yaml", "fsdp2.yaml"} <= names
 
@@ -165,6 +170,46 @@ def test_flags_override_the_recipe(tmp_path):
         PAPER_RECIPES[0], tmp_path, "--max_steps", "3", "--exit_rule", "pos", "--lora_r", "8", "--use_peft"
     )
     assert (args.max_steps, args.exit_rule, model_args.lora_r, model_args.use_peft) == (3, "pos", 8, True)
+
+
+# ---------------------------------------------------------------------------------------------------- async
+
+
+def _parse_async(path: Path, tmp_path: Path, *flags: str):
+    """Parse a recipe as `trl-ada train-async` does (no model loads, no server is contacted)."""
+    return parse_train_args(
+        ["--config", str(path), "--output_dir", str(tmp_path / "out"), "--use_cpu", "true", *flags], TRAIN_ASYNC
+    )
+
+
+@pytest.mark.parametrize("path", ASYNC_RECIPES, ids=_id)
+def test_async_recipe_parses_into_an_async_config(path, tmp_path):
+    from trl_ada.async_grpo import AsyncReinforceAdaConfig
+
+    environ = dict(os.environ)
+    script_args, args, model_args = _parse_async(path, tmp_path)
+    assert dict(os.environ) == environ and not (tmp_path / "out").exists()
+    assert isinstance(args, AsyncReinforceAdaConfig)
+    assert model_args.model_name_or_path == MODELS[path.parent.name]
+    assert script_args.reward_funcs == ["math"] and script_args.dataset_name == "open-r1/OpenR1-Math-220k"
+    assert args.dtype == model_args.dtype == "bfloat16"
+    assert args.vllm_server_base_url.startswith("http://") and args.vllm_mode == "server"
+    with pytest.raises(ConfigKeyError):  # GRPOConfig's fields are not AsyncGRPOConfig's
+        _parse_async(path, tmp_path, "--generation_batch_size", "2048")
+
+
+def test_async_balance_recipe_is_the_papers_setting_with_512_completions_per_step(tmp_path):
+    (path,) = ASYNC_RECIPES
+    _, args, model_args = _parse_async(path, tmp_path)
+    plan = args.sampling_plan
+    assert (plan.exit_rule, args.num_generations, plan.generation_schedule) == ("balance", 4, "streaming")
+    assert (args.samples_per_round, args.max_rounds, args.positive_threshold) == (8, 4, 0.7)
+    assert args.advantage_baseline == "pool" and args.scale_rewards == "none"
+    assert (args.epsilon, args.epsilon_high, args.learning_rate, args.max_steps) == (0.2, 0.28, 1e-6, 2400)
+    assert args.per_device_train_batch_size * TRAINING_GPUS * args.gradient_accumulation_steps == 512
+    assert (args.max_staleness, args.weight_sync_steps) == (3, 1)
+    assert args.bf16 and args.gradient_checkpointing and not model_args.use_peft
+    assert model_args.attn_implementation is None  # the async trainer attends with its tree attention
 
 
 # ---------------------------------------------------------------------------------------------------- unknown keys

@@ -60,10 +60,18 @@ class AsyncReinforceAdaTrainer(_trl.async_joints()):
         if train_dataset is None:
             raise ValueError("train_dataset is required: the rollout worker samples its prompts.")
         if processing_class is None:
-            processing_class = AutoTokenizer.from_pretrained(model)
+            revision = (args.model_init_kwargs or {}).get("revision")
+            processing_class = AutoTokenizer.from_pretrained(
+                model, revision=revision, trust_remote_code=args.trust_remote_code
+            )
         device = PartialState().device
         if weight_transfer is None and device.type != "cuda":
-            weight_transfer = HTTPWeightTransfer(args.vllm_server_base_url, timeout=args.weight_sync_timeout)
+            weight_transfer = HTTPWeightTransfer(
+                args.vllm_server_base_url,
+                timeout=args.weight_sync_timeout,
+                startup_timeout=args.vllm_server_timeout,
+                timeout_option="vllm_server_timeout",
+            )
         worker = AdaptiveRolloutWorker(
             _worker_settings(args, model),
             train_dataset,

@@ -117,10 +117,17 @@ class HTTPWeightTransfer:
     their KV is recomputed under the new weights; `resume()` lets them continue.
     """
 
-    def __init__(self, base_url: str, timeout: float = 300.0, startup_timeout: float = 240.0) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        timeout: float = 300.0,
+        startup_timeout: float = 240.0,
+        timeout_option: str = "startup_timeout",
+    ) -> None:
         self.base_url = base_url.rstrip("/")
         self.timeout = timeout
         self.startup_timeout = startup_timeout
+        self.timeout_option = timeout_option  # how errors name `startup_timeout` (the trainer: vllm_server_timeout)
         self.session = requests.Session()
 
     def _post(self, route: str, what: str, **params) -> requests.Response:
@@ -144,7 +151,7 @@ class HTTPWeightTransfer:
             if time.monotonic() >= deadline:
                 raise TimeoutError(
                     f"The vLLM server at {self.base_url} was not healthy within {self.startup_timeout:g} s "
-                    f"(startup_timeout). Fix: {SERVER_FIX}; raise startup_timeout if it starts slowly."
+                    f"({self.timeout_option}). Fix: {SERVER_FIX}; raise {self.timeout_option} if it starts slowly."
                 )
             time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
         response = self.session.get(f"{self.base_url}/is_paused", timeout=self.timeout)

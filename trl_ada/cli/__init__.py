@@ -1,13 +1,15 @@
-"""The `trl-ada` command line: `train`, `evaluate`, `select-prompts`, `demo`.
+"""The `trl-ada` command line: `train`, `train-async`, `evaluate`, `select-prompts`, `demo`.
 
 ```bash
 trl-ada train --config recipes/Qwen2.5-Math-1.5B/reinforce_ada_balance.yaml --max_steps 100
 accelerate launch --config_file recipes/accelerate_configs/zero2.yaml -m trl_ada.cli train --config recipe.yaml
+accelerate launch --config_file recipes/accelerate_configs/fsdp2.yaml -m trl_ada.cli train-async --config recipe.yaml
 ```
 
-One module per subcommand (`trl_ada.cli.train`, `.evaluate`, `.select_prompts`, `.demo`), each with `make_parser()`
-and `main(argv) -> int`, imported only when its command runs; `trl_ada.cli.common` holds what they share (logging,
-error lines, the Hub token check, argument types). The library never imports this package.
+One module per subcommand (`trl_ada.cli.train`, `.train_async`, `.evaluate`, `.select_prompts`, `.demo`), each
+with `make_parser()` (`train_async`: `train.make_parser(command=TRAIN_ASYNC)`) and `main(argv) -> int`, imported only
+when its command runs; `trl_ada.cli.common` holds what they share (logging, error lines, the Hub token check, argument
+types). The library never imports this package.
 """
 
 from __future__ import annotations
@@ -26,6 +28,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "train": (
         "train",
         "Train a model with Reinforce-Ada (or plain GRPO) from a YAML recipe; flags override the recipe.",
+    ),
+    "train-async": (
+        "train_async",
+        "Train from a YAML recipe with the asynchronous trainer (generation on a separate vLLM server).",
     ),
     "evaluate": ("evaluate", "Evaluate a model on math benchmarks (avg@k / pass@k)."),
     "select-prompts": ("select_prompts", "Estimate pass rates and keep the prompts worth training on."),

@@ -13,6 +13,8 @@ exported before anything else runs.
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import importlib
 import logging
 import re
 import sys
@@ -21,6 +23,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from transformers import TrainerCallback
 from trl import TrlParser
 
 from ..checkpoint_state import CheckpointStateError
@@ -36,7 +39,17 @@ if TYPE_CHECKING:
     from ..data import ReinforceAdaScriptArguments
     from ..trainer import ReinforceAdaTrainer
 
-__all__ = ["ConfigKeyError", "ReinforceAdaParser", "build_trainer", "main", "make_parser", "parse_train_args", "train"]
+__all__ = [
+    "TRAIN",
+    "ConfigKeyError",
+    "ReinforceAdaParser",
+    "TrainCommand",
+    "build_trainer",
+    "main",
+    "make_parser",
+    "parse_train_args",
+    "train",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -55,19 +68,73 @@ class ConfigKeyError(UsageError):
     """A key of the YAML config, or a command-line flag, that none of the argument dataclasses knows."""
 
 
-USAGE = f"""{PROG} {COMMAND} --config RECIPE.yaml [--KEY VALUE ...]
-       {PROG} {COMMAND} --model_name_or_path MODEL --dataset_name DATA --output_dir DIR [--KEY VALUE ...]"""
-DESCRIPTION = """\
+@dataclasses.dataclass(frozen=True)
+class TrainCommand:
+    """What `trl-ada train` and `trl-ada train-async` do differently; the parsing, checks, run directory, training,
+    saving and error reporting in this module are shared. Classes are named `"module:Class"` and imported on use."""
+
+    name: str
+    """The subcommand (`train`)."""
+    config: str
+    """The training config dataclass (`trl_ada.config:ReinforceAdaConfig`)."""
+    trl_config: str
+    """The TRL config it extends, whose docstring groups `--help` (`trl:GRPOConfig`)."""
+    trainer: str
+    """The trainer class (`trl_ada.trainer:ReinforceAdaTrainer`)."""
+    description: str
+    """The first paragraph of `--help`."""
+    recipe: str
+    """The example recipe of `--help`."""
+    evaluation: bool = True
+    """The trainer takes an `eval_dataset` (else `eval_strategy` must be "no")."""
+    quantization: bool = True
+    """The trainer takes a bitsandbytes `quantization_config` (`load_in_4bit`, `load_in_8bit`)."""
+    attn_implementation: bool = True
+    """`attn_implementation` reaches the model (else the trainer chooses the attention and refuses the option)."""
+    startup_errors: tuple[type[BaseException], ...] = ()
+    """Errors raised by `trainer.train()` before the first step (a generation server not answering) that are reported
+    in one line; after the first step they keep their traceback."""
+
+    def load(self, what: str) -> type:
+        """The class named by the field `what` (`"config"`, `"trl_config"`, `"trainer"`)."""
+        module, name = getattr(self, what).split(":")
+        return getattr(importlib.import_module(module), name)
+
+    @property
+    def prog(self) -> str:
+        return f"{PROG} {self.name}"
+
+    @property
+    def usage(self) -> str:
+        return (
+            f"{self.prog} --config RECIPE.yaml [--KEY VALUE ...]\n"
+            f"       {self.prog} --model_name_or_path MODEL --dataset_name DATA --output_dir DIR [--KEY VALUE ...]"
+        )
+
+    @property
+    def epilog(self) -> str:
+        return (
+            f"examples:\n  {self.prog} --config {self.recipe} --max_steps 100\n"
+            f"  {self.prog} --config recipe.yaml --resume_from_checkpoint true"
+        )
+
+
+TRAIN = TrainCommand(
+    name=COMMAND,
+    config="trl_ada.config:ReinforceAdaConfig",
+    trl_config="trl:GRPOConfig",
+    trainer="trl_ada.trainer:ReinforceAdaTrainer",
+    description="""\
 Train a model with Reinforce-Ada adaptive sampling (arXiv 2510.04996), or plain GRPO with --exit_rule none, on
 TRL's GRPOTrainer. Every option below can be set in the YAML recipe (as `key: value`) or as a flag; flags override
 the recipe. Booleans take a value (--bf16 false); lists take several (--reward_funcs math format).
 
 The Reinforce-Ada options come first, then the data and rewards, the model, and TRL's and transformers' options
-in the groups of their documentation."""
-EPILOG = f"""\
-examples:
-  {PROG} {COMMAND} --config recipes/Qwen2.5-Math-1.5B/reinforce_ada_balance.yaml --max_steps 100
-  {PROG} {COMMAND} --config recipe.yaml --resume_from_checkpoint true"""
+in the groups of their documentation.""",
+    recipe="recipes/Qwen2.5-Math-1.5B/reinforce_ada_balance.yaml",
+)
+"""`trl-ada train`: the synchronous `ReinforceAdaTrainer` (TRL's `GRPOTrainer`)."""
+
 _HEADING = re.compile(r"^\s*> (.+?)\s*$")
 _FIELD = re.compile(r"^\s+(\w+) \(`")
 
@@ -91,32 +158,35 @@ def _docstring_groups(cls: type) -> list[tuple[str, list[str]]]:
     return [(title, names) for title, names in groups if names]
 
 
-def _help_groups() -> list[tuple[str, list[str]]]:
-    """The option groups of `train --help`, in order; a field goes to the first group that names it."""
-    import dataclasses
-
+def _help_groups(command: TrainCommand) -> list[tuple[str, list[str]]]:
+    """The option groups of `--help`, in order; a field goes to the first group that names it. The config's own
+    docstring groups come first, then those of `ReinforceAdaConfig` (where the shared sampling fields are documented),
+    the data, the model, and the TRL config's and transformers' groups."""
     from transformers import TrainingArguments
-    from trl import GRPOConfig, ModelConfig
+    from trl import ModelConfig
 
     from ..config import ReinforceAdaConfig
     from ..data import ReinforceAdaScriptArguments
 
-    groups = _docstring_groups(ReinforceAdaConfig)
+    config, trl_config = command.load("config"), command.load("trl_config")
+    groups = [(config.__name__ if title == "general" else title, names) for title, names in _docstring_groups(config)]
+    if config is not ReinforceAdaConfig:
+        groups += _docstring_groups(ReinforceAdaConfig)
     groups.append(("data and rewards", [f.name for f in dataclasses.fields(ReinforceAdaScriptArguments)]))
     groups.append(("model (TRL ModelConfig)", [f.name for f in dataclasses.fields(ModelConfig)]))
-    groups += [(f"TRL GRPOConfig: {title}", names) for title, names in _docstring_groups(GRPOConfig)]
+    groups += [(f"TRL {trl_config.__name__}: {title}", names) for title, names in _docstring_groups(trl_config)]
     groups += [
         (f"transformers TrainingArguments: {title}", names) for title, names in _docstring_groups(TrainingArguments)
     ]
     return groups
 
 
-def _group_options(parser: argparse.ArgumentParser) -> None:
+def _group_options(parser: argparse.ArgumentParser, command: TrainCommand) -> None:
     """Move the dataclass options out of the flat "options" list into [`_help_groups`] (help output only)."""
     flat = parser._optionals
     movable = [action for action in flat._group_actions if action.dest not in ("help", "config")]
     placed: set[int] = set()
-    for title, names in [*_help_groups(), ("other options", [action.dest for action in movable])]:
+    for title, names in [*_help_groups(command), ("other options", [action.dest for action in movable])]:
         chosen = [a for a in movable if a.dest in names and id(a) not in placed]
         if chosen:
             group = parser.add_argument_group(title)
@@ -166,7 +236,14 @@ def _yaml_value_problem(action: argparse.Action, value: Any) -> str | None:
     return None
 
 
-def unknown_key_message(keys: Sequence[str], known: Iterable[str], where: str, prefix: str = "") -> str:
+def unknown_key_message(
+    keys: Sequence[str],
+    known: Iterable[str],
+    where: str,
+    prefix: str = "",
+    classes: Sequence[str] = ("ReinforceAdaScriptArguments", "ReinforceAdaConfig", "ModelConfig"),
+    prog: str = TRAIN.prog,
+) -> str:
     """One line per unknown key, each with the closest valid name when there is one."""
     known = set(known)
     lines = [f"Unknown {'key' if len(keys) == 1 else 'keys'} {where}:"]
@@ -174,22 +251,46 @@ def unknown_key_message(keys: Sequence[str], known: Iterable[str], where: str, p
         suggestion = closest_name(key, known)
         hint = f" (did you mean {prefix}{suggestion}?)" if suggestion else ""
         lines.append(f"  - {prefix}{key}{hint}")
-    lines.append(
-        "Each key must be a field of ReinforceAdaScriptArguments, ReinforceAdaConfig or ModelConfig; "
-        "`trl-ada train --help` lists them all."
-    )
+    fields = f"{', '.join(classes[:-1])} or {classes[-1]}"
+    lines.append(f"Each key must be a field of {fields}; `{prog} --help` lists them all.")
     return "\n".join(lines)
 
 
 class ReinforceAdaParser(TrlParser):
     """TRL's `TrlParser` (YAML defaults, flag overrides, `env:` block) whose errors name unknown config keys and
-    flags and suggest the closest valid name."""
+    flags and suggest the closest valid name.
+
+    A field that two dataclasses share (`dtype`: TRL's `AsyncGRPOConfig` and `ModelConfig`) is one option, defined by
+    the first dataclass and set on every dataclass that has it."""
 
     config_path: str | None = None
+
+    def _parse_dataclass_field(self, parser, field: dataclasses.Field) -> None:
+        if f"--{field.name}" in self._option_string_actions:
+            self.__dict__.setdefault("shared_fields", set()).add(field.name)
+            return
+        super()._parse_dataclass_field(parser, field)
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> tuple[Any, list[str]]:
+        if namespace is None and self.__dict__.get("shared_fields"):
+            namespace = _SharedFieldsNamespace()
+        return super().parse_known_args(args, namespace)
+
+    def parse_args_into_dataclasses(self, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
+        output = super().parse_args_into_dataclasses(*args, **kwargs)
+        for name in self.__dict__.get("shared_fields", ()):
+            owners = [obj for obj in output if dataclasses.is_dataclass(obj) and hasattr(obj, name)]
+            for obj in owners[1:]:
+                setattr(obj, name, getattr(owners[0], name))
+        return output
 
     def known_keys(self) -> set[str]:
         """Every field name the dataclasses accept."""
         return {action.dest for action in self._actions if action.dest not in ("help", "config")}
+
+    def _unknown_key_message(self, keys: Sequence[str], where: str, prefix: str = "") -> str:
+        classes = [cls.__name__ for cls in self.dataclass_types]
+        return unknown_key_message(keys, self.known_keys(), where, prefix, classes=classes, prog=self.prog)
 
     def error(self, message: str):
         """argparse's errors (a bad flag value) as one `UsageError` line instead of the 200-line usage."""
@@ -199,7 +300,7 @@ class ReinforceAdaParser(TrlParser):
         where = f"in the config file {self.config_path}" if self.config_path else "in the config file"
         unknown = [key for key in kwargs if key not in self.known_keys()]
         if unknown:
-            raise ConfigKeyError(unknown_key_message(unknown, self.known_keys(), where))
+            raise ConfigKeyError(self._unknown_key_message(unknown, where))
         actions = {action.dest: action for action in self._actions if action.option_strings}
         for key, value in kwargs.items():
             problem = _yaml_value_problem(actions[key], value)
@@ -236,7 +337,15 @@ class ReinforceAdaParser(TrlParser):
         flags = [token.split("=", 1)[0].lstrip("-") for token in remaining if token.startswith("--")]
         if not flags:
             raise ConfigKeyError(f"Unexpected command-line arguments: {remaining}.")
-        raise ConfigKeyError(unknown_key_message(flags, self.known_keys(), "on the command line", prefix="--"))
+        raise ConfigKeyError(self._unknown_key_message(flags, "on the command line", prefix="--"))
+
+
+class _SharedFieldsNamespace(argparse.Namespace):
+    """`HfArgumentParser` deletes every field of a dataclass from the namespace once it has built it; a shared field
+    is gone for the next dataclass, which keeps its default until `parse_args_into_dataclasses` copies the value."""
+
+    def __delattr__(self, name: str) -> None:
+        self.__dict__.pop(name, None)
 
 
 def _split_config_flag(args: list[str]) -> list[str]:
@@ -258,21 +367,20 @@ def _without_config(args: list[str]) -> list[str]:
     return args[:index] + args[index + 2 :]
 
 
-def make_parser(prog: str = f"{PROG} {COMMAND}") -> ReinforceAdaParser:
-    """The `train` parser over (ReinforceAdaScriptArguments, ReinforceAdaConfig, ModelConfig)."""
+def make_parser(prog: str | None = None, command: TrainCommand = TRAIN) -> ReinforceAdaParser:
+    """The parser of `command` over (ReinforceAdaScriptArguments, its config, ModelConfig)."""
     from trl import ModelConfig
 
-    from ..config import ReinforceAdaConfig
     from ..data import ReinforceAdaScriptArguments
 
     # No abbreviations: `--max_round` must not silently mean `--max_rounds`.
-    dataclass_types = (ReinforceAdaScriptArguments, ReinforceAdaConfig, ModelConfig)
+    dataclass_types = (ReinforceAdaScriptArguments, command.load("config"), ModelConfig)
     parser = ReinforceAdaParser(
         dataclass_types,
-        prog=prog,
-        usage=USAGE,
-        description=DESCRIPTION,
-        epilog=EPILOG,
+        prog=prog or command.prog,
+        usage=command.usage,
+        description=command.description,
+        epilog=command.epilog,
         formatter_class=argparse.RawDescriptionHelpFormatter,
         allow_abbrev=False,
     )
@@ -282,18 +390,17 @@ def make_parser(prog: str = f"{PROG} {COMMAND}") -> ReinforceAdaParser:
         default=argparse.SUPPRESS,  # read (and removed from the arguments) by TrlParser before argparse runs
         help="YAML recipe: its `key: value` lines set the options below; flags given here override them.",
     )
-    _group_options(parser)
+    _group_options(parser, command)
     return parser
 
 
-def parse_train_args(
-    argv: Sequence[str],
-) -> tuple[ReinforceAdaScriptArguments, ReinforceAdaConfig, ModelConfig]:
-    """Parse `--config recipe.yaml` and flag overrides into the three dataclasses.
+def parse_train_args(argv: Sequence[str], command: TrainCommand = TRAIN) -> tuple[Any, Any, ModelConfig]:
+    """Parse `--config recipe.yaml` and flag overrides into (ReinforceAdaScriptArguments, the command's config,
+    ModelConfig).
 
     Raises `ConfigKeyError` (a `ValueError`) naming any unknown YAML key or flag and the closest valid name.
     """
-    script_args, training_args, model_args = make_parser().parse_args_and_config(list(argv))
+    script_args, training_args, model_args = make_parser(command=command).parse_args_and_config(list(argv))
     return script_args, training_args, model_args
 
 
@@ -319,14 +426,18 @@ def _is_local(name_or_path: str | None) -> bool:
     return name_or_path is not None and Path(name_or_path).expanduser().exists()
 
 
-def build_model_init_kwargs(model_args: ModelConfig, training_args: ReinforceAdaConfig) -> dict[str, Any]:
-    """Model loading options from `ModelConfig`, as TRL's own `grpo` script builds them; YAML values win."""
+def build_model_init_kwargs(
+    model_args: ModelConfig, training_args: ReinforceAdaConfig, attn_implementation: bool = True
+) -> dict[str, Any]:
+    """Model loading options from `ModelConfig`, as TRL's own `grpo` script builds them; YAML values win.
+    `attn_implementation=False`: the trainer sets the attention itself (TRL's asynchronous trainer)."""
     kwargs: dict[str, Any] = {
         "revision": model_args.model_revision,
         "trust_remote_code": training_args.trust_remote_code,
-        "attn_implementation": model_args.attn_implementation,
         "dtype": model_args.dtype,
     }
+    if attn_implementation:
+        kwargs["attn_implementation"] = model_args.attn_implementation
     kwargs.update(training_args.model_init_kwargs or {})
     return kwargs
 
@@ -351,12 +462,15 @@ def prepare_split(
 
 
 def build_datasets(
-    script_args: ReinforceAdaScriptArguments, training_args: ReinforceAdaConfig, model_args: ModelConfig
+    script_args: ReinforceAdaScriptArguments,
+    training_args: ReinforceAdaConfig,
+    model_args: ModelConfig,
+    command: TrainCommand = TRAIN,
 ) -> tuple[Dataset, Dataset | None]:
     """The train split and, when evaluation is on, the test split; the main process prepares them first."""
     _require(script_args.dataset_name, "dataset_name")
     if script_args.dataset_streaming:
-        raise ValueError("dataset_streaming=True is not supported by `trl-ada train`; drop it.")
+        raise ValueError(f"dataset_streaming=True is not supported by `{command.prog}`; drop it.")
     tokenizer = None
     if script_args.max_prompt_tokens:  # the prompt-length filter counts tokens
         from ..evaluation import load_tokenizer
@@ -374,29 +488,53 @@ def build_datasets(
     return train_dataset, eval_dataset
 
 
+def check_trainer_options(training_args: Any, model_args: ModelConfig, command: TrainCommand = TRAIN) -> None:
+    """Refuse, before any data or model work, the options the command's trainer cannot take."""
+    strategy = getattr(training_args.eval_strategy, "value", training_args.eval_strategy)
+    if not command.evaluation and strategy != "no":
+        raise ValueError(
+            f"eval_strategy={strategy!r} is not supported by `{command.prog}`: its trainer "
+            "takes no evaluation dataset. Set eval_strategy: no, and evaluate checkpoints with `trl-ada evaluate`."
+        )
+    if not command.quantization and (model_args.load_in_4bit or model_args.load_in_8bit):
+        raise ValueError(
+            f"load_in_4bit / load_in_8bit are not supported by `{command.prog}`: its trainer loads the model itself, "
+            "without quantization. Drop them."
+        )
+    if not command.attn_implementation and model_args.attn_implementation is not None:
+        raise ValueError(
+            f"attn_implementation={model_args.attn_implementation!r} is not supported by `{command.prog}`: its "
+            "trainer attends with its own (tree) attention. Drop the option."
+        )
+
+
 def build_trainer(
-    script_args: ReinforceAdaScriptArguments, training_args: ReinforceAdaConfig, model_args: ModelConfig
+    script_args: ReinforceAdaScriptArguments,
+    training_args: ReinforceAdaConfig,
+    model_args: ModelConfig,
+    command: TrainCommand = TRAIN,
 ) -> ReinforceAdaTrainer:
-    """Datasets, reward functions, LoRA and model options -> a ready `ReinforceAdaTrainer`."""
+    """Datasets, reward functions, LoRA and model options -> a ready trainer of `command` (`ReinforceAdaTrainer`)."""
     from trl import get_peft_config, get_quantization_config
 
     from ..rewards import get_reward_funcs
-    from ..trainer import ReinforceAdaTrainer
 
     _require(model_args.model_name_or_path, "model_name_or_path")
+    check_trainer_options(training_args, model_args, command)
     reward_funcs = get_reward_funcs(list(script_args.reward_funcs), script_args.reward_kwargs)
-    train_dataset, eval_dataset = build_datasets(script_args, training_args, model_args)
-    training_args.model_init_kwargs = build_model_init_kwargs(model_args, training_args)
-    extra: dict[str, Any] = {}
-    quantization_config = get_quantization_config(model_args)
+    train_dataset, eval_dataset = build_datasets(script_args, training_args, model_args, command)
+    training_args.model_init_kwargs = build_model_init_kwargs(
+        model_args, training_args, attn_implementation=command.attn_implementation
+    )
+    extra: dict[str, Any] = {"eval_dataset": eval_dataset} if command.evaluation else {}
+    quantization_config = get_quantization_config(model_args) if command.quantization else None
     if quantization_config is not None:
         extra["quantization_config"] = quantization_config
-    return ReinforceAdaTrainer(
+    return command.load("trainer")(
         model=model_args.model_name_or_path,
         reward_funcs=reward_funcs,
         args=training_args,
         train_dataset=train_dataset,
-        eval_dataset=eval_dataset,
         peft_config=get_peft_config(model_args),
         **extra,
     )
@@ -458,23 +596,38 @@ def check_run_dir(training_args: ReinforceAdaConfig) -> None:
 
     resume = resolve_resume(training_args.output_dir, _resume_value(training_args.resume_from_checkpoint))
     check_output_dir(
-        training_args.output_dir, resuming=resume is not None, overwrite=training_args.overwrite_output_dir
+        training_args.output_dir,
+        resuming=resume is not None,
+        overwrite=getattr(training_args, "overwrite_output_dir", False),  # not a field of the asynchronous config
     )
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+class _FirstStep(TrainerCallback):
+    """Records that training reached its first step (what failed before it is a setup error)."""
+
+    reached = False
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        self.reached = True
+
+
+def main(argv: Sequence[str] | None = None, command: TrainCommand = TRAIN) -> int:
     """`trl-ada train`: setup errors (flags, recipe, model, data, rewards, run directory, credentials) are reported
     in one line without a traceback, before the model loads; exit code 2 for usage errors, 1 otherwise. So is a
-    resumed checkpoint's unusable Reinforce-Ada state (memory, candidate stream), found when training starts.
+    resumed checkpoint's unusable Reinforce-Ada state (memory, candidate stream), found when training starts, and
+    `command.startup_errors` raised before the first step.
 
     The main process holds the `output_dir` lock from these checks until the final model is saved.
     """
     from ..run_dir import run_lock
 
+    name = command.name
     try:
-        script_args, training_args, model_args = parse_train_args(list(sys.argv[1:] if argv is None else argv))
+        script_args, training_args, model_args = parse_train_args(
+            list(sys.argv[1:] if argv is None else argv), command
+        )
     except (ValueError, OSError) as err:
-        return print_error(COMMAND, err)
+        return print_error(name, err)
     setup_logging(_log_level(training_args))
     with ExitStack() as run:
         try:
@@ -489,11 +642,18 @@ def main(argv: Sequence[str] | None = None) -> int:
                 revision=model_args.model_revision,
                 trust_remote_code=training_args.trust_remote_code,
             )
-            trainer = build_trainer(script_args, training_args, model_args)
+            trainer = build_trainer(script_args, training_args, model_args, command)
         except (ValueError, OSError) as err:
-            return print_error(COMMAND, err)
+            return print_error(name, err)
+        first_step = _FirstStep()
+        if command.startup_errors:
+            trainer.add_callback(first_step)
         try:
             run_training(trainer, script_args)
         except CheckpointStateError as err:  # read when training starts: a resumed checkpoint's Reinforce-Ada state
-            return print_error(COMMAND, err)
+            return print_error(name, err)
+        except command.startup_errors as err:  # e.g. no generation server: one line; later failures keep the trace
+            if first_step.reached:
+                raise
+            return print_error(name, err)
     return 0
