@@ -22,6 +22,7 @@ from trl_ada.async_grpo.worker import wait_for_server
 from trl_ada.checkpoint_state import MEMORY_FILE
 from trl_ada.memory import PassRateMemory, prompt_key
 from trl_ada.plan import SamplingPlan
+from trl_ada.run_dir import is_complete
 from trl_ada.toy import build_tiny_model, make_toy_dataset
 
 
@@ -224,6 +225,7 @@ def test_async_trainer_trains_checkpoints_and_resumes_the_worker(tmp_path, tiny)
     assert _trl.check_async_joints(trainer) == []
     checkpoint = os.path.join(tmp_path, "out", "checkpoint-2")
     assert {STATE_FILE, MEMORY_FILE, "model.safetensors", "optimizer.pt"} <= set(os.listdir(checkpoint))
+    assert is_complete(checkpoint)
     with open(os.path.join(checkpoint, STATE_FILE)) as file:
         state = json.load(file)
     assert state["model_version"] == 3 and state["first_untrained"] >= 2

@@ -493,7 +493,7 @@ def async_joints() -> type:
     """`AsyncGRPOTrainer` whose private methods forward to hooks with names of our own (built on first use, as
     importing `trl.experimental` warns):
 
-    - `saving_worker_state(folder)`: before TRL writes a checkpoint into `folder`;
+    - `saving_checkpoint(folder, save)`: a checkpoint save into `folder`; `save()` writes TRL's part;
     - `resuming_worker(checkpoint)`: before training starts from `checkpoint` (a path, or None);
     - `trained_groups()`: the group ids that reached the loss; `set_groups_before_resume(count)`.
     """
@@ -504,7 +504,8 @@ def async_joints() -> type:
         _name = "Reinforce-Ada (asynchronous)"
         _paper = GRPOJoints._paper
 
-        def saving_worker_state(self, folder: str) -> None: ...
+        def saving_checkpoint(self, folder: str, save: Callable[[], None]) -> None:
+            save()
 
         def resuming_worker(self, checkpoint: str | None) -> None: ...
 
@@ -515,10 +516,8 @@ def async_joints() -> type:
             self._groups_before_resume = count
 
         def _save_checkpoint(self, model, trial):
-            self.saving_worker_state(
-                f"{self._get_output_dir(trial=trial)}/{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
-            )
-            super()._save_checkpoint(model, trial)
+            folder = f"{self._get_output_dir(trial=trial)}/{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+            self.saving_checkpoint(folder, lambda: super(AsyncGRPOJoints, self)._save_checkpoint(model, trial))
 
         def _inner_training_loop(self, *args, **kwargs):
             self.resuming_worker(kwargs.get("resume_from_checkpoint"))

@@ -8,7 +8,7 @@ from trl import GRPOConfig
 
 from .plan import BASE_FIELDS, SamplingPlan, preset_fields, validate_transport
 
-__all__ = ["ReinforceAdaConfig", "SamplingArguments"]
+__all__ = ["ReinforceAdaConfig", "RunDirArguments", "SamplingArguments"]
 
 
 @dataclass
@@ -198,7 +198,21 @@ class SamplingArguments:
 
 
 @dataclass
-class ReinforceAdaConfig(SamplingArguments, GRPOConfig):
+class RunDirArguments:
+    """`overwrite_output_dir`, shared by `ReinforceAdaConfig` and `AsyncReinforceAdaConfig` (one run per
+    `output_dir`, `trl_ada.run_dir`)."""
+
+    overwrite_output_dir: bool = field(
+        default=False,
+        metadata={
+            "help": "Delete the checkpoint-* folders of an earlier run in output_dir before training (without it, "
+            "training refuses such a directory unless resuming)."
+        },
+    )
+
+
+@dataclass
+class ReinforceAdaConfig(SamplingArguments, RunDirArguments, GRPOConfig):
     r"""
     Configuration class for [`ReinforceAdaTrainer`]: every field of TRL's [`~trl.GRPOConfig`] plus the fields below.
 
@@ -352,14 +366,6 @@ class ReinforceAdaConfig(SamplingArguments, GRPOConfig):
     neither positive nor negative for the exit rule, is left out of the pool mean and std, and gets advantage 0.
     With `exit_rule="none"` the trainer computes exactly what [`~trl.GRPOTrainer`] computes.
     """
-
-    overwrite_output_dir: bool = field(
-        default=False,
-        metadata={
-            "help": "Delete the checkpoint-* folders of an earlier run in output_dir before training (without it, "
-            "training refuses such a directory unless resuming)."
-        },
-    )
 
     # Paper defaults where TRL's differ
     num_generations: int | None = field(

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from trl.experimental.async_grpo import AsyncGRPOConfig
 
-from ..config import SamplingArguments
+from ..config import RunDirArguments, SamplingArguments
 
 __all__ = ["AsyncReinforceAdaConfig"]
 
@@ -22,12 +22,13 @@ UNSUPPORTED = {
 
 
 @dataclass
-class AsyncReinforceAdaConfig(SamplingArguments, AsyncGRPOConfig):
+class AsyncReinforceAdaConfig(SamplingArguments, RunDirArguments, AsyncGRPOConfig):
     r"""
     Configuration class for [`AsyncReinforceAdaTrainer`]: every field of TRL's `AsyncGRPOConfig`, the adaptive
-    sampling fields of [`ReinforceAdaConfig`] (same names, presets and meanings; `docs/configuration.md`), and the
-    fields below. Every prompt samples on its own as in `generation_schedule="streaming"` (exits as results arrive, in
-    request order); `sampling="est"` allocates each wave of prompts together (`docs/async.md`).
+    sampling fields and `overwrite_output_dir` of [`ReinforceAdaConfig`] (same names, presets and meanings;
+    `docs/configuration.md`), and the fields below. Every prompt samples on its own as in
+    `generation_schedule="streaming"` (exits as results arrive, in request order); `sampling="est"` allocates each
+    wave of prompts together (`docs/async.md`).
 
     Parameters:
         max_prompts_in_flight (`int` or `None`, *optional*, defaults to `None`):

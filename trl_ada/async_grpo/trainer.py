@@ -14,6 +14,7 @@ from transformers import AutoTokenizer, PreTrainedTokenizerBase, TrainerCallback
 from .. import _trl
 from ..checkpoint_state import MEMORY_FILE, load_memory
 from ..memory import PassRateMemory
+from ..run_dir import claim_run_dir, complete_checkpoint
 from ..trainer import memory_prior
 from .config import AsyncReinforceAdaConfig
 from .weights import HTTPWeightTransfer
@@ -103,10 +104,20 @@ class AsyncReinforceAdaTrainer(_trl.async_joints()):
         self.worker.commit(sorted(trained))
         self._committed |= trained
 
-    def saving_worker_state(self, folder: str) -> None:
-        """Write the worker's data position, the policy version and the pass-rate memory into the checkpoint."""
-        if not self.accelerator.is_main_process:
-            return
+    def train(self, resume_from_checkpoint: str | bool | None = None, *args, **kwargs):
+        """TRL's `train` in a claimed run directory (one run per `output_dir`, as `ReinforceAdaTrainer`)."""
+        with claim_run_dir(self, resume_from_checkpoint) as checkpoint:
+            return super().train(checkpoint, *args, **kwargs)
+
+    def saving_checkpoint(self, folder: str, save: Callable[[], None]) -> None:
+        """TRL's checkpoint and the worker's state, written under a saving marker (complete only with both)."""
+        with complete_checkpoint(self, folder):
+            save()
+            if self.accelerator.is_main_process:
+                self._save_worker_state(folder)
+
+    def _save_worker_state(self, folder: str) -> None:
+        """The worker's data position, the policy version and the pass-rate memory."""
         self.commit_trained_groups()
         os.makedirs(folder, exist_ok=True)
         with open(os.path.join(folder, STATE_FILE), "w") as file:
@@ -115,7 +126,7 @@ class AsyncReinforceAdaTrainer(_trl.async_joints()):
             self.worker.memory.save(os.path.join(folder, MEMORY_FILE))
 
     def resuming_worker(self, checkpoint: str | None) -> None:
-        """Restore what `saving_worker_state` wrote before the worker starts."""
+        """Restore what `saving_checkpoint` wrote before the worker starts."""
         if checkpoint is None or not self.accelerator.is_main_process:
             return
         path = os.path.join(checkpoint, STATE_FILE)

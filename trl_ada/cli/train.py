@@ -598,7 +598,7 @@ def check_run_dir(training_args: ReinforceAdaConfig) -> None:
     check_output_dir(
         training_args.output_dir,
         resuming=resume is not None,
-        overwrite=getattr(training_args, "overwrite_output_dir", False),  # not a field of the asynchronous config
+        overwrite=training_args.overwrite_output_dir,
     )
 
 
