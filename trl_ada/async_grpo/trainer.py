@@ -18,7 +18,7 @@ from ..memory import PassRateMemory
 from ..trainer import memory_prior
 from .config import AsyncReinforceAdaConfig
 from .weights import HTTPWeightTransfer
-from .worker import AdaptiveRolloutWorker, WorkerSettings
+from .worker import AdaptiveRolloutWorker, WorkerSettings, wait_for_server
 
 __all__ = ["AsyncReinforceAdaTrainer"]
 
@@ -66,7 +66,9 @@ class AsyncReinforceAdaTrainer(AsyncGRPOTrainer):
             processing_class = AutoTokenizer.from_pretrained(model)
         device = PartialState().device
         if weight_transfer is None and device.type != "cuda":
-            weight_transfer = HTTPWeightTransfer(args.vllm_server_base_url, timeout=args.weight_sync_timeout)
+            weight_transfer = HTTPWeightTransfer(
+                args.vllm_server_base_url, timeout=args.weight_sync_timeout, startup_timeout=args.vllm_server_timeout
+            )
         worker = AdaptiveRolloutWorker(
             _worker_settings(args, model),
             train_dataset,
@@ -89,8 +91,16 @@ class AsyncReinforceAdaTrainer(AsyncGRPOTrainer):
                 weight_transfer=weight_transfer,
             )
         self.worker = worker
+        self._default_connection = connect is None
         self._committed: set[int] = set()
         self.add_callback(_CommitTrainedGroups(self))
+
+    def train(self, *args, **kwargs):
+        # TRL's train-begin callback first initialises the weight transfer, which would wait on its own timeout and
+        # raise its own error; an absent server is reported once, as the worker would, naming vllm_server_timeout.
+        if self._default_connection and self.accelerator.is_main_process:
+            wait_for_server(self.worker.settings.base_url, self.args.vllm_server_timeout)
+        return super().train(*args, **kwargs)
 
     def commit_trained_groups(self) -> None:
         """Pass the groups trained since the last call to the worker's pass-rate memory, in group order."""

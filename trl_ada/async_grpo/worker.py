@@ -134,7 +134,9 @@ class AdaptiveRolloutWorker:
     def check_health(self, stale_after_s: float) -> None:
         """Raise the error that stopped the worker, or if it has not made progress for `stale_after_s` seconds."""
         if self._error is not None:
-            raise RuntimeError(f"The Reinforce-Ada rollout worker stopped: {self._error}") from self._error
+            raise RuntimeError(
+                f"The Reinforce-Ada rollout worker stopped: {type(self._error).__name__}: {self._error}"
+            ) from self._error
         age = time.time() - self._heartbeat
         if age > stale_after_s:
             raise RuntimeError(
@@ -226,8 +228,10 @@ class AdaptiveRolloutWorker:
         offset = 0
         for result in results:
             group, request = result.key
-            prompt = active[group]
-            size = request.size
+            prompt, size = active.get(group), request.size
+            if prompt is None:  # its prompt exited on an earlier result of this batch: a late, cancelled request
+                offset += size
+                continue
             for k in range(size):
                 index = request.first + k
                 prompt.completion_ids[index] = result.completion_ids[k]
