@@ -17,13 +17,31 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from trl_ada import _trl
 from trl_ada.async_grpo import AdaptiveRolloutWorker, AsyncReinforceAdaConfig, AsyncReinforceAdaTrainer, PromptRollout
-from trl_ada.async_grpo.trainer import STATE_FILE, _memory, _worker_settings, data_position
+from trl_ada.async_grpo.trainer import STATE_FILE, _memory, _worker_settings, data_position, queue_bound
 from trl_ada.async_grpo.worker import wait_for_server
 from trl_ada.checkpoint_state import MEMORY_FILE
 from trl_ada.memory import PassRateMemory, prompt_key
 from trl_ada.plan import SamplingPlan
 from trl_ada.run_dir import is_complete
 from trl_ada.toy import build_tiny_model, make_toy_dataset
+
+
+def test_trained_groups_count_a_micro_batch_when_it_is_trained_not_when_collated():
+    groups = _trl.TrainedGroups()
+    groups.update(g for g in (0, 1))  # collated
+    groups.update({2, 3})  # collated ahead
+    assert groups == set()
+    groups.take_next()
+    assert groups == {0, 1}
+    groups.take_next()
+    groups.take_next()  # nothing left collated: no change
+    assert groups == {0, 1, 2, 3}
+
+
+def test_the_queue_holds_at_most_the_staleness_window():
+    assert queue_bound(1024, staleness_window=32) == 32
+    assert queue_bound(16, staleness_window=32) == 16
+    assert queue_bound(0, staleness_window=32) == 32
 
 
 def test_data_position_is_the_first_untrained_group_and_the_trained_ones_after_it():
@@ -223,12 +241,14 @@ def test_async_trainer_trains_checkpoints_and_resumes_the_worker(tmp_path, tiny)
     assert len(changed) == len(before)
     assert transfer.syncs == 4  # the cold sync, then one per step
     assert _trl.check_async_joints(trainer) == []
+    assert len(trainer.trained_groups()) == 6  # 3 steps of 8 rows, groups of 4: not the batch collated ahead
     checkpoint = os.path.join(tmp_path, "out", "checkpoint-2")
     assert {STATE_FILE, MEMORY_FILE, "model.safetensors", "optimizer.pt"} <= set(os.listdir(checkpoint))
     assert is_complete(checkpoint)
     with open(os.path.join(checkpoint, STATE_FILE)) as file:
         state = json.load(file)
-    assert state["model_version"] == 3 and state["first_untrained"] >= 2
+    assert state["model_version"] == 3  # the cold sync, then two steps
+    assert state["first_untrained"] + len(state["trained_after"]) == 4  # two steps of two groups
     saved = PassRateMemory.load(os.path.join(checkpoint, MEMORY_FILE))
     assert len(saved) > 0
     steps = [h for h in trainer.state.log_history if "loss" in h]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import inspect
 import textwrap
-from collections import defaultdict
+from collections import defaultdict, deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -488,6 +488,27 @@ ASYNC_JOINTS: tuple[Joint, ...] = (
 """Private members of `AsyncGRPOTrainer` that `AsyncReinforceAdaTrainer` relies on (`check_async_joints`)."""
 
 
+class TrainedGroups(set):
+    """`AsyncGRPOTrainer._trained_groups` counted when trained, not when collated.
+
+    TRL's collator adds a micro-batch's group ids when it collates it, and accelerate's dispatching dataloader
+    collates one micro-batch ahead of the one being trained, so TRL's set holds groups not trained yet. Here the
+    collator's `update` queues each micro-batch's ids, and `take_next` (called by every `training_step`) adds the
+    oldest: at a checkpoint the set holds exactly the groups that reached the loss.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.collated: deque[set[int]] = deque()
+
+    def update(self, *groups) -> None:
+        self.collated.append(set().union(*groups))
+
+    def take_next(self) -> None:
+        if self.collated:
+            super().update(self.collated.popleft())
+
+
 @cache
 def async_joints() -> type:
     """`AsyncGRPOTrainer` whose private methods forward to hooks with names of our own (built on first use, as
@@ -495,7 +516,7 @@ def async_joints() -> type:
 
     - `saving_checkpoint(folder, save)`: a checkpoint save into `folder`; `save()` writes TRL's part;
     - `resuming_worker(checkpoint)`: before training starts from `checkpoint` (a path, or None);
-    - `trained_groups()`: the group ids that reached the loss; `set_groups_before_resume(count)`.
+    - `trained_groups()`: the group ids that reached the loss (`TrainedGroups`); `set_groups_before_resume(count)`.
     """
     from trl.experimental.async_grpo import AsyncGRPOTrainer
 
@@ -509,8 +530,16 @@ def async_joints() -> type:
 
         def resuming_worker(self, checkpoint: str | None) -> None: ...
 
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self._trained_groups = TrainedGroups()
+
+        def training_step(self, model, inputs, num_items_in_batch=None):
+            self._trained_groups.take_next()
+            return super().training_step(model, inputs, num_items_in_batch)
+
         def trained_groups(self) -> set[int]:
-            return self._trained_groups
+            return set(self._trained_groups)
 
         def set_groups_before_resume(self, count: int) -> None:
             self._groups_before_resume = count

@@ -18,7 +18,7 @@ from ..run_dir import claim_run_dir, complete_checkpoint
 from ..trainer import memory_prior
 from .config import AsyncReinforceAdaConfig
 from .weights import HTTPWeightTransfer
-from .worker import AdaptiveRolloutWorker, WorkerSettings
+from .worker import AdaptiveRolloutWorker, WorkerSettings, wait_for_server
 
 __all__ = ["AsyncReinforceAdaTrainer"]
 
@@ -95,6 +95,7 @@ class AsyncReinforceAdaTrainer(_trl.async_joints()):
                 weight_transfer=weight_transfer,
             )
         self.worker = worker
+        self._default_connection = connect is None
         self._committed: set[int] = set()
         self.add_callback(_CommitTrainedGroups(self))
 
@@ -105,7 +106,12 @@ class AsyncReinforceAdaTrainer(_trl.async_joints()):
         self._committed |= trained
 
     def train(self, resume_from_checkpoint: str | bool | None = None, *args, **kwargs):
-        """TRL's `train` in a claimed run directory (one run per `output_dir`, as `ReinforceAdaTrainer`)."""
+        """TRL's `train` in a claimed run directory (one run per `output_dir`, as `ReinforceAdaTrainer`).
+
+        An absent server is reported once, naming `vllm_server_timeout`, before TRL's train-begin callback would wait
+        for it in the weight transfer."""
+        if self._default_connection and self.accelerator.is_main_process:
+            wait_for_server(self.worker.settings.base_url, self.args.vllm_server_timeout)
         with claim_run_dir(self, resume_from_checkpoint) as checkpoint:
             return super().train(checkpoint, *args, **kwargs)
 
@@ -166,6 +172,12 @@ def data_position(trained_groups: set[int]) -> dict[str, Any]:
     return {"first_untrained": first, "trained_after": sorted(g for g in trained_groups if g > first)}
 
 
+def queue_bound(queue_maxsize: int, staleness_window: int) -> int:
+    """Samples the worker may queue: `queue_maxsize` (0: no bound), never more than the trainer consumes within the
+    staleness window (`max(max_staleness, 1)` steps); samples queued beyond it would go stale before their turn."""
+    return staleness_window if queue_maxsize <= 0 else min(queue_maxsize, staleness_window)
+
+
 def _memory(args: AsyncReinforceAdaConfig) -> PassRateMemory | None:
     plan = args.sampling_plan
     return PassRateMemory(plan.memory_decay, memory_prior(plan)) if plan.pass_rate_memory else None
@@ -212,5 +224,5 @@ def _worker_settings(args: AsyncReinforceAdaConfig, model: str) -> WorkerSetting
         request_timeout=args.request_timeout,
         max_retries=args.streaming_max_retries,
         server_timeout=args.vllm_server_timeout,
-        queue_maxsize=args.queue_maxsize,
+        queue_maxsize=queue_bound(args.queue_maxsize, max(args.max_staleness, 1) * samples_per_step),
     )

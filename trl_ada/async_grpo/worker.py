@@ -134,7 +134,9 @@ class AdaptiveRolloutWorker:
     def check_health(self, stale_after_s: float) -> None:
         """Raise the error that stopped the worker, or if it has not made progress for `stale_after_s` seconds."""
         if self._error is not None:
-            raise RuntimeError(f"The Reinforce-Ada rollout worker stopped: {self._error}") from self._error
+            raise RuntimeError(
+                f"The Reinforce-Ada rollout worker stopped: {type(self._error).__name__}: {self._error}"
+            ) from self._error
         age = time.time() - self._heartbeat
         if age > stale_after_s:
             raise RuntimeError(
