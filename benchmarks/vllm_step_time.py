@@ -128,12 +128,9 @@ def build_model(output_dir: Path, seed: int = 0) -> Path:
 
 def _server_tokens(server_url: str) -> float:
     """Completion tokens the server generated so far (`vllm:generation_tokens_total` on its `/metrics`)."""
-    import re
+    from tests.vllm_support.probes import server_metric
 
-    import requests
-
-    text = requests.get(f"{server_url}/metrics", timeout=10).text
-    return sum(float(v) for v in re.findall(r"^vllm:generation_tokens_total(?:{[^}]*})? (\S+)$", text, flags=re.M))
+    return server_metric(server_url, "vllm:generation_tokens_total")
 
 
 def _observe(trainer, calls, phases, steps, server_tokens: list[tuple[float, float]], server_url: str):

@@ -21,7 +21,7 @@ from scripted import PROMPTS, TOLERANCE  # noqa: E402
 from test_streaming_engine import assert_server_idle  # noqa: E402
 from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402
 from vllm_support.probes import model_logprobs, server_prompt_logprobs  # noqa: E402
-from vllm_support.server import free_port  # noqa: E402
+from vllm_support.server import PLAIN_TEXT_RESPONSE, free_port  # noqa: E402
 
 from trl_ada import _trl  # noqa: E402
 from trl_ada.async_grpo import AsyncReinforceAdaConfig, AsyncReinforceAdaTrainer, HTTPWeightTransfer  # noqa: E402
@@ -32,11 +32,6 @@ HANG_GUARD_S = 600
 """A run that has not ended by then is a hang: dump the stacks and end pytest rather than stall CI."""
 STEPS, N, BATCH = 3, 4, 8
 PROBE = [3, 17, 42, 5, 99, 8, 64, 23, 11, 77, 2, 50]
-PLAIN_TEXT_RESPONSE = {
-    "defaults": {"role": "assistant"},
-    "fields": {"content": {"close_pattern": r"$", "content": "text"}},
-}
-"""A transformers `response_template`: the whole completion is the assistant's content (no reasoning, no tools)."""
 
 
 def parity(completions, completion_ids, **kwargs):

@@ -57,3 +57,27 @@ def test_step_time_benchmark_smoke(vllm_server, tmp_path):
     table_rows = [line for line in (tmp_path / "table.md").read_text().splitlines() if line.startswith("| ")]
     assert len(table_rows) == 2 + 5  # header, separator, one row per method
     assert (tmp_path / "steps.csv").is_file()
+
+
+def test_async_engine_benchmark_smoke(vllm_server, tmp_path):
+    command = [sys.executable, "-m", "benchmarks.async_engine", "--smoke", "--quiet", "--server-url"]
+    result = subprocess.run(
+        [*command, vllm_server.base_url, "--out", str(tmp_path)],
+        cwd=ROOT,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert result.returncode == 0, result.stderr[-5000:]
+    print(result.stdout)
+    results = json.loads((tmp_path / "results.json").read_text())
+    rows = {row["method"]: row for row in results["rows"]}
+    assert list(rows) == ["sync streaming", "async balance"]
+    for row in rows.values():  # balance draws between n = 4 and M·N = 32 completions per trained group
+        assert row["groups_per_s"] > 0 and 4 <= row["samples_per_group"] <= 32
+    assert rows["sync streaming"]["staleness"] is None
+    staleness = rows["async balance"]["staleness"]
+    assert 0 <= staleness["mean"] <= staleness["max"] and 0.0 <= staleness["dropped"] < 1.0
+    assert set(results["ratios"]) == {"async balance / sync streaming"}
+    assert "async balance / sync streaming" in result.stdout

@@ -4,7 +4,6 @@ arrive, cancellation on the server, the engine's own log-probs on every kept row
 from __future__ import annotations
 
 import json
-import re
 import time
 
 import pytest
@@ -16,6 +15,7 @@ import scripted  # noqa: E402
 from datasets import Dataset  # noqa: E402
 from scripted import ALTERNATING, ONE_IN_FOUR, PROMPTS, RIGHT, STEPS, TOLERANCE, WRONG, ScriptedReward  # noqa: E402
 from tiny import run_two_processes  # noqa: E402
+from vllm_support.probes import server_metric  # noqa: E402
 
 from trl_ada import ReinforceAdaTrainer  # noqa: E402
 
@@ -35,10 +35,7 @@ def assert_server_idle(base_url: str, timeout: float = 60.0) -> None:
 
 def server_gauge(base_url: str, name: str) -> float:
     """Sum of a Prometheus gauge or counter over its label sets, read from the server's `/metrics`."""
-    text = requests.get(f"{base_url}/metrics", timeout=10).text
-    values = re.findall(rf"^{re.escape(name)}(?:{{[^}}]*}})? ([0-9.eE+-]+)$", text, flags=re.M)
-    assert values, f"{name} not in the server's /metrics"
-    return sum(float(v) for v in values)
+    return server_metric(base_url, name)
 
 
 def test_streaming_balance_trains_with_the_engine_logprobs_and_leaves_nothing_running(

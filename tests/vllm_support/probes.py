@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Callable
 
 import requests
 import torch
+
+
+def server_metric(base_url: str, name: str, missing: float | None = None) -> float:
+    """A Prometheus gauge or counter of the server's `/metrics`, summed over its label sets; `missing` when the
+    server does not export it (None: an error)."""
+    text = requests.get(f"{base_url}/metrics", timeout=10).text
+    values = re.findall(rf"^{re.escape(name)}(?:{{[^}}]*}})? ([0-9.eE+-]+)$", text, flags=re.M)
+    if not values and missing is None:
+        raise KeyError(f"{name} is not in the /metrics of {base_url}")
+    return sum(float(v) for v in values) if values else missing
 
 
 def server_prompt_logprobs(base_url: str, model: str, token_ids: list[int]) -> list[float]:

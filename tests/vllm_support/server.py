@@ -27,6 +27,13 @@ SERVER_FLAGS = (
     "--logprobs-mode", "processed_logprobs",
     "--max-logprobs", "-1",
 )  # fmt: skip
+PLAIN_TEXT_RESPONSE = {
+    "defaults": {"role": "assistant"},
+    "fields": {"content": {"close_pattern": r"$", "content": "text"}},
+}
+"""A transformers `response_template` reading the whole completion as the assistant's content (no reasoning, no
+tools). TRL's own async worker parses completions with the tokenizer's template and refuses a chat template it does
+not know (`trl/chat_template_utils.py`, `add_response_schema`), the tiny model's included."""
 SERVER_ENV = {"VLLM_SERVER_DEV_MODE": "1", "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_NO_USAGE_STATS": "1"}
 
 
