@@ -369,12 +369,19 @@ def connect_to_server(settings: WorkerSettings) -> ServerCompletions:
     wait_for_server(settings.base_url, settings.server_timeout)
     return ServerCompletions(
         settings.base_url,
-        settings.model,
+        served_model(settings.base_url, settings.model),
         settings.sampling,
         _parse_logprobs,
         request_timeout=settings.request_timeout,
         max_retries=settings.max_retries,
     )
+
+
+def served_model(base_url: str, model: str) -> str:
+    """The name requests must give: `model` when the server serves it under that name, else the model it serves
+    (as TRL's client asks `/v1/models`; a local path or a `--served-model-name` differ from the trainer's id)."""
+    served = [entry["id"] for entry in requests.get(f"{base_url}/v1/models", timeout=10).json()["data"]]
+    return model if model in served else served[0]
 
 
 def wait_for_server(base_url: str, timeout: float) -> None:
