@@ -187,6 +187,14 @@ def test_no_server_at_start_names_the_url_and_the_option():
         wait_for_server(f"http://127.0.0.1:{port}", 0.5)
 
 
+def test_a_resumed_worker_skips_the_groups_trained_before_the_checkpoint(tmp_path, tiny):
+    model_dir, tokenizer = tiny
+    args = async_config(tmp_path)
+    worker = AdaptiveRolloutWorker(_worker_settings(args, model_dir), make_toy_dataset(8), [parity_reward], tokenizer)
+    worker.resume_at(2, [4, 5])
+    assert [worker._next_group() for _ in range(4)] == [2, 3, 6, 7]
+
+
 def test_memory_learns_a_group_only_once_it_is_trained(tmp_path, tiny):
     worker, _, dataset, samples = run_worker(tmp_path, tiny, groups=2, pass_rate_memory=True)
     group = samples[0].group_id

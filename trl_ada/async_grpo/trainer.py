@@ -144,7 +144,7 @@ class AsyncReinforceAdaTrainer(_trl.async_joints()):
         with open(path) as file:
             state = json.load(file)
         worker, plan = self.worker, self.args.sampling_plan
-        worker.next_group, worker._skip = state["first_untrained"], set(state["trained_after"])
+        worker.resume_at(state["first_untrained"], state["trained_after"])
         if worker.memory is not None:
             worker.memory = load_memory(checkpoint, decay=plan.memory_decay, prior=memory_prior(plan))
         self.set_groups_before_resume(state["first_untrained"] + len(state["trained_after"]))

@@ -116,6 +116,7 @@ class AdaptiveRolloutWorker:
         """Wait for the server's `/health`, then start sampling in a background thread."""
         if self._thread is not None:
             return
+        self._stop.clear()
         self._server = self._connect(self.settings)
         self._heartbeat = time.time()
         self._thread = threading.Thread(target=self._run, name="trl-ada-rollout-worker", daemon=True)
@@ -145,6 +146,10 @@ class AdaptiveRolloutWorker:
             )
 
     # -- the trainer's side ----------------------------------------------------------------------
+
+    def resume_at(self, first_untrained: int, trained_after: Sequence[int]) -> None:
+        """Continue at group `first_untrained`, skipping the later groups already trained (a checkpoint's position)."""
+        self.next_group, self._skip = first_untrained, set(trained_after)
 
     def commit(self, group_ids: Sequence[int]) -> None:
         """The trainer trained these groups: their visits enter the pass-rate memory (in the order given)."""
@@ -276,7 +281,10 @@ class AdaptiveRolloutWorker:
 
         thread = threading.Thread(target=call, name=f"trl-ada-reward-{name}", daemon=True)
         thread.start()
-        thread.join(self.settings.reward_timeout)
+        deadline = time.monotonic() + self.settings.reward_timeout
+        while thread.is_alive() and time.monotonic() < deadline:
+            thread.join(min(1.0, self.settings.reward_timeout))
+            self._heartbeat = time.time()  # a slow reward is bounded by reward_timeout, not by the heartbeat
         if thread.is_alive():
             raise TimeoutError(
                 f"reward function {name!r} did not return within reward_timeout={self.settings.reward_timeout:g} s "
