@@ -4,8 +4,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import queue
 import socket
 
 import numpy as np
@@ -18,8 +20,9 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from trl_ada import _trl
 from trl_ada.async_grpo import AdaptiveRolloutWorker, AsyncReinforceAdaConfig, AsyncReinforceAdaTrainer, PromptRollout
 from trl_ada.async_grpo.trainer import STATE_FILE, _memory, _worker_settings, data_position, queue_bound
-from trl_ada.async_grpo.worker import wait_for_server
+from trl_ada.async_grpo.worker import _Prompt, wait_for_server
 from trl_ada.checkpoint_state import MEMORY_FILE
+from trl_ada.est import est_allocation
 from trl_ada.memory import PassRateMemory, prompt_key
 from trl_ada.plan import SamplingPlan
 from trl_ada.run_dir import is_complete
@@ -193,6 +196,70 @@ def test_a_resumed_worker_skips_the_groups_trained_before_the_checkpoint(tmp_pat
     worker = AdaptiveRolloutWorker(_worker_settings(args, model_dir), make_toy_dataset(8), [parity_reward], tokenizer)
     worker.resume_at(2, [4, 5])
     assert [worker._next_group() for _ in range(4)] == [2, 3, 6, 7]
+
+
+def test_est_allocates_each_wave_from_the_memory(tmp_path, tiny):
+    model_dir, tokenizer = tiny
+    args = async_config(tmp_path, sampling="est")  # 8 rows per step, n = 4: waves of 2 prompts, 8 samples each
+    dataset = make_toy_dataset(8)
+    worker = AdaptiveRolloutWorker(
+        _worker_settings(args, model_dir),
+        dataset,
+        [parity_reward],
+        tokenizer,
+        memory=_memory(args),
+        connect=lambda settings: ScriptedCompletions(len(tokenizer), max_length=4, seed=3),
+    )
+    worker.memory.update(np.array([prompt_key(dataset[0]["prompt"])], dtype=np.uint64), [8], [0])  # p̂ = 9/10
+    worker.start()
+    sizes: dict[int, int] = {}
+    try:
+        while sizes.get(0, 0) + sizes.get(1, 0) < 8 or len(sizes) < 4:
+            worker.check_health(60)
+            with contextlib.suppress(queue.Empty):
+                sample = worker.rollout_buffer.get(timeout=0.2)
+                sizes[sample.group_id] = sizes.get(sample.group_id, 0) + 1
+    finally:
+        worker.stop()
+    # 1/sqrt(p̂ + 0.05) at p̂ = 0.9 and at the prior's 0.5: 8 samples split 3.46 / 4.54, rounded to 3 / 5
+    np.testing.assert_array_equal(est_allocation([0.9, 0.5], args.sampling_plan), [3, 5])
+    assert (sizes[0], sizes[1]) == (3, 5)
+    assert sizes[2] + sizes.get(3, 0) <= 8 and sizes[2] == 4  # the next wave: two unseen prompts, 4 each
+
+
+def test_kept_samples_older_than_max_staleness_are_not_pushed(tmp_path, tiny):
+    model_dir, tokenizer = tiny
+    dataset = make_toy_dataset(8)
+
+    def worker_for(max_staleness: int) -> AdaptiveRolloutWorker:
+        args = async_config(tmp_path, max_staleness=max_staleness)
+        return AdaptiveRolloutWorker(_worker_settings(args, model_dir), dataset, [parity_reward], tokenizer)
+
+    def sampled_prompt(worker: AdaptiveRolloutWorker) -> _Prompt:
+        rollout = PromptRollout(0, worker.settings.plan, version=0)
+        prompt = _Prompt(rollout, dataset[0], [5, 6, 7])
+        feed(rollout, [1.0, 0.0] * 16)  # requests of later windows are stamped with version 1
+        for index in range(len(rollout.pool)):
+            prompt.completion_ids[index], prompt.logprobs[index] = [9, 9], [-0.5, -0.5]
+            prompt.rewards_per_func[index] = [rollout.pool[index]]
+        return prompt
+
+    strict = worker_for(max_staleness=0)
+    strict.update_model_version(1)
+    strict._push(sampled_prompt(strict))
+    pushed = [strict.rollout_buffer.get_nowait() for _ in range(strict.rollout_buffer.qsize())]
+    assert pushed == []  # the balance pool [1, 0, 1, 0] came from the first window, requested under version 0
+    metrics = [strict.metrics_queue.get_nowait() for _ in range(strict.metrics_queue.qsize())]
+    assert sum(m.get("reinforce_ada/async/dropped_stale", 0) for m in metrics) == 4
+
+    lenient = worker_for(max_staleness=1)
+    lenient.update_model_version(1)
+    prompt = sampled_prompt(lenient)
+    lenient._push(prompt)
+    pushed = [lenient.rollout_buffer.get_nowait() for _ in range(4)]
+    assert [s.model_version for s in pushed] == [0, 0, 0, 0]
+    np.testing.assert_allclose([s.advantage for s in pushed], prompt.rollout.advantages())
+    assert pushed[0].old_log_probs.tolist() == [0.0, 0.0, 0.0, -0.5, -0.5]
 
 
 def test_memory_learns_a_group_only_once_it_is_trained(tmp_path, tiny):
