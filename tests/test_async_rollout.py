@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from trl_ada.async_grpo.rollout import PromptRollout, trainable
 from trl_ada.plan import SamplingPlan
+from trl_ada.streaming import Update
 
 BALANCE = SamplingPlan(num_generations=4, generation_schedule="streaming")
 
@@ -65,3 +66,65 @@ def test_est_rollout_requests_its_allocation_in_chunks_and_keeps_every_sample():
 def test_staleness_rule_trains_only_samples_within_the_window():
     assert trainable([5, 4, 3, 1], live_version=5, max_staleness=2) == [True, True, True, False]
     assert trainable([5, 4], live_version=5, max_staleness=0) == [True, False]
+
+
+@pytest.mark.parametrize("exit_rule", ["balance", "pos", "mixed"])
+def test_the_pool_is_the_request_order_prefix_at_which_the_exit_rule_holds(exit_rule):
+    from trl_ada.sampling import AdaptiveSampler
+
+    plan = BALANCE.replace(exit_rule=exit_rule)
+    stream = [0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 1.0, 1.0] + [0.0] * 23
+    rollout = PromptRollout(0, plan, 0)
+    feed(rollout, stream, random.Random(5))
+    oracle = AdaptiveSampler(1, plan)
+    for reward in stream:  # one completion at a time, in request order, until the rule (or the cap) stops it
+        if oracle.add_sample(0, reward) or len(oracle.pools[0]) == plan.cap:
+            break
+    assert rollout.pool == oracle.pools[0]
+    assert len(rollout.pool) == {"balance": 8, "pos": 6, "mixed": 6}[exit_rule]
+
+
+def test_later_requests_carry_the_version_live_when_they_were_sent():
+    rollout = PromptRollout(7, BALANCE, version=3)
+    first = rollout.start()
+    assert rollout.group_id == 7 and [r.prompt for r in first] == [0] * 8
+    update = rollout.receive(first[0].id, [0.0], version=4)
+    assert [(r.first, r.size) for r in update.issue] == [(8, 1)]  # the window refills
+    assert rollout.versions == [3] * 8 + [4]
+
+
+def test_masked_completions_reach_the_sampler():
+    rollout = PromptRollout(0, BALANCE, 0)
+    first = rollout.start()
+    rollout.receive(first[0].id, [1.0], masked=[True], version=0)
+    assert rollout.sampler.masked[0] == [True]
+
+
+def test_group_baseline_and_scaling_follow_the_plan():
+    rollout = PromptRollout(0, BALANCE.replace(advantage_baseline="group"), 0)
+    feed(rollout, [1.0, 0.0, 0.0, 0.0, 1.0] + [0.0] * 27)
+    np.testing.assert_allclose(rollout.advantages(), [0.5, -0.5, -0.5, 0.5])  # r - 2/4, the kept group's mean
+    scaled = PromptRollout(0, BALANCE, 0)
+    feed(scaled, [1.0, 0.0, 0.0, 0.0, 1.0] + [0.0] * 27)
+    std = np.std([1.0, 0.0, 0.0, 0.0, 1.0], ddof=1)
+    np.testing.assert_allclose(scaled.advantages("group"), np.array([0.6, -0.4, -0.4, 0.6]) / (std + 1e-4))
+
+
+def test_est_rollout_versions_counts_and_exit():
+    rollout = PromptRollout(0, BALANCE.replace(streaming_chunk=2), 5, allocation=4)
+    requests = rollout.start()
+    assert rollout.versions == [5, 5, 5, 5] and [r.prompt for r in requests] == [0, 0]
+    with pytest.raises(RuntimeError, match="once its sampling is done"):
+        rollout.kept()
+    assert rollout.receive(requests[1].id, [1.0, float("nan")], version=6) == Update()
+    assert rollout.receive(requests[0].id, [0.0, 1.0], version=6) == Update(exited=[0])
+    assert rollout.receive(requests[0].id, [0.0, 1.0], version=6) == Update()  # already used: ignored
+    assert rollout.counts() == (2, 1)  # the NaN (no opinion) is neither
+    assert rollout.pass_rate == pytest.approx(2 / 3)
+    np.testing.assert_allclose(rollout.advantages(), [-2 / 3, 1 / 3, 1 / 3, 0.0])  # r - 2/3; NaN gets 0
+
+
+@pytest.mark.parametrize("allocation", [0, True, 2.0])
+def test_an_est_allocation_must_be_a_positive_integer(allocation):
+    with pytest.raises(ValueError, match="allocation="):
+        PromptRollout(0, BALANCE, 0, allocation=allocation)
