@@ -128,3 +128,21 @@ def test_est_rollout_versions_counts_and_exit():
 def test_an_est_allocation_must_be_a_positive_integer(allocation):
     with pytest.raises(ValueError, match="allocation="):
         PromptRollout(0, BALANCE, 0, allocation=allocation)
+
+
+def test_an_allocation_of_one_sample_is_valid():
+    rollout = PromptRollout(0, BALANCE, 0, allocation=1)
+    (request,) = rollout.start()
+    assert rollout.receive(request.id, [0.7], version=0) == Update(exited=[0])
+    assert rollout.counts() == (0, 1)  # positive means strictly above positive_threshold (0.7)
+
+
+def test_the_prior_decides_the_futility_stop():
+    """All wrong: under a prior that says the prompt is hopeless, the futility stop ends it as soon as its pool can
+    fill a group; under a flat prior it keeps sampling longer; under one that says it is easy, longer still."""
+    drawn = {}
+    for prior in [(1.0, 1.0), (1.0, 1000.0), (1000.0, 1.0)]:
+        rollout = PromptRollout(0, BALANCE.replace(futility_threshold=0.5), 0, prior=prior)
+        feed(rollout, [0.0] * 32)
+        drawn[prior] = len(rollout.pool)
+    assert drawn[(1.0, 1000.0)] == 4 < drawn[(1.0, 1.0)] < drawn[(1000.0, 1.0)]
