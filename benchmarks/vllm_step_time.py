@@ -46,6 +46,8 @@ import sys
 import tempfile
 import time
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -190,6 +192,26 @@ def _observe(trainer, calls, phases, steps, server_tokens: list[tuple[float, flo
     trainer.add_callback(StepClock())
 
 
+def run_fields(output_dir: Path, settings: Any, seed: int) -> dict[str, Any]:
+    """The trainer fields of one timed CPU run: `settings`' length, steps and learning rate, constant schedule,
+    float32 on CPU, no checkpoints, no reporting, every step logged."""
+    return dict(
+        output_dir=str(output_dir),
+        max_completion_length=settings.max_completion_length,
+        max_steps=settings.steps,
+        learning_rate=settings.learning_rate,
+        lr_scheduler_type="constant",
+        temperature=1.0,
+        logging_steps=1,
+        report_to="none",
+        use_cpu=True,
+        bf16=False,
+        save_strategy="no",
+        seed=seed,
+        disable_tqdm=True,
+    )
+
+
 def run_method(method: str, repeat: int, settings: Settings, model_dir: Path, server_url: str, out: Path):
     """Train one fresh trainer for `settings.steps` steps; one `StepRecord` per step after the first."""
     from transformers import PrinterCallback
@@ -199,26 +221,14 @@ def run_method(method: str, repeat: int, settings: Settings, model_dir: Path, se
     from trl_ada.toy import make_toy_dataset, toy_reward
 
     fields: dict[str, Any] = dict(
-        output_dir=str(out / f"{method}-{repeat}"),
+        **run_fields(out / f"{method}-{repeat}", settings, repeat),
         num_generations=settings.num_generations,
         per_device_train_batch_size=settings.prompts * settings.num_generations,
-        max_completion_length=settings.max_completion_length,
-        max_steps=settings.steps,
-        learning_rate=settings.learning_rate,
-        lr_scheduler_type="constant",
-        temperature=1.0,
         beta=0.0,
-        logging_steps=1,
-        report_to="none",
-        use_cpu=True,
-        bf16=False,
-        save_strategy="no",
-        seed=repeat,
         use_vllm=True,
         vllm_mode="server",
         vllm_server_base_url=server_url,
         vllm_server_timeout=60,
-        disable_tqdm=True,
     )
     if method == "grpo":
         args = GRPOConfig(**fields)
@@ -378,6 +388,43 @@ def markdown_table(rows: list[dict[str, Any]]) -> str:
 # ---------------------------------------------------------------------------------------------------- main
 
 
+@contextmanager
+def served_tiny_model(out: Path, seed: int, server_url: str | None) -> Iterator[tuple[Path, str, Path]]:
+    """(model directory, server URL, scratch directory) for a real-engine benchmark: the model of `build_model` in a
+    scratch directory, served by a server started here (and stopped on exit) unless `server_url` names one, with
+    TRL's weight sync made to work on CPU and the libraries' warnings quiet."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    warnings.filterwarnings("ignore")
+    logging.getLogger("transformers").setLevel(logging.ERROR)
+    from tests.vllm_support.server import start_server
+    from tests.vllm_support.sync import cpu_weight_sync
+    from trl_ada.toy import configure_torch_threads
+
+    configure_torch_threads()
+    with tempfile.TemporaryDirectory() as scratch, cpu_weight_sync():
+        scratch = Path(scratch)
+        model_dir = build_model(scratch / "model", seed=seed)
+        server = None
+        if server_url is None:
+            server = start_server(model_dir, out / "server.log")
+            server.wait_until_healthy(float(os.environ.get("TRL_ADA_VLLM_STARTUP_TIMEOUT", "300")))
+        try:
+            yield model_dir, server_url or server.base_url, scratch
+        finally:
+            if server is not None:
+                server.stop()
+
+
+def interleaved(methods: tuple[str, ...], repeats: int) -> Iterator[tuple[int, str]]:
+    """(cycle, method) in cycles whose order of methods rotates by one from cycle to cycle."""
+    for repeat in range(repeats):
+        shift = repeat % len(methods)
+        for method in methods[shift:] + methods[:shift]:
+            yield repeat, method
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = make_parser(__doc__.split("\n\n")[0], _REPO_ROOT / "benchmarks" / "results" / "vllm_step_time", None)
     parser.add_argument("--repeats", type=int, help="interleaved cycles (default: 5, smoke: 1)")
@@ -393,36 +440,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if settings.steps < 2:
         parser.error(f"--steps={settings.steps}: the first step of each trainer is dropped, so at least 2 are needed")
 
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    warnings.filterwarnings("ignore")
-    logging.getLogger("transformers").setLevel(logging.ERROR)
-    from tests.vllm_support.server import start_server
-    from tests.vllm_support.sync import cpu_weight_sync
-    from trl_ada.toy import configure_torch_threads
-
-    configure_torch_threads()
     out = Path(options.out)
     out.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory() as scratch, cpu_weight_sync():
-        scratch = Path(scratch)
-        model_dir = build_model(scratch / "model", seed=options.seed)
-        server = None
-        if options.server_url is None:
-            server = start_server(model_dir, out / "server.log")
-            server.wait_until_healthy(float(os.environ.get("TRL_ADA_VLLM_STARTUP_TIMEOUT", "300")))
-        server_url = options.server_url or server.base_url
-        try:
-            records: list[StepRecord] = []
-            for repeat in range(settings.repeats):
-                order = METHODS[repeat % len(METHODS) :] + METHODS[: repeat % len(METHODS)]
-                for method in order:
-                    if not options.quiet:
-                        print(f"cycle {repeat + 1}/{settings.repeats}: {method}", file=sys.stderr, flush=True)
-                    records += run_method(method, repeat, settings, model_dir, server_url, scratch)
-        finally:
-            if server is not None:
-                server.stop()
+    records: list[StepRecord] = []
+    with served_tiny_model(out, options.seed, options.server_url) as (model_dir, server_url, scratch):
+        for repeat, method in interleaved(METHODS, settings.repeats):
+            if not options.quiet:
+                print(f"cycle {repeat + 1}/{settings.repeats}: {method}", file=sys.stderr, flush=True)
+            records += run_method(method, repeat, settings, model_dir, server_url, scratch)
     rows = summarize(records)
     table = markdown_table(rows)
     header = (

@@ -103,19 +103,24 @@ def parity_reward(completion_ids, **kwargs):
     return [float(ids[0] % 2 == 0) for ids in completion_ids]
 
 
-def run_worker(tmp_path, tiny, groups: int, reward=parity_reward, **fields):
+def scripted_worker(tmp_path, tiny, server, reward=parity_reward, **fields) -> AdaptiveRolloutWorker:
+    """A worker on the toy dataset (8 prompts) whose connection is the scripted `server`."""
     model_dir, tokenizer = tiny
     args = async_config(tmp_path, **fields)
-    server = ScriptedCompletions(len(tokenizer), max_length=4, seed=1)
-    dataset = make_toy_dataset(8)
-    worker = AdaptiveRolloutWorker(
+    return AdaptiveRolloutWorker(
         _worker_settings(args, model_dir),
-        dataset,
+        make_toy_dataset(8),
         [reward],
         tokenizer,
         memory=_memory(args),
         connect=lambda settings: server,
     )
+
+
+def run_worker(tmp_path, tiny, groups: int, reward=parity_reward, **fields):
+    server = ScriptedCompletions(len(tiny[1]), max_length=4, seed=1)
+    worker = scripted_worker(tmp_path, tiny, server, reward, **fields)
+    dataset = worker.dataset
     worker.start()
     samples = []
     try:
@@ -199,17 +204,9 @@ def test_a_resumed_worker_skips_the_groups_trained_before_the_checkpoint(tmp_pat
 
 
 def test_est_allocates_each_wave_from_the_memory(tmp_path, tiny):
-    model_dir, tokenizer = tiny
-    args = async_config(tmp_path, sampling="est")  # 8 rows per step, n = 4: waves of 2 prompts, 8 samples each
-    dataset = make_toy_dataset(8)
-    worker = AdaptiveRolloutWorker(
-        _worker_settings(args, model_dir),
-        dataset,
-        [parity_reward],
-        tokenizer,
-        memory=_memory(args),
-        connect=lambda settings: ScriptedCompletions(len(tokenizer), max_length=4, seed=3),
-    )
+    server = ScriptedCompletions(len(tiny[1]), max_length=4, seed=3)
+    worker = scripted_worker(tmp_path, tiny, server, sampling="est")  # 8 rows per step, n = 4: waves of 2 prompts
+    dataset, plan = worker.dataset, worker.settings.plan
     worker.memory.update(np.array([prompt_key(dataset[0]["prompt"])], dtype=np.uint64), [8], [0])  # p̂ = 9/10
     worker.start()
     sizes: dict[int, int] = {}
@@ -222,7 +219,7 @@ def test_est_allocates_each_wave_from_the_memory(tmp_path, tiny):
     finally:
         worker.stop()
     # 1/sqrt(p̂ + 0.05) at p̂ = 0.9 and at the prior's 0.5: 8 samples split 3.46 / 4.54, rounded to 3 / 5
-    np.testing.assert_array_equal(est_allocation([0.9, 0.5], args.sampling_plan), [3, 5])
+    np.testing.assert_array_equal(est_allocation([0.9, 0.5], plan), [3, 5])
     assert (sizes[0], sizes[1]) == (3, 5)
     assert sizes[2] + sizes.get(3, 0) <= 8 and sizes[2] == 4  # the next wave: two unseen prompts, 4 each
 

@@ -1,4 +1,4 @@
-"""`python -m benchmarks.vllm_step_time --smoke` against the suite's server: it runs, prints a table, writes files."""
+"""The benchmarks' `--smoke` runs against the suite's server: they run, print a table, write files."""
 
 from __future__ import annotations
 
@@ -17,25 +17,18 @@ pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_step_time_benchmark_smoke(vllm_server, tmp_path):
-    command = [
-        sys.executable,
-        "-m",
-        "benchmarks.vllm_step_time",
-        "--smoke",
-        "--quiet",
-        "--server-url",
-        vllm_server.base_url,
-    ]
+def run_smoke(module: str, server_url: str, out) -> subprocess.CompletedProcess:
+    """`python -m MODULE --smoke` against the suite's server, writing into `out`; it must succeed."""
+    command = [sys.executable, "-m", module, "--smoke", "--quiet", "--server-url", server_url, "--out", str(out)]
     result = subprocess.run(
-        [*command, "--out", str(tmp_path)],
-        cwd=ROOT,
-        env={**os.environ, "HF_HUB_OFFLINE": "1"},
-        capture_output=True,
-        text=True,
-        timeout=900,
+        command, cwd=ROOT, env={**os.environ, "HF_HUB_OFFLINE": "1"}, capture_output=True, text=True, timeout=900
     )
     assert result.returncode == 0, result.stderr[-5000:]
+    return result
+
+
+def test_step_time_benchmark_smoke(vllm_server, tmp_path):
+    result = run_smoke("benchmarks.vllm_step_time", vllm_server.base_url, tmp_path)
     print(result.stdout)
     summary = {row["method"]: row for row in json.loads((tmp_path / "results.json").read_text())["summary"]}
     assert list(summary) == ["grpo", "none", "pos", "balance", "streaming"]
@@ -60,16 +53,7 @@ def test_step_time_benchmark_smoke(vllm_server, tmp_path):
 
 
 def test_async_engine_benchmark_smoke(vllm_server, tmp_path):
-    command = [sys.executable, "-m", "benchmarks.async_engine", "--smoke", "--quiet", "--server-url"]
-    result = subprocess.run(
-        [*command, vllm_server.base_url, "--out", str(tmp_path)],
-        cwd=ROOT,
-        env={**os.environ, "HF_HUB_OFFLINE": "1"},
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert result.returncode == 0, result.stderr[-5000:]
+    result = run_smoke("benchmarks.async_engine", vllm_server.base_url, tmp_path)
     print(result.stdout)
     results = json.loads((tmp_path / "results.json").read_text())
     rows = {row["method"]: row for row in results["rows"]}
