@@ -44,6 +44,13 @@ def vllm_server(servable_model_dir, tmp_path_factory):
 
 
 @pytest.fixture
+def own_vllm_server(servable_model_dir, tmp_path_factory):
+    """A server of the test's own, for a test that kills it while the session's server serves the others (one
+    session server can be killed only once: `vllm_server_to_kill`)."""
+    yield from _serve(servable_model_dir, tmp_path_factory.mktemp("own-vllm-server"))
+
+
+@pytest.fixture
 def vllm_server_to_kill(vllm_server):
     """The session's server, for a test that kills it: such tests run after every other test (see below)."""
     return vllm_server

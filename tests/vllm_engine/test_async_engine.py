@@ -233,8 +233,8 @@ def test_reward_function_that_raises_ends_the_run_naming_it(
     assert_server_idle(vllm_server.base_url)
 
 
-def test_server_killed_mid_run_ends_in_one_clear_error(vllm_server_to_kill, servable_model_dir, tmp_path):
-    server = vllm_server_to_kill
+def test_server_killed_mid_run_ends_in_one_clear_error(own_vllm_server, servable_model_dir, tmp_path):
+    server = own_vllm_server
     trainer = None
 
     def kill_after_step_1(completions, completion_ids, **kwargs):
