@@ -9,6 +9,7 @@ import json
 import os
 import queue
 import socket
+import time
 
 import numpy as np
 import pytest
@@ -177,14 +178,28 @@ def test_a_reward_function_that_raises_stops_the_worker_with_its_name(tmp_path, 
 
 
 def test_a_reward_function_that_hangs_is_bounded_by_reward_timeout(tmp_path, tiny):
-    import time
-
     def slow(completion_ids, **kwargs):
         time.sleep(5)
         return [0.0] * len(completion_ids)
 
     with pytest.raises(RuntimeError, match=r"reward function 'slow' did not return within reward_timeout=0.3 s"):
         run_worker(tmp_path, tiny, groups=1, reward=slow, reward_timeout=0.3)
+
+
+def test_a_request_that_fails_past_its_retries_stops_the_worker_with_the_server_named(tmp_path, tiny):
+    server = ScriptedCompletions(len(tiny[1]), max_length=4, seed=1, fail_after=5)
+    worker = scripted_worker(tmp_path, tiny, server)
+    worker.start()
+    try:
+        with pytest.raises(
+            RuntimeError, match=r"worker stopped: RuntimeError: A completion request to http://scripted"
+        ):
+            for _ in range(200):
+                worker.check_health(60)
+                time.sleep(0.05)
+    finally:
+        worker.stop()
+    assert server.closed  # the requests still in flight were cancelled
 
 
 def test_no_server_at_start_names_the_url_and_the_option():
