@@ -16,13 +16,16 @@ import http.client
 import json
 import socket
 import threading
+import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlparse
 
-__all__ = ["CompletionResult", "RequestCancelled", "ServerCompletions"]
+__all__ = ["CompletionResult", "RequestCancelled", "ServerCompletions", "wait_for_health"]
 
 
 class RequestCancelled(Exception):
@@ -196,6 +199,24 @@ class ServerCompletions:
 
     def _timed_out(self) -> TimeoutError:
         return TimeoutError(f"no complete answer within streaming_request_timeout={self.request_timeout:g} s")
+
+
+def wait_for_health(base_url: str, timeout: float, interval: float = 1.0) -> str | None:
+    """Poll `base_url/health` for up to `timeout` seconds: None once it answers 200; else, when the time is up, what
+    it last answered ("... answered HTTP 404", or "nothing answered (...)"), for the caller's error."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(f"{base_url}/health", timeout=max(1.0, min(10.0, timeout))):
+                return None
+        except urllib.error.HTTPError as error:
+            answer = f"{base_url}/health answered HTTP {error.code}"
+        except (OSError, ValueError) as error:
+            answer = f"nothing answered ({error})"
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return answer
+        time.sleep(min(interval, remaining))
 
 
 def _shut_down(sock: socket.socket | None) -> None:

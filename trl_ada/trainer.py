@@ -18,9 +18,6 @@ from __future__ import annotations
 
 import copy
 import os
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -50,6 +47,7 @@ from .run_dir import claim_run_dir, complete_checkpoint
 from .sampling import AdaptiveSampler
 from .schedules import SCHEDULES, StepOutcome
 from .schedules.rounds import split_round
+from .server_requests import wait_for_health
 
 __all__ = ["ReinforceAdaTrainer", "split_round"]
 
@@ -64,23 +62,14 @@ def _check_vllm_server(args: ReinforceAdaConfig, retry_interval: float = 1.0) ->
     TRL's own check names neither option, and keeps polling forever when something else answers on the port.
     """
     url = (args.vllm_server_base_url or f"http://{args.vllm_server_host}:{args.vllm_server_port}").rstrip("/")
-    deadline = time.monotonic() + args.vllm_server_timeout
-    while True:
-        try:
-            with urllib.request.urlopen(f"{url}/health", timeout=max(1.0, min(10.0, args.vllm_server_timeout))):
-                return  # 200
-        except urllib.error.HTTPError as error:
-            answer = f"{url}/health answered HTTP {error.code}"
-        except (OSError, ValueError) as error:
-            answer = f"nothing answered ({error})"
-        if time.monotonic() >= deadline:
-            raise ConnectionError(
-                f"No vLLM server at {url} within vllm_server_timeout={args.vllm_server_timeout:g} s: {answer}. Start "
-                "one for this model first (`trl vllm-serve --model <model>`, or `vllm serve <model>`) and wait until "
-                "it reports that it is ready; then set vllm_server_base_url (or vllm_server_host and "
-                "vllm_server_port) to its address, and raise vllm_server_timeout if it is still loading."
-            )
-        time.sleep(retry_interval)
+    answer = wait_for_health(url, args.vllm_server_timeout, retry_interval)
+    if answer is not None:
+        raise ConnectionError(
+            f"No vLLM server at {url} within vllm_server_timeout={args.vllm_server_timeout:g} s: {answer}. Start "
+            "one for this model first (`trl vllm-serve --model <model>`, or `vllm serve <model>`) and wait until "
+            "it reports that it is ready; then set vllm_server_base_url (or vllm_server_host and "
+            "vllm_server_port) to its address, and raise vllm_server_timeout if it is still loading."
+        )
 
 
 @dataclass

@@ -25,6 +25,8 @@ import requests
 import torch
 from torch import nn
 
+from ..server_requests import wait_for_health
+
 logger = logging.getLogger(__name__)
 
 RELOAD_METHOD = "trl_ada_load_weights"
@@ -138,22 +140,15 @@ class HTTPWeightTransfer:
             raise RuntimeError(f"{what}: POST {url} failed ({error}); is the vLLM server up?") from error
         return _check(response, what)
 
-    def _healthy(self) -> bool:
-        try:
-            return self.session.get(f"{self.base_url}/health", timeout=min(self.timeout, 5.0)).status_code == 200
-        except requests.RequestException:
-            return False
-
     def init_weight_transfer(self) -> None:
         """Wait up to `startup_timeout` seconds for `/health`, then check that the server runs in dev mode."""
-        deadline = time.monotonic() + self.startup_timeout
-        while not self._healthy():
-            if time.monotonic() >= deadline:
-                raise TimeoutError(
-                    f"The vLLM server at {self.base_url} was not healthy within {self.startup_timeout:g} s "
-                    f"({self.timeout_option}). Fix: {SERVER_FIX}; raise {self.timeout_option} if it starts slowly."
-                )
-            time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
+        answer = wait_for_health(self.base_url, self.startup_timeout)
+        if answer is not None:
+            raise TimeoutError(
+                f"The vLLM server at {self.base_url} was not healthy within {self.startup_timeout:g} s "
+                f"({self.timeout_option}; {answer}). Fix: {SERVER_FIX}; raise {self.timeout_option} if it starts "
+                "slowly."
+            )
         response = self.session.get(f"{self.base_url}/is_paused", timeout=self.timeout)
         _check(response, "Weight transfer setup")
 

@@ -34,7 +34,7 @@ from ..est import est_allocation
 from ..memory import PassRateMemory, prompt_key
 from ..objectives import gradient_weight
 from ..plan import SamplingPlan
-from ..server_requests import CompletionResult, ServerCompletions
+from ..server_requests import CompletionResult, ServerCompletions, wait_for_health
 from ..streaming import Request
 from .rollout import PromptRollout
 
@@ -394,19 +394,13 @@ def served_model(base_url: str, model: str) -> str:
 
 def wait_for_server(base_url: str, timeout: float) -> None:
     """Return once `base_url/health` answers 200; else one `RuntimeError` naming the URL and the fix."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            if requests.get(f"{base_url}/health", timeout=5).status_code == 200:
-                return
-        except requests.RequestException:
-            pass
-        if time.monotonic() >= deadline:
-            raise RuntimeError(
-                f"No vLLM server answered at {base_url}/health within vllm_server_timeout={timeout:g} s. Start one "
-                "(`vllm serve MODEL`) at vllm_server_base_url, or raise vllm_server_timeout if it is still loading."
-            )
-        time.sleep(0.5)
+    answer = wait_for_health(base_url, timeout, interval=0.5)
+    if answer is not None:
+        raise RuntimeError(
+            f"No vLLM server answered at {base_url}/health within vllm_server_timeout={timeout:g} s ({answer}). "
+            "Start one (`vllm serve MODEL`) at vllm_server_base_url, or raise vllm_server_timeout if it is still "
+            "loading."
+        )
 
 
 def _weighted(per_func: np.ndarray) -> np.ndarray:
