@@ -253,6 +253,7 @@ def test_kept_samples_older_than_max_staleness_are_not_pushed(tmp_path, tiny):
         feed(rollout, [1.0, 0.0] * 16)  # requests of later windows are stamped with version 1
         for index in range(len(rollout.pool)):
             prompt.completion_ids[index], prompt.logprobs[index] = [9, 9], [-0.5, -0.5]
+            prompt.texts[index] = "xx"
             prompt.rewards_per_func[index] = [rollout.pool[index]]
         return prompt
 

@@ -29,8 +29,10 @@ from typing import Any
 import numpy as np
 import requests
 from trl.experimental.async_grpo.async_rollout_worker import RolloutSample
+from trl.generation.vllm_client import parse_logprobs
 
 from ..est import est_allocation
+from ..groups import aggregate_rewards
 from ..memory import PassRateMemory, prompt_key
 from ..objectives import gradient_weight
 from ..plan import SamplingPlan
@@ -70,6 +72,7 @@ class _Prompt:
     row: dict[str, Any]
     prompt_ids: list[int]
     completion_ids: dict[int, list[int]] = field(default_factory=dict)
+    texts: dict[int, str] = field(default_factory=dict)
     logprobs: dict[int, list[float]] = field(default_factory=dict)
     rewards_per_func: dict[int, list[float]] = field(default_factory=dict)
 
@@ -181,19 +184,16 @@ class AdaptiveRolloutWorker:
     def _admit(self, active: dict[int, _Prompt], server: ServerCompletions) -> None:
         """Start prompts up to `prompts_in_flight` (Est: whole waves, allocated together)."""
         settings = self.settings
-        wave = settings.wave_size if settings.plan.generation_schedule == "est" else 1
+        est = settings.plan.generation_schedule == "est"
+        wave = settings.wave_size if est else 1
         while len(active) + wave <= max(settings.prompts_in_flight, wave):
             groups = [self._next_group() for _ in range(wave)]
             rows = [self.dataset[g % len(self.dataset)] for g in groups]
-            allocations = self._allocate(rows) if wave > 1 or settings.plan.generation_schedule == "est" else None
-            for i, (group, row) in enumerate(zip(groups, rows, strict=True)):
-                rollout = PromptRollout(
-                    group,
-                    settings.plan,
-                    self.model_version,
-                    allocation=None if allocations is None else int(allocations[i]),
-                    prior=self._prior(row),
-                )
+            priors = [self._prior(row) for row in rows]
+            allocations = self._allocate(priors) if est else [None] * wave
+            for group, row, prior, allocation in zip(groups, rows, priors, allocations, strict=True):
+                allocation = None if allocation is None else int(allocation)
+                rollout = PromptRollout(group, settings.plan, self.model_version, allocation=allocation, prior=prior)
                 prompt = _Prompt(rollout, row, self._tokenize(row["prompt"]))
                 active[group] = prompt
                 self._send(server, prompt, rollout.start())
@@ -213,10 +213,9 @@ class AdaptiveRolloutWorker:
             alpha, beta, _ = self.memory.posterior([prompt_key(row["prompt"])])
         return float(alpha[0]), float(beta[0])
 
-    def _allocate(self, rows: list[dict[str, Any]]) -> np.ndarray:
+    def _allocate(self, priors: list[tuple[float, float]]) -> np.ndarray:
         """Est: the wave's samples (n per prompt) split by the objective's sample weight at the memory's p̂."""
-        estimates = [alpha / (alpha + beta) for alpha, beta in map(self._prior, rows)]
-        return est_allocation(estimates, self.settings.plan)
+        return est_allocation([alpha / (alpha + beta) for alpha, beta in priors], self.settings.plan)
 
     def _send(self, server: ServerCompletions, prompt: _Prompt, issue: Sequence[Request]) -> None:
         for request in issue:
@@ -225,11 +224,13 @@ class AdaptiveRolloutWorker:
     def _use(self, results: list[CompletionResult], active: dict[int, _Prompt], server: ServerCompletions) -> None:
         """Score the arrived completions together, then feed each prompt's rollout in the order they came."""
         results = [r for r in results if r.key[0] in active]
-        rows = [(active[r.key[0]], r.key[1].first + k, r, k) for r in results for k in range(r.key[1].size)]
-        if not rows:
+        if not results:
             return
-        per_func = self._score(rows)
-        rewards = _weighted(per_func)
+        rows = [active[r.key[0]].row for r in results for _ in range(r.key[1].size)]
+        completion_ids = [ids for r in results for ids in r.completion_ids]
+        texts = self.tokenizer.batch_decode(completion_ids, skip_special_tokens=True)
+        per_func = self._score(rows, completion_ids, texts)
+        rewards = aggregate_rewards(per_func, [1.0] * len(self.reward_funcs))  # TRL's async worker sums them
         offset = 0
         for result in results:
             group, request = result.key
@@ -240,6 +241,7 @@ class AdaptiveRolloutWorker:
             for k in range(size):
                 index = request.first + k
                 prompt.completion_ids[index] = result.completion_ids[k]
+                prompt.texts[index] = texts[offset + k]
                 prompt.logprobs[index] = [] if result.logprobs is None else result.logprobs[k]
                 prompt.rewards_per_func[index] = per_func[offset + k].tolist()
             update = prompt.rollout.receive(request.id, rewards[offset : offset + size], version=self.model_version)
@@ -251,22 +253,19 @@ class AdaptiveRolloutWorker:
                 self._push(active.pop(group))
                 self._push_metrics({f"{METRIC_PREFIX}async/prompts_in_flight": float(len(active) + 1)})
 
-    def _score(self, rows: list[tuple[_Prompt, int, CompletionResult, int]]) -> np.ndarray:
-        """(rows, reward functions) rewards, TRL's way: `None` (no opinion) becomes NaN."""
-        prompts = [prompt.row["prompt"] for prompt, *_ in rows]
-        completion_ids = [result.completion_ids[k] for _, _, result, k in rows]
-        texts = self.tokenizer.batch_decode(completion_ids, skip_special_tokens=True)
+    def _score(self, rows: list[dict[str, Any]], completion_ids: list[list[int]], texts: list[str]) -> np.ndarray:
+        """(completions, reward functions) rewards of each completion (its dataset row, token ids and decoded text),
+        TRL's way: `None` (no opinion) becomes NaN."""
+        prompts = [row["prompt"] for row in rows]
         conversational = isinstance(prompts[0], list)
         completions = [[{"role": "assistant", "content": t}] for t in texts] if conversational else texts
-        columns = {key for prompt, *_ in rows for key in prompt.row if key not in ("prompt", "completion")}
-        kwargs = {key: [prompt.row.get(key) for prompt, *_ in rows] for key in columns}
+        columns = {key for row in rows for key in row if key not in ("prompt", "completion")}
+        kwargs = {key: [row.get(key) for row in rows] for key in columns}
         scores = [
             self._call_reward(func, name, prompts, completions, completion_ids, kwargs)
             for func, name in zip(self.reward_funcs, self.reward_names, strict=True)
         ]
-        return np.array([[np.nan if s is None else float(s) for s in column] for column in scores]).T.reshape(
-            len(rows), len(self.reward_funcs)
-        )
+        return np.array([[np.nan if s is None else float(s) for s in column] for column in scores]).T
 
     def _call_reward(self, func, name: str, prompts, completions, completion_ids, kwargs) -> list:
         """One reward function's scores, within `reward_timeout` seconds; a failure names the function."""
@@ -302,7 +301,7 @@ class AdaptiveRolloutWorker:
         """Queue the prompt's kept group as `RolloutSample`s and remember its visit for the memory."""
         rollout, settings = prompt.rollout, self.settings
         kept = rollout.kept()
-        advantages = rollout.advantages(settings.scale_rewards) * self._objective_weight(rollout, kept)
+        advantages = rollout.advantages(settings.scale_rewards) * self._objective_weight(rollout)
         positives, negatives = rollout.counts()
         with self._lock:
             self._visits[rollout.group_id] = (prompt_key(prompt.row["prompt"]), positives, negatives)
@@ -324,14 +323,13 @@ class AdaptiveRolloutWorker:
                 self._push_metrics({f"{METRIC_PREFIX}async/dropped_stale": 1.0})
                 continue
             completion_ids, logprobs = prompt.completion_ids[index], prompt.logprobs[index]
-            text = self.tokenizer.decode(completion_ids, skip_special_tokens=True)
             metrics = {"reward": float(pool[index]), "reward_std": reward_std}
             metrics.update(
                 {f"rewards/{n}": v for n, v in zip(self.reward_names, prompt.rewards_per_func[index], strict=True)}
             )
             sample = RolloutSample(
                 prompt=messages,
-                completion=[{"role": "assistant", "content": text}],
+                completion=[{"role": "assistant", "content": prompt.texts[index]}],
                 input_ids=np.asarray(prompt.prompt_ids + completion_ids, dtype=np.int64),
                 completion_mask=np.asarray([0] * len(prompt.prompt_ids) + [1] * len(completion_ids), dtype=np.int64),
                 old_log_probs=np.asarray([0.0] * len(prompt.prompt_ids) + list(logprobs), dtype=np.float32),
@@ -348,17 +346,16 @@ class AdaptiveRolloutWorker:
                 except queue.Full:
                     self._heartbeat = time.time()  # waiting for the trainer is progress, not a hang
 
-    def _objective_weight(self, rollout: PromptRollout, kept: list[int]) -> float:
+    def _objective_weight(self, rollout: PromptRollout) -> float:
         """f'(p) at the pool's pass rate over the mean of the recent groups' (one wave of prompts) raw weights."""
         plan = self.settings.plan
         if not plan.weights_gradients:
             return 1.0
         p = np.array([rollout.pass_rate])
-        raw = float(
-            gradient_weight(p, plan.objective, plan.objective_weighting, plan.objective_alpha, plan.objective_epsilon)[
-                0
-            ]
+        weight = gradient_weight(
+            p, plan.objective, plan.objective_weighting, plan.objective_alpha, plan.objective_epsilon
         )
+        raw = weight.item()
         self._raw_weights.append(raw)
         return raw / float(np.mean(self._raw_weights))
 
@@ -379,7 +376,7 @@ def connect_to_server(settings: WorkerSettings) -> ServerCompletions:
         settings.base_url,
         served_model(settings.base_url, settings.model),
         settings.sampling,
-        _parse_logprobs,
+        parse_logprobs,
         request_timeout=settings.request_timeout,
         max_retries=settings.max_retries,
     )
@@ -403,19 +400,5 @@ def wait_for_server(base_url: str, timeout: float) -> None:
         )
 
 
-def _weighted(per_func: np.ndarray) -> np.ndarray:
-    """Each completion's reward: the sum over the functions that had an opinion; NaN when none had."""
-    rewards = np.nansum(per_func, axis=1)
-    rewards[np.isnan(per_func).all(axis=1)] = np.nan
-    return rewards
-
-
 def _as_messages(prompt: Any) -> list[dict[str, str]]:
     return prompt if isinstance(prompt, list) else [{"role": "user", "content": prompt}]
-
-
-def _parse_logprobs(choices_logprobs: list) -> tuple[list | None, None]:
-    """Per-token log-probs of `/v1/completions` choices (`logprobs: 0`): the sampled token's, one list each."""
-    if not choices_logprobs or choices_logprobs[0] is None:
-        return None, None
-    return [[[lp] for lp in choice["token_logprobs"]] for choice in choices_logprobs], None
