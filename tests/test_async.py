@@ -20,7 +20,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from trl_ada import _trl
 from trl_ada.async_grpo import AdaptiveRolloutWorker, AsyncReinforceAdaConfig, AsyncReinforceAdaTrainer, PromptRollout
-from trl_ada.async_grpo.trainer import STATE_FILE, _memory, _worker_settings, data_position, queue_bound
+from trl_ada.async_grpo.trainer import STATE_FILE, _worker_settings, data_position, queue_bound
 from trl_ada.async_grpo.worker import _Prompt, wait_for_server
 from trl_ada.checkpoint_state import MEMORY_FILE
 from trl_ada.est import est_allocation
@@ -28,6 +28,7 @@ from trl_ada.memory import PassRateMemory, prompt_key
 from trl_ada.plan import SamplingPlan
 from trl_ada.run_dir import is_complete
 from trl_ada.toy import build_tiny_model, make_toy_dataset
+from trl_ada.trainer import new_memory
 
 
 def test_trained_groups_count_a_micro_batch_when_it_is_trained_not_when_collated():
@@ -113,7 +114,7 @@ def scripted_worker(tmp_path, tiny, server, reward=parity_reward, **fields) -> A
         make_toy_dataset(8),
         [reward],
         tokenizer,
-        memory=_memory(args),
+        memory=new_memory(args.sampling_plan),
         connect=lambda settings: server,
     )
 

@@ -120,8 +120,7 @@ class ReinforceAdaTrainer(GRPOJoints):
             plan.positive_threshold,
             check_threshold=plan.samples_adaptively and self.accelerator.is_main_process,
         )
-        memory = PassRateMemory(decay=plan.memory_decay, prior=memory_prior(plan)) if plan.pass_rate_memory else None
-        self.pass_rate_memory = memory
+        self.pass_rate_memory = new_memory(plan)
         self.schedule = SCHEDULES[plan.schedule](self)
         logger.info("Reinforce-Ada sampling: %s", sampling_summary(args))
 
@@ -229,8 +228,7 @@ class ReinforceAdaTrainer(GRPOJoints):
         """TRL's `train` in a claimed run directory; a resumed run also restores the pass-rate memory."""
         with claim_run_dir(self, resume_from_checkpoint) as checkpoint:
             if self.pass_rate_memory is not None and checkpoint is not None:
-                plan = self.args.sampling_plan
-                self.pass_rate_memory = load_memory(checkpoint, decay=plan.memory_decay, prior=memory_prior(plan))
+                self.pass_rate_memory = restored_memory(checkpoint, self.args.sampling_plan)
             if self.candidate_stream is not None and checkpoint is not None:
                 self.candidate_stream = load_candidate_stream(checkpoint, self.candidate_stream.size)
             return super().train(checkpoint, *args, **kwargs)
@@ -325,6 +323,16 @@ class ReinforceAdaTrainer(GRPOJoints):
 def memory_prior(plan: SamplingPlan) -> tuple[float, float]:
     """The Beta prior (α, β) of a prompt the pass-rate memory has not seen."""
     return plan.memory_prior_alpha, plan.memory_prior_beta
+
+
+def new_memory(plan: SamplingPlan) -> PassRateMemory | None:
+    """An empty pass-rate memory with the plan's decay and prior; None when the plan keeps none."""
+    return PassRateMemory(decay=plan.memory_decay, prior=memory_prior(plan)) if plan.pass_rate_memory else None
+
+
+def restored_memory(checkpoint: str, plan: SamplingPlan) -> PassRateMemory:
+    """The pass-rate memory a checkpoint saved, under the plan's decay and prior (the config's apply on resume)."""
+    return load_memory(checkpoint, decay=plan.memory_decay, prior=memory_prior(plan))
 
 
 def sampling_summary(args: ReinforceAdaConfig) -> str:

@@ -12,10 +12,9 @@ from accelerate import PartialState
 from transformers import AutoTokenizer, PreTrainedTokenizerBase, TrainerCallback
 
 from .. import _trl
-from ..checkpoint_state import MEMORY_FILE, load_memory
-from ..memory import PassRateMemory
+from ..checkpoint_state import MEMORY_FILE
 from ..run_dir import claim_run_dir, complete_checkpoint
-from ..trainer import memory_prior
+from ..trainer import new_memory, restored_memory
 from .config import AsyncReinforceAdaConfig
 from .weights import HTTPWeightTransfer
 from .worker import AdaptiveRolloutWorker, WorkerSettings, wait_for_server
@@ -78,7 +77,7 @@ class AsyncReinforceAdaTrainer(_trl.async_joints()):
             train_dataset,
             reward_funcs,
             processing_class,
-            memory=_memory(args),
+            memory=new_memory(args.sampling_plan),
             connect=connect,
         )
         with _trl.async_trainer_on_device(device):
@@ -143,10 +142,10 @@ class AsyncReinforceAdaTrainer(_trl.async_joints()):
             )
         with open(path) as file:
             state = json.load(file)
-        worker, plan = self.worker, self.args.sampling_plan
+        worker = self.worker
         worker.resume_at(state["first_untrained"], state["trained_after"])
         if worker.memory is not None:
-            worker.memory = load_memory(checkpoint, decay=plan.memory_decay, prior=memory_prior(plan))
+            worker.memory = restored_memory(checkpoint, self.args.sampling_plan)
         self.set_groups_before_resume(state["first_untrained"] + len(state["trained_after"]))
         self._committed = set()
         self.model_version = state["model_version"]
@@ -178,11 +177,6 @@ def queue_bound(queue_maxsize: int, staleness_window: int) -> int:
     return staleness_window if queue_maxsize <= 0 else min(queue_maxsize, staleness_window)
 
 
-def _memory(args: AsyncReinforceAdaConfig) -> PassRateMemory | None:
-    plan = args.sampling_plan
-    return PassRateMemory(plan.memory_decay, memory_prior(plan)) if plan.pass_rate_memory else None
-
-
 def _check_reward_funcs(reward_funcs: Any) -> list[Callable]:
     funcs = reward_funcs if isinstance(reward_funcs, list) else [] if reward_funcs is None else [reward_funcs]
     if not funcs:
@@ -200,8 +194,9 @@ def _worker_settings(args: AsyncReinforceAdaConfig, model: str) -> WorkerSetting
     """The worker's settings from the config (TRL's sampling fields; the request budget TRL would infer)."""
     world = PartialState().num_processes
     samples_per_step = args.per_device_train_batch_size * args.gradient_accumulation_steps * world
-    if args.max_inflight_tasks < 0:
-        args.max_inflight_tasks = max(args.max_staleness, 1) * samples_per_step
+    staleness_window = max(args.max_staleness, 1) * samples_per_step  # samples consumed within max_staleness steps
+    if args.max_inflight_tasks < 0:  # TRL infers the same later in its __init__; prompts_in_flight needs it now
+        args.max_inflight_tasks = staleness_window
     sampling = {
         "temperature": args.temperature,
         "top_p": args.top_p,
@@ -224,5 +219,5 @@ def _worker_settings(args: AsyncReinforceAdaConfig, model: str) -> WorkerSetting
         request_timeout=args.request_timeout,
         max_retries=args.streaming_max_retries,
         server_timeout=args.vllm_server_timeout,
-        queue_maxsize=queue_bound(args.queue_maxsize, max(args.max_staleness, 1) * samples_per_step),
+        queue_maxsize=queue_bound(args.queue_maxsize, staleness_window),
     )
