@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -167,12 +167,27 @@ def run_streaming(
     sampler: AdaptiveSampler, engine: Engine, rates: np.ndarray, rng: np.random.Generator, window: int | None
 ) -> int:
     """Requests as prompts need them, results in finishing order; returns the requests cancelled."""
-    scheduler = StreamingScheduler(sampler, window=window)
+    return drive_streaming(
+        StreamingScheduler(sampler, window=window),
+        engine,
+        length=lambda request: int(completion_lengths(engine.setting, rng, 1)[0]),
+        rewards=lambda request: (rng.random(request.size) < rates[request.prompt]).astype(float),
+    )
+
+
+def drive_streaming(
+    scheduler: StreamingScheduler,
+    engine: Engine,
+    length: Callable[[Request], int],
+    rewards: Callable[[Request], np.ndarray],
+) -> int:
+    """Run `scheduler` on `engine` until it is done: each request decodes `length(request)` tokens and its results
+    are `rewards(request)`; requests of exited prompts are cancelled. Returns the requests cancelled."""
     cancelled = 0
 
-    def send(requests) -> None:
+    def send(requests: list[Request]) -> None:
         for request in requests:
-            engine.submit(request.id, int(completion_lengths(engine.setting, rng, 1)[0]))
+            engine.submit(request.id, length(request))
 
     send(scheduler.start())
     while not scheduler.done:
@@ -180,7 +195,7 @@ def run_streaming(
             request = scheduler.in_flight.get(key)
             if request is None:
                 continue
-            update = scheduler.receive(key, (rng.random(request.size) < rates[request.prompt]).astype(float))
+            update = scheduler.receive(key, rewards(request))
             for stale in update.cancel:
                 engine.cancel(stale.id)
                 cancelled += 1
@@ -335,22 +350,12 @@ def streaming_on_streams(
     scheduler: StreamingScheduler, engine: Engine, streams: RewardStreams, prompts: Sequence[int]
 ) -> None:
     """`run_streaming` with each request's rewards and length read from the streams by its pool indices."""
-
-    def send(requests: list[Request]) -> None:
-        for request in requests:
-            engine.submit(request.id, streams.length(prompts[request.prompt], request.first))
-
-    send(scheduler.start())
-    while not scheduler.done:
-        for key in engine.advance():
-            request = scheduler.in_flight.get(key)
-            if request is None:
-                continue
-            rewards = streams.rewards(prompts[request.prompt], request.first, request.size)
-            update = scheduler.receive(key, rewards)
-            for stale in update.cancel:
-                engine.cancel(stale.id)
-            send(update.issue)
+    drive_streaming(
+        scheduler,
+        engine,
+        length=lambda request: streams.length(prompts[request.prompt], request.first),
+        rewards=lambda request: streams.rewards(prompts[request.prompt], request.first, request.size),
+    )
 
 
 def run_sync(method: str, setting: EngineSetting, streams: RewardStreams, steps: int) -> tuple[Run, list[float]]:
