@@ -113,24 +113,30 @@ def check_joints(trainer: Any = GRPOTrainer) -> list[str]:
     """One line per joint that moved in the installed TRL (empty: all present). Methods are checked on the class;
     attributes on `trainer` when it is a built trainer (a class only has them once `__init__` ran; the vLLM ones
     only with `use_vllm=True`)."""
+    return moved_joints(GRPOTrainer, JOINTS, trainer)
+
+
+def moved_joints(cls: type, joints: tuple[Joint, ...], trainer: Any) -> list[str]:
+    """One line per joint of `cls` in `joints` that moved: a method gone or with other leading parameters (checked
+    on `cls`), an attribute missing on `trainer` (only when it is a built trainer)."""
     problems = []
-    for joint in JOINTS:
+    for joint in joints:
         if joint.kind == "method":
-            method = getattr(GRPOTrainer, joint.name, None)
+            method = getattr(cls, joint.name, None)
             if not callable(method):
-                problems.append(f"GRPOTrainer.{joint.name} is gone in TRL {trl.__version__} ({joint.use}).")
+                problems.append(f"{cls.__name__}.{joint.name} is gone in TRL {trl.__version__} ({joint.use}).")
                 continue
             names = tuple(inspect.signature(method).parameters)[1:]
             missing = [name for name in joint.parameters if name not in names]
             if missing or names[: len(joint.parameters)] != joint.parameters:
                 problems.append(
-                    f"GRPOTrainer.{joint.name} takes {names} in TRL {trl.__version__}; trl_ada expects "
+                    f"{cls.__name__}.{joint.name} takes {names} in TRL {trl.__version__}; trl_ada expects "
                     f"{joint.parameters} ({joint.use})."
                 )
         elif isinstance(trainer, type) or (joint.vllm_only and not getattr(trainer, "use_vllm", False)):
             continue
         elif not hasattr(trainer, joint.name):
-            problems.append(f"GRPOTrainer has no attribute {joint.name} in TRL {trl.__version__} ({joint.use}).")
+            problems.append(f"{cls.__name__} has no attribute {joint.name} in TRL {trl.__version__} ({joint.use}).")
     return problems
 
 
@@ -556,19 +562,10 @@ def async_joints() -> type:
 
 
 def check_async_joints(trainer: Any = None) -> list[str]:
-    """One line per joint of `ASYNC_JOINTS` that moved in the installed TRL (attributes: on a built `trainer`)."""
+    """`check_joints` for `ASYNC_JOINTS` on `AsyncGRPOTrainer` (attributes: on a built `trainer`)."""
     from trl.experimental.async_grpo import AsyncGRPOTrainer
 
-    problems = []
-    for joint in ASYNC_JOINTS:
-        if joint.kind == "method":
-            method = getattr(AsyncGRPOTrainer, joint.name, None)
-            names = tuple(inspect.signature(method).parameters)[1:] if callable(method) else None
-            if names is None or names[: len(joint.parameters)] != joint.parameters:
-                problems.append(f"AsyncGRPOTrainer.{joint.name} moved in TRL {trl.__version__} ({joint.use}).")
-        elif trainer is not None and not hasattr(trainer, joint.name):
-            problems.append(f"AsyncGRPOTrainer has no attribute {joint.name} in TRL {trl.__version__} ({joint.use}).")
-    return problems
+    return moved_joints(AsyncGRPOTrainer, ASYNC_JOINTS, AsyncGRPOTrainer if trainer is None else trainer)
 
 
 @contextmanager
