@@ -264,21 +264,23 @@ class ReinforceAdaParser(TrlParser):
     the first dataclass and set on every dataclass that has it."""
 
     config_path: str | None = None
+    shared_fields: frozenset[str] = frozenset()
+    """Fields a later dataclass shares with an earlier one (found while the options are added)."""
 
     def _parse_dataclass_field(self, parser, field: dataclasses.Field) -> None:
         if f"--{field.name}" in self._option_string_actions:
-            self.__dict__.setdefault("shared_fields", set()).add(field.name)
+            self.shared_fields = self.shared_fields | {field.name}
             return
         super()._parse_dataclass_field(parser, field)
 
     def parse_known_args(self, args: Any = None, namespace: Any = None) -> tuple[Any, list[str]]:
-        if namespace is None and self.__dict__.get("shared_fields"):
+        if namespace is None and self.shared_fields:
             namespace = _SharedFieldsNamespace()
         return super().parse_known_args(args, namespace)
 
     def parse_args_into_dataclasses(self, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
         output = super().parse_args_into_dataclasses(*args, **kwargs)
-        for name in self.__dict__.get("shared_fields", ()):
+        for name in self.shared_fields:
             owners = [obj for obj in output if dataclasses.is_dataclass(obj) and hasattr(obj, name)]
             for obj in owners[1:]:
                 setattr(obj, name, getattr(owners[0], name))
