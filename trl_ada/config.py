@@ -185,9 +185,13 @@ class SamplingArguments:
             setattr(self, name, value)
 
     def resolve_sampling(self) -> SamplingPlan:
-        """`apply_preset`, then the validated plan."""
+        """`apply_preset`, then `checked_plan`."""
         self.apply_preset()
-        plan = self.sampling_plan  # every sampling field, validated once
+        return self.checked_plan()
+
+    def checked_plan(self) -> SamplingPlan:
+        """The plan of the filled fields, every sampling field validated once (and the request transport's)."""
+        plan = self.sampling_plan
         validate_transport(self.streaming_max_retries, self.streaming_request_timeout)
         return plan
 

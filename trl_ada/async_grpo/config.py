@@ -67,8 +67,8 @@ class AsyncReinforceAdaConfig(SamplingArguments, RunDirArguments, AsyncGRPOConfi
         if self.generation_schedule is None and self.sampling != "est":
             self.generation_schedule = "streaming"
         self.apply_preset()
-        _refuse_unsupported(self)
-        self.resolve_sampling()
+        _refuse_unsupported(self)  # before the plan's own checks, whose fixes name the synchronous schedules
+        self.checked_plan()
         super().__post_init__()
 
     @property
