@@ -287,3 +287,18 @@ def test_real_model_sample_is_labelled_and_scored_as_documented(tmp_path):
     for name in ("short_answer", "short_answer + answer set"):
         c = bench.counts(capitals, name)
         assert (c["right"], c["reward 1"], c["false positives"], c["false negatives"]) == (44, 46, 2, 0)
+
+
+def test_real_model_benchmark_prompts_have_right_answers():
+    import random
+
+    from benchmarks import reward_real_model as bench
+
+    prompts = bench.arithmetic_prompts(30, random.Random(0))
+    symbols = [p["question"].split()[3] for p in prompts]
+    assert [symbols.count(s) for s in ("+", "-")] == [10, 10] and symbols.count("*") + symbols.count("\u00d7") == 10
+    for prompt in prompts:
+        a, symbol, b = prompt["question"][len("What is ") : -1].split()
+        assert int(prompt["answer"]) == bench.OPERATIONS["*" if symbol == "\u00d7" else symbol](int(a), int(b)) >= 0
+    capitals = bench.capital_prompts()
+    assert len(capitals) == len(bench.CAPITALS) and capitals[0]["question"] == "What is the capital of France?"
