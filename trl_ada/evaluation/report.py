@@ -124,15 +124,16 @@ def avg_at_k(
     sizes = [len(ds) for ds in formatted.values()]
     per_dataset = dict(zip(formatted, _split_by_sizes(correct, sizes), strict=True))
     settings = {name: getattr(sampling, name) for name in ("temperature", "top_p", "max_new_tokens", "seed")}
+    settings |= {"backend": generation.resolve_backend(sampling.backend), "reward": _reward_name(reward_func)}
     return EvalReport(
         model=str(model),
         k=k,
         scores=[DatasetScore.from_correct(name, c) for name, c in per_dataset.items()],
-        settings={**settings, "backend": generation.resolve_backend(sampling.backend), "reward": _name(reward_func)},
+        settings=settings,
         pass_rates={name: [_pass_rate(s) for s in c] for name, c in per_dataset.items()},
     )
 
 
-def _name(reward_func: RewardFunc | None) -> str:
+def _reward_name(reward_func: RewardFunc | None) -> str:
     """The name a report gives the reward that scored it (TRL logs a reward under the same name)."""
     return "math_reward" if reward_func is None else getattr(reward_func, "__name__", type(reward_func).__name__)
