@@ -268,3 +268,27 @@ def test_scaling_reaches_the_wave():
     rollout = finished(BALANCE, [1.0, 0.0, 0.0, 0.0, 1.0] + [0.0] * 27)
     (group,), _ = trained_wave([rollout], 0, 0, scale="group")
     np.testing.assert_allclose(group.advantages, rollout.advantages("group"))
+
+
+def test_unscored_samples_fill_a_group_last_among_the_fresh_ones():
+    """[NaN, 0, 1, 1, 0]: the unscored first draw is neither class; the group takes the scored ones."""
+    rollout = finished(BALANCE, [float("nan"), 0.0, 1.0, 1.0, 0.0] + [0.0] * 27)
+    assert len(rollout.pool) == 5
+    assert rollout.kept() == rollout.kept([True] * 5) == [1, 2, 3, 4]
+
+
+def test_masked_samples_come_last_within_their_class_among_the_fresh_ones():
+    """[0 (masked: truncated), 0, 0, 1, 1]: the negatives kept are the unmasked 1 and 2, not the earliest 0 and 1."""
+    rollout = PromptRollout(0, BALANCE, 0)
+    requests = rollout.start()
+    for request, reward in zip(requests, [0.0, 0.0, 0.0, 1.0, 1.0], strict=False):
+        rollout.receive(request.id, [reward], masked=[request.first == 0], version=0)
+    assert rollout.done and len(rollout.pool) == 5
+    assert rollout.kept() == rollout.kept([True] * 5) == [1, 2, 3, 4]
+
+
+def test_a_group_alone_in_its_wave_gets_weight_one():
+    rollout = finished(LOG, [0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0] + [0.0] * 24)
+    (group,), metrics = trained_wave([rollout], live_version=0, max_staleness=0)
+    np.testing.assert_allclose(group.advantages, [-0.25, -0.25, 0.75, 0.75])
+    assert metrics == pytest.approx({"weight_mean": 1 / 0.3, "weight_max": 1.0, "floored_fraction": 0.0})
