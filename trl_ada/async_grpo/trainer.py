@@ -92,11 +92,11 @@ class AsyncReinforceAdaTrainer(_trl.async_joints()):
                 rollout_worker=worker,
                 weight_transfer=weight_transfer,
             )
-        if off_cuda and not self._lora_sync and self.accelerator.is_main_process:
+        if off_cuda and weight_transfer is None and not self._lora_sync and self.accelerator.is_main_process:
             self.weight_transfer = _http_weight_transfer(args)  # TRL fell back to merged weights, over NCCL
         self.worker = worker
         worker.lora_name = self._lora_name if self._lora_sync else None
-        worker.vocab_size = self.model.get_input_embeddings().num_embeddings
+        worker.vocab_size = self.accelerator.unwrap_model(self.model).get_input_embeddings().num_embeddings
         self._trained_groups = worker.trained
         self._default_connection = connect is None
         self.add_callback(_CommitTrainedGroups(self))
