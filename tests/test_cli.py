@@ -220,7 +220,8 @@ def test_train_a_reward_returning_text_is_one_error_line_naming_it(train_config,
     monkeypatch.syspath_prepend(str(tmp_path))
     assert _train(train_config, "--reward_funcs", "text_reward:as_text", "--max_steps", "1") == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err[-1].endswith(  # after the progress bar's last update
+    (line,) = [line for line in err if "error:" in line]
+    assert line.endswith(  # after the progress bar's last update, on the same terminal line
         "trl-ada train: error: Reward function 'as_text' returned a str ('1') for completion 0; rewards must be "
         "numbers (None for 'no opinion'). Make 'as_text' return floats, e.g. float(score)."
     )
