@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import inspect
 import textwrap
-from collections import defaultdict, deque
+from collections import defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -526,32 +526,13 @@ def checkpoint_folder(trainer: GRPOJoints, trial: Any) -> str:
 ASYNC_JOINTS: tuple[Joint, ...] = (
     Joint("_save_checkpoint", "method", ("model", "trial"), "overridden: the rollout worker's state"),
     Joint("_inner_training_loop", "method", (), "overridden: the rollout worker's state restored on resume"),
-    Joint("_trained_groups", "attribute", (), "read: the groups that reached the loss"),
+    Joint("_trained_groups", "attribute", (), "replaced: the groups settled (`async_grpo.trained.TrainedGroups`)"),
     Joint("_groups_before_resume", "attribute", (), "written: groups trained before a resume (epoch stop)"),
     Joint("model_version", "attribute", (), "read and written: the policy version across a resume"),
+    Joint("_lora_sync", "attribute", (), "read: TRL publishes the policy as a LoRA adapter"),
+    Joint("_lora_name", "attribute", (), "read: the adapter's name, without its version"),
 )
 """Private members of `AsyncGRPOTrainer` that `AsyncReinforceAdaTrainer` relies on (`check_async_joints`)."""
-
-
-class TrainedGroups(set):
-    """`AsyncGRPOTrainer._trained_groups` counted when trained, not when collated.
-
-    TRL's collator adds a micro-batch's group ids when it collates it, and accelerate's dispatching dataloader
-    collates one micro-batch ahead of the one being trained, so TRL's set holds groups not trained yet. Here the
-    collator's `update` queues each micro-batch's ids, and `take_next` (called by every `training_step`) adds the
-    oldest: at a checkpoint the set holds exactly the groups that reached the loss.
-    """
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.collated: deque[set[int]] = deque()
-
-    def update(self, *groups) -> None:
-        self.collated.append(set().union(*groups))
-
-    def take_next(self) -> None:
-        if self.collated:
-            super().update(self.collated.popleft())
 
 
 @cache
@@ -561,9 +542,15 @@ def async_joints() -> type:
 
     - `saving_checkpoint(folder, save)`: a checkpoint save into `folder`; `save()` writes TRL's part;
     - `resuming_worker(checkpoint)`: before training starts from `checkpoint` (a path, or None);
-    - `trained_groups()`: the group ids that reached the loss (`TrainedGroups`); `set_groups_before_resume(count)`.
+    - `set_groups_before_resume(count)`.
+
+    Its `_trained_groups` is a `TrainedGroups`: a group counts once all its rows were trained, not when collated
+    (TRL's collator adds a micro-batch's groups when it collates it, one micro-batch ahead of training, and a group's
+    rows may straddle micro-batches); `training_step` counts the oldest collated micro-batch.
     """
     from trl.experimental.async_grpo import AsyncGRPOTrainer
+
+    from .async_grpo.trained import TrainedGroups
 
     class AsyncGRPOJoints(AsyncGRPOTrainer):
         _tag_names = [*GRPOJoints._tag_names, "async"]
@@ -582,9 +569,6 @@ def async_joints() -> type:
         def training_step(self, model, inputs, num_items_in_batch=None):
             self._trained_groups.take_next()
             return super().training_step(model, inputs, num_items_in_batch)
-
-        def trained_groups(self) -> set[int]:
-            return set(self._trained_groups)
 
         def set_groups_before_resume(self, count: int) -> None:
             self._groups_before_resume = count

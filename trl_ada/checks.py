@@ -5,7 +5,8 @@
 * [`resolve_reward_funcs`]: registry names (`"math"`) and `module:function` paths become callables, as on the
   command line; any other string stays a reward-model id or path for TRL.
 * [`check_reward_columns`]: a reward function's own arguments (`answer` for `math`) must be dataset columns.
-* [`CheckedReward`]: a reward function whose answers are checked: one number or None per completion.
+* [`CheckedReward`]: a reward function whose answers are checked: one number or None per completion; a bad answer
+  is a [`RewardError`], which the command line reports in one line whenever it happens.
 * [`RewardGuard`]: the weighted reward of each round's completions (TRL's weighted sum), refusing a reward that is
   infinite or overflows (naming the reward function and the completion), and warning once when no completion of the
   first training steps scored above `positive_threshold`.
@@ -31,6 +32,7 @@ __all__ = [
     "TRL_REWARD_ARGUMENTS",
     "CheckedAsyncReward",
     "CheckedReward",
+    "RewardError",
     "RewardGuard",
     "check_reward_columns",
     "check_rewards",
@@ -50,6 +52,10 @@ TRL_REWARD_ARGUMENTS = frozenset(
     {"prompts", "completions", "completion_ids", "trainer_state", "log_extra", "log_metric", "environments"}
 )
 """Arguments TRL passes every reward function; its other arguments are dataset columns."""
+
+
+class RewardError(ValueError):
+    """A reward function answered something that is not a reward per completion (a string, an infinite value...)."""
 
 
 def check_trainer_inputs(args: Any, reward_funcs: Any, pargs: tuple, kwargs: dict[str, Any]) -> Any:
@@ -183,15 +189,16 @@ def _short(value: Any) -> str:
 
 
 def check_rewards(name: str, rewards: Any) -> Any:
-    """`rewards` as returned, when it is a list of numbers or None; else a ValueError naming `name` and the value."""
+    """`rewards` as returned, when it is a list of numbers or None; else a `RewardError` naming `name` and what it
+    returned."""
     if isinstance(rewards, (str, bytes, dict)) or not hasattr(rewards, "__len__"):
-        raise ValueError(
+        raise RewardError(
             f"Reward function {name!r} returned a {type(rewards).__name__} ({_short(rewards)}), not a list with one "
             f"reward per completion. Make {name!r} return a list of floats (None for 'no opinion')."
         )
     for index, value in enumerate(rewards):
         if not _is_reward(value):
-            raise ValueError(
+            raise RewardError(
                 f"Reward function {name!r} returned a {type(value).__name__} ({_short(value)}) for completion "
                 f"{index}; rewards must be numbers (None for 'no opinion'). Make {name!r} return floats, e.g. "
                 "float(score)."
@@ -242,7 +249,7 @@ class RewardGuard:
         """TRL's weighted sum of `rewards_per_func` (rows: completions of the round, all processes, prompt-major).
 
         `completions` holds this process's rows `offset, offset + 1, ...`, quoted in the error when a row is bad.
-        Raises a ValueError for an infinite reward (a value beyond float32's ±3.4e38 arrives as inf) or a weighted
+        Raises a `RewardError` for an infinite reward (a value beyond float32's ±3.4e38 arrives as inf) or a weighted
         sum beyond float32's range. NaN (the function returned None) is "no opinion", as in TRL.
         """
         per_func = np.asarray(rewards_per_func, dtype=np.float64)
@@ -250,7 +257,7 @@ class RewardGuard:
         if bad.size:
             row, column = (int(v) for v in bad[0])
             name = self.reward_func_names[column]
-            raise ValueError(
+            raise RewardError(
                 f"Reward function {name!r} returned {per_func[row, column]} for "
                 f"{self._which(row, completions, offset)}. Rewards must be finite floats within float32's range "
                 "(±3.4e38); return None for 'no opinion'. "
@@ -264,7 +271,7 @@ class RewardGuard:
                 f"{n}={v:g} x {w:g}"
                 for n, v, w in zip(self.reward_func_names, per_func[row], self.reward_weights, strict=True)
             )
-            raise ValueError(
+            raise RewardError(
                 f"The weighted reward of {self._which(row, completions, offset)} overflows ({parts}). Rescale the "
                 "reward functions or reward_weights so that their weighted sum stays within ±3.4e38 (e.g. rewards in "
                 "[0, 1])."

@@ -405,16 +405,23 @@ def _json_document_problem(text: str) -> str | None:
     return None
 
 
-def prompt_token_count(
+def prompt_token_ids(
     tokenizer: PreTrainedTokenizerBase, prompt: list[dict[str, str]], chat_template_kwargs: dict | None = None
-) -> int:
-    """Tokens of a conversational prompt once the chat template and the generation prompt are applied."""
+) -> list[int]:
+    """Token ids of a conversational prompt once the chat template and the generation prompt are applied."""
     ids = tokenizer.apply_chat_template(
         prompt, add_generation_prompt=True, tokenize=True, return_dict=False, **(chat_template_kwargs or {})
     )
     if isinstance(ids, dict) or hasattr(ids, "keys"):
         ids = ids["input_ids"]
-    return len(ids)
+    return list(ids)
+
+
+def prompt_token_count(
+    tokenizer: PreTrainedTokenizerBase, prompt: list[dict[str, str]], chat_template_kwargs: dict | None = None
+) -> int:
+    """Tokens of a conversational prompt once the chat template and the generation prompt are applied."""
+    return len(prompt_token_ids(tokenizer, prompt, chat_template_kwargs))
 
 
 def filter_by_prompt_length(

@@ -97,6 +97,13 @@ def _refuse_unsupported(config: AsyncReinforceAdaConfig) -> None:
             f"vllm_mode={config.vllm_mode!r} is not supported by the asynchronous trainer: generation runs on a "
             "separate vLLM server while the trainer trains. Start one (`vllm serve MODEL`) and set vllm_mode='server'."
         )
+    default_timeout = SamplingArguments.__dataclass_fields__["streaming_request_timeout"].default
+    if config.streaming_request_timeout != default_timeout:
+        raise ValueError(
+            f"streaming_request_timeout={config.streaming_request_timeout!r} is not used by the asynchronous trainer: "
+            f"each of its requests waits up to request_timeout seconds (TRL's field, now {config.request_timeout!r}). "
+            "Set request_timeout instead."
+        )
     if config.max_staleness < 0:
         raise ValueError(
             f"max_staleness={config.max_staleness!r}: a sample cannot be trained before its policy exists. Use 0 "
