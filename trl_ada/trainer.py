@@ -17,6 +17,7 @@ Old/ref log-probs, importance sampling and the loss stay TRL's.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -41,7 +42,7 @@ from .checks import RewardGuard, check_trainer_inputs
 from .config import ReinforceAdaConfig
 from .memory import PassRateMemory, prompt_keys
 from .objectives import advantage_weights
-from .plan import BASE_FIELDS, SamplingPlan
+from .plan import PRESET_FIELDS, SamplingPlan, unused_fields
 from .refill import CandidateStream
 from .run_dir import claim_run_dir, complete_checkpoint
 from .sampling import AdaptiveSampler
@@ -338,6 +339,8 @@ def restored_memory(checkpoint: str, plan: SamplingPlan) -> PassRateMemory:
 def sampling_summary(args: ReinforceAdaConfig) -> str:
     """The preset and the resolved sampling fields, one line (logged at start, written to the model card)."""
     plan = args.sampling_plan
-    fields = ["num_generations", *BASE_FIELDS, "positive_threshold", "advantage_baseline", "generation_schedule"]
-    resolved = ", ".join(f"{name}={getattr(plan, name)!r}" for name in dict.fromkeys(fields))
+    est = ("est_min_samples", "est_max_samples") if plan.schedule == "est" else ()
+    fields = ["num_generations", *PRESET_FIELDS, *est, "positive_threshold", "advantage_baseline"]
+    unused = unused_fields(dataclasses.asdict(plan))  # a field the schedule has no use for is not listed
+    resolved = ", ".join(f"{name}={getattr(plan, name)!r}" for name in fields if name not in unused)
     return f"sampling={args.sampling!r} ({plan.schedule} schedule): {resolved}"
