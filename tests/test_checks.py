@@ -87,6 +87,47 @@ def test_threshold_warning_after_the_first_steps_only_when_nothing_beat_it(caplo
     assert caplog.text == ""
 
 
+def _three_steps(guard: RewardGuard, per_func: np.ndarray) -> None:
+    for _ in range(THRESHOLD_CHECK_STEPS):
+        guard.aggregate(per_func, ["x"] * len(per_func))
+        guard.end_step()
+
+
+@pytest.mark.parametrize("schedule", ["rounds", "refill", "streaming"])
+def test_the_threshold_warning_describes_rounds_and_its_advice_silences_it(caplog, schedule):
+    with caplog.at_level(logging.WARNING, logger="trl_ada.checks"):
+        _three_steps(_guard(schedule=schedule), np.array([[0.6, 0.0]]))
+    assert "each draws samples_per_round * max_rounds completions" in caplog.text
+    assert "set positive_threshold below the reward of a correct completion (e.g. 0.5" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="trl_ada.checks"):
+        _three_steps(_guard(schedule=schedule, positive_threshold=0.5), np.array([[0.6, 0.0]]))
+    assert caplog.text == ""
+
+
+def test_under_est_the_threshold_warning_describes_one_allocated_round(caplog):
+    with caplog.at_level(logging.WARNING, logger="trl_ada.checks"):
+        _three_steps(_guard(schedule="est"), np.array([[0.6, 0.0]]))
+    warning = caplog.text
+    assert "the pass-rate memory counts every prompt as unsolved" in warning
+    assert "allocation of each step's one round (num_generations samples per prompt on average)" in warning
+    assert "samples_per_round" not in warning and "max_rounds" not in warning and "exit rule" not in warning
+
+
+@pytest.mark.parametrize("schedule", ["rounds", "est"])
+def test_when_no_completion_was_scored_the_warning_says_so_without_minus_infinity(caplog, schedule):
+    with caplog.at_level(logging.WARNING, logger="trl_ada.checks"):
+        _three_steps(_guard(schedule=schedule), np.array([[np.nan, np.nan], [np.nan, np.nan]]))
+    warning = caplog.text
+    assert "No reward function scored any completion of the first 3 training steps" in warning
+    assert "inf" not in warning and "highest weighted reward" not in warning
+    assert ("one round" in warning) == (schedule == "est")
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="trl_ada.checks"):  # the advice: a reward that scores them
+        _three_steps(_guard(schedule=schedule), np.array([[1.0, np.nan], [0.0, np.nan]]))
+    assert caplog.text == ""
+
+
 # --------------------------------------------------------------------------- in the trainer
 
 
@@ -216,3 +257,4 @@ def test_an_output_dir_that_is_a_file_is_refused_before_the_model_loads(tmp_path
 def test_samples_per_round_true_is_rejected(tmp_path):
     with pytest.raises(ValueError, match="samples_per_round=True: must be an integer, not a boolean"):
         _config(tmp_path, samples_per_round=True)
+

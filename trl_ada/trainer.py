@@ -120,6 +120,7 @@ class ReinforceAdaTrainer(GRPOJoints):
             self.reward_weights.tolist(),
             plan.positive_threshold,
             check_threshold=plan.samples_adaptively and self.accelerator.is_main_process,
+            schedule=plan.schedule,
         )
         self.pass_rate_memory = new_memory(plan)
         self.schedule = SCHEDULES[plan.schedule](self)
