@@ -157,9 +157,27 @@ def test_rows_with_a_null_or_empty_answer_are_dropped_with_a_count(caplog):
     assert format_dataset(lists)["answer"] == ["1"]
 
 
+def test_list_answers_become_one_latex_answer_and_unclear_ones_are_dropped_with_a_count(caplog):
+    lists = Dataset.from_dict({"problem": ["a", "b", "c"], "answer": [[2, 3], [5], [1, 2, 4]]})
+    assert format_dataset(lists)["answer"] == ["2, 3", "5", "1, 2, 4"]
+    floats = Dataset.from_dict({"problem": list("abcde"), "answer": [1.5, float("nan"), float("inf"), 2.0, None]})
+    with caplog.at_level(logging.WARNING, logger="trl_ada.data"):
+        formatted = format_dataset(floats)
+    assert formatted["problem"] == ["a", "d"] and formatted["answer"] == ["1.5", "2"]
+    assert (
+        "The dataset: dropped 3 of 5 rows whose answer (column 'answer') could never score: 1 null or empty, 2 "
+        "without a clear meaning (a boolean, NaN or infinity, a mapping)." in caplog.text
+    )
+    booleans = Dataset.from_dict({"problem": ["a", "b"], "answer": [True, False]})
+    with pytest.raises(ValueError, match=r"null, empty or without a clear meaning \(a boolean, NaN\)"):
+        format_dataset(booleans)
+
+
 def test_a_dataset_without_any_answer_is_refused_naming_the_column():
     dataset = Dataset.from_dict({"question": ["a", "b"], "gt": [None, ""]})
-    with pytest.raises(ValueError, match=r"data.jsonl: every row's answer \(column 'gt'\) is null or empty"):
+    with pytest.raises(
+        ValueError, match=r"data.jsonl: every row's answer \(column 'gt'\) is null, empty or without a clear meaning"
+    ):
         drop_unanswered(dataset, "gt", "data.jsonl")
 
 
@@ -329,3 +347,4 @@ def test_script_arguments_defaults_and_validation():
         ReinforceAdaScriptArguments(max_prompt_tokens=0)
     with pytest.raises(ValueError, match="reward_funcs"):
         ReinforceAdaScriptArguments(reward_funcs=[])
+

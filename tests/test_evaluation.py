@@ -268,3 +268,13 @@ def test_missing_columns_use_the_data_module_error(monkeypatch: pytest.MonkeyPat
         ev.avg_at_k("m", {"d": Dataset.from_dict({"problem": ["x"], "label": ["1"]})}, k=1)
     with pytest.raises(ValueError, match="No problem column found"):
         ev.select_prompts("m", Dataset.from_dict({"text": ["x"], "answer": ["1"]}))
+
+
+def test_select_prompts_reads_a_list_answer_as_one_latex_answer(monkeypatch: pytest.MonkeyPatch) -> None:
+    from datasets import Dataset
+
+    samples = {"Find the primes.": boxed("2, 3", "2,3", "3, 2", "[2, 3]")}  # the last one is not the answer
+    monkeypatch.setattr(ev.generation, "generate_completions", stub_generator(samples))
+    dataset = Dataset.from_dict({"problem": ["Find the primes."], "answer": [[2, 3]]})
+    kept = ev.select_prompts("m", dataset, num_samples=4, max_pass_rate=1.0)
+    assert (kept["answer"], kept["num_correct"]) == (["2, 3"], [3])

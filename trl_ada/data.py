@@ -229,38 +229,57 @@ def _is_conversation(value: Any) -> bool:
     return isinstance(value, list) and all(isinstance(m, dict) and "role" in m for m in value)
 
 
-def _answer_text(value: Any) -> str:
-    """The reference answer as a string (numbers and single-element lists included; 42.0 -> "42")."""
-    if isinstance(value, list) and len(value) == 1:
-        value = value[0]
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    return "" if value is None else str(value)
+def _answer_text(value: Any) -> str | None:
+    """The reference answer as a string (`trl_ada.rewards.answers.reference_answer`); None when it can never score:
+    null, blank, or without a clear meaning (a boolean, NaN)."""
+    from .rewards.answers import reference_answer
+
+    text = reference_answer(value)
+    return text if text is not None and text.strip() else None
 
 
-def _has_answer(value: Any) -> bool:
-    """False for a null, empty or blank answer (or an empty list): such a row can never score."""
-    return value != [] and bool(_answer_text(value).strip())
+def _is_blank(value: Any) -> bool:
+    """A null or blank answer, or a list of nothing but those (the empty list included)."""
+    if isinstance(value, (list, tuple)):
+        return all(_is_blank(part) for part in value)
+    return value is None or (isinstance(value, str) and not value.strip())
 
 
 def drop_unanswered(dataset: Dataset, answer_column: str, source: str = "The dataset") -> Dataset:
-    """`dataset` without the rows whose answer is null or empty, with a warning giving their count; a ValueError
-    when no row is left."""
-    keep = [index for index, value in enumerate(dataset[answer_column]) if _has_answer(value)]
+    """`dataset` without the rows whose answer can never score: null or empty, or without a clear meaning (a
+    boolean, NaN or infinity, a mapping; `trl_ada.rewards.answers.reference_answer`), with a warning giving their
+    counts; a ValueError when no row is left."""
+    answers = dataset[answer_column]
+    keep = [index for index, value in enumerate(answers) if _answer_text(value) is not None]
     if len(keep) == len(dataset):
         return dataset
+    unclear = sum(not _is_blank(value) and _answer_text(value) is None for value in answers)
     if not keep:
         raise ValueError(
-            f"{source}: every row's answer (column {answer_column!r}) is null or empty, so no row can be scored. Fill "
-            "in the answers, or name the right column with `answer_column`."
+            f"{source}: every row's answer (column {answer_column!r}) is null, empty or without a clear meaning (a "
+            "boolean, NaN), so no row can be scored. Fill in the answers, or name the right column with "
+            "`answer_column`."
         )
-    logger.warning(
-        "%s: dropped %d of %d rows whose answer (column %r) is null or empty: they could never score.",
-        source,
-        len(dataset) - len(keep),
-        len(dataset),
-        answer_column,
-    )
+    dropped = len(dataset) - len(keep)
+    if unclear:
+        logger.warning(
+            "%s: dropped %d of %d rows whose answer (column %r) could never score: %d null or empty, %d without a "
+            "clear meaning (a boolean, NaN or infinity, a mapping).",
+            source,
+            dropped,
+            len(dataset),
+            answer_column,
+            dropped - unclear,
+            unclear,
+        )
+    else:
+        logger.warning(
+            "%s: dropped %d of %d rows whose answer (column %r) is null or empty: they could never score.",
+            source,
+            dropped,
+            len(dataset),
+            answer_column,
+        )
     return dataset.select(keep)
 
 
@@ -273,8 +292,9 @@ def format_dataset(
 ) -> Dataset:
     """Add the conversational `prompt` and the string `answer` columns; every other column is kept.
 
-    A problem column that already holds conversations is kept as it is (no template is applied). Rows whose answer
-    is null or empty are dropped with a warning ([`drop_unanswered`]).
+    A problem column that already holds conversations is kept as it is (no template is applied). An answer becomes
+    text as `trl_ada.rewards.answers.reference_answer` reads it (a list of several answers: `2, 3`); rows whose
+    answer is null, empty or without a clear meaning are dropped with a warning ([`drop_unanswered`]).
     """
     problem_key, answer_key = resolve_columns(dataset.column_names, problem_column, answer_column)
     dataset = drop_unanswered(dataset, answer_key)
@@ -282,9 +302,13 @@ def format_dataset(
     def to_row(example: dict[str, Any]) -> dict[str, Any]:
         problem = example[problem_key]
         prompt = problem if _is_conversation(problem) else build_prompt(str(problem), system_prompt, prompt_style)
-        return {"prompt": prompt, "answer": _answer_text(example[answer_key])}
+        return {"_trl_ada_prompt": prompt, "_trl_ada_answer": _answer_text(example[answer_key])}
 
-    return dataset.map(to_row, desc="Formatting prompts")
+    # Written under other names first: `map` would cast a value onto the type of a same-named input column (a float
+    # or boolean `answer`), even one it removes.
+    replaced = [name for name in ("prompt", "answer") if name in dataset.column_names]
+    formatted = dataset.map(to_row, remove_columns=replaced, desc="Formatting prompts")
+    return formatted.rename_columns({"_trl_ada_prompt": "prompt", "_trl_ada_answer": "answer"})
 
 
 def _local_data_file(path: Path) -> str | None:

@@ -15,6 +15,7 @@ from .answers import (
     extract_answer,
     extract_boxed,
     normalize_answer,
+    reference_answer,
 )
 from .registry import REWARD_FUNCS, get_reward_funcs, register_reward
 from .scoring import (
@@ -43,6 +44,7 @@ __all__ = [
     "make_math_reward",
     "math_reward",
     "normalize_answer",
+    "reference_answer",
     "register_reward",
     "score_math",
     "shutdown_workers",
