@@ -9,7 +9,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trl_ada.advantages import compute_advantages, nanstd, normalize_then_sum_advantages, pool_moments
+from trl_ada.advantages import (
+    compute_advantages,
+    nanstd,
+    normalize_then_sum_advantages,
+    pool_moments,
+    zero_std_fraction,
+)
 from trl_ada.sampling import AdaptiveSampler
 
 POOL = [1.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0]  # 8 draws, 2 right: pool pass rate 0.25
@@ -255,3 +261,12 @@ def test_bad_advantage_inputs_get_the_exact_reason(call, message):
     with pytest.raises(ValueError) as refused:
         call()
     assert str(refused.value) == message
+
+
+def test_the_zero_std_fraction_counts_prompts_whatever_their_group_sizes():
+    groups = [[1.0, 1.0, 1.0], [1.0, 1.0, 1.0, 1.0], [0.0, 1.0, 0.0, 1.0], [0.0, 0.0, 0.0, 0.0, 0.0]]  # 3, 4, 4, 5
+    assert zero_std_fraction(groups) == 0.75
+    rows = np.concatenate(groups).reshape(-1, 4)  # TRL's blocks of num_generations = 4 cross the prompts
+    assert float(np.mean(np.isclose(rows.std(axis=1), 0.0))) == 0.5
+    assert zero_std_fraction([[1.0, 0.0], [2.0, 2.0]]) == 0.5  # equal sizes: TRL's own value
+    assert zero_std_fraction([[1.0, np.nan, 1.0], [np.nan, np.nan], [0.5]]) == 1 / 3  # unscored left out; one: NaN std

@@ -176,6 +176,16 @@ def test_est_with_trl_options_draws_each_generation_batch_once(tiny_model_dir, t
     assert sum(len(batch["advantages"]) for batch in batches) == 16 * generations * args.num_iterations
 
 
+def test_est_logs_the_fraction_of_prompts_whose_group_has_zero_reward_std(tiny_model_dir, tmp_path):
+    trainer = _trainer(tiny_model_dir, tmp_path, PeriodicReward(), save_strategy="no")
+    trainer.train()
+    logged = [entry["frac_reward_zero_std"] for entry in trainer.state.log_history if "frac_reward_zero_std" in entry]
+    # step 1: 4 samples each, "one in 1" all right; step 2: "one in 5".."one in 8", all mixed; step 3: allocations
+    # 3, 4, 4, 5 ("one in 1" all right). TRL cuts step 3's 16 rows into blocks of 4 across prompts: 1111 0101 0010
+    # 0001, none constant, and would log 0.0.
+    assert logged == [0.25, 0.0, 0.25]
+
+
 def test_est_with_lora_trains_only_the_adapter(tiny_model_dir, tmp_path):
     import torch
     from peft import LoraConfig

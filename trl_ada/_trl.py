@@ -43,6 +43,7 @@ __all__ = [
     "queue_extra_logs",
     "queue_reward_metrics",
     "replace_logged_advantages",
+    "replace_logged_metric",
     "rollout_features",
     "rollout_state_restored",
     "row_statistics",
@@ -89,7 +90,7 @@ JOINTS: tuple[Joint, ...] = (
     Joint("_paper", "attribute", (), "set: the model card's paper and citation"),
     Joint("_tokenize_prompts", "method", ("prompts",), "called: prompt ids for streaming requests"),
     Joint("_get_output_dir", "method", ("trial",), "called: the run directory of a checkpoint"),
-    Joint("_metrics", "attribute", (), "written: per-step metrics"),
+    Joint("_metrics", "attribute", (), "written: per-step metrics; frac_reward_zero_std replaced"),
     Joint("_logs", "attribute", (), "written: the advantages TRL logs for the completions table"),
     Joint("_pending_metrics", "attribute", (), "read and written: reward functions' log_metric values"),
     Joint("_pending_extra_logs", "attribute", (), "read and written: reward functions' log_extra columns"),
@@ -364,6 +365,15 @@ def log_metrics(trainer: GRPOJoints, metrics: dict[str, float]) -> None:
     """Append one value per training metric, as TRL's own metrics are (averaged over the logging interval)."""
     for name, value in metrics.items():
         trainer._metrics["train"][name].append(value)
+
+
+def replace_logged_metric(trainer: GRPOJoints, name: str, value: float) -> None:
+    """The value TRL logged for the training metric `name` in this step, replaced by ours (appended if none)."""
+    values = trainer._metrics["train"][name]
+    if values:
+        values[-1] = value
+    else:
+        values.append(value)
 
 
 def replace_logged_advantages(trainer: GRPOJoints, advantages: list[float]) -> None:

@@ -30,7 +30,7 @@ from transformers.utils import logging
 
 from . import _trl
 from ._trl import GeneratedRows, GRPOJoints
-from .advantages import ragged_advantages
+from .advantages import ragged_advantages, zero_std_fraction
 from .checkpoint_state import (
     CANDIDATE_STREAM_FILE,
     MEMORY_FILE,
@@ -295,10 +295,13 @@ class ReinforceAdaTrainer(GRPOJoints):
         for the table.
 
         A completion that every reward function declined (None) has no opinion: it is left out of the pool's mean
-        and std and gets advantage 0, as in TRL. Groups may differ in size (Est).
+        and std and gets advantage 0, as in TRL. Groups may differ in size (Est): TRL's `frac_reward_zero_std`,
+        which cuts the rows into blocks of n, is replaced by the fraction of kept groups with zero reward std.
         """
         sampler, baseline = step.outcome.sampler, self.args.advantage_baseline
         kept_prompts, groups = sampler.kept_prompts(), sampler.select_groups()
+        kept_rewards = [np.asarray(sampler.pools[j])[group] for j, group in zip(kept_prompts, groups, strict=True)]
+        _trl.replace_logged_metric(self, "frac_reward_zero_std", zero_std_fraction(kept_rewards))
         if self.multi_objective_aggregation == "normalize_then_sum":
             pools = [step.pool_rewards_per_func[j] for j in kept_prompts]
             kept = [pool[group] for pool, group in zip(pools, groups, strict=True)]
@@ -306,8 +309,7 @@ class ReinforceAdaTrainer(GRPOJoints):
             advantages = ragged_advantages(kept, pools, baseline=baseline, weights=weights)
         else:
             pools = [sampler.pools[j] for j in kept_prompts]
-            kept = [np.asarray(pool)[group] for pool, group in zip(pools, groups, strict=True)]
-            advantages = ragged_advantages(kept, pools, baseline=baseline, scale=self.scale_rewards)
+            advantages = ragged_advantages(kept_rewards, pools, baseline=baseline, scale=self.scale_rewards)
         plan = self.args.sampling_plan
         if plan.weights_gradients:
             counts = [sampler.counts(j) for j in kept_prompts]
