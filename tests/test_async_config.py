@@ -86,3 +86,34 @@ def test_explicit_is_explicit_asynchronously_too(tmp_path):
     assert config(tmp_path).sampling_plan.generation_schedule == "streaming"  # the asynchronous base default
     assert config(tmp_path, prompt_oversampling=1.0).sampling_plan.prompt_oversampling == 1.0  # off, stated
 
+
+def test_the_asynchronous_trainer_refuses_a_prompt_longer_than_the_context_before_the_model_loads(
+    tiny_model_dir, tmp_path, monkeypatch
+):
+    from datasets import Dataset
+    from transformers import AutoTokenizer
+
+    from trl_ada.async_grpo import AsyncReinforceAdaTrainer
+    from trl_ada.async_grpo import trainer as async_trainer
+    from trl_ada.data import PromptTooLongError, filter_by_prompt_length
+
+    class Built(Exception):
+        """Raised by the rollout worker, which is built before the model loads: the check has passed."""
+
+    long = "Compute the sum of the next numbers: " + "one two three four five six seven eight nine ten " * 60
+    prompts = ["one plus one", long, "two plus two"]
+    dataset = Dataset.from_dict({"prompt": [[{"role": "user", "content": p}] for p in prompts]})
+
+    def built(*args, **kwargs):
+        raise Built
+
+    monkeypatch.setattr(async_trainer, "AdaptiveRolloutWorker", built)
+    args = config(tmp_path, max_completion_length=8)
+    reward = [lambda completions, **_: [0.0] * len(completions)]
+    with pytest.raises(PromptTooLongError) as refused:
+        AsyncReinforceAdaTrainer(tiny_model_dir, reward, args=args, train_dataset=dataset)
+    assert str(refused.value).startswith("train_dataset row 1 ('Compute the sum of the next numbers: one two three")
+    assert "e.g. `max_prompt_tokens: 504`" in str(refused.value)
+    kept = filter_by_prompt_length(dataset, AutoTokenizer.from_pretrained(tiny_model_dir), 504)
+    with pytest.raises(Built):
+        AsyncReinforceAdaTrainer(tiny_model_dir, reward, args=args, train_dataset=kept)

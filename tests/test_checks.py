@@ -258,3 +258,58 @@ def test_samples_per_round_true_is_rejected(tmp_path):
     with pytest.raises(ValueError, match="samples_per_round=True: must be an integer, not a boolean"):
         _config(tmp_path, samples_per_round=True)
 
+
+# --------------------------------------------------------------------------- prompts longer than the model's context
+
+LONG_PROMPT = "Compute the sum of the next numbers: " + "one two three four five six seven eight nine ten " * 60
+"""About 1300 tokens of the tiny model's tokenizer, whose context is 512 (max_position_embeddings)."""
+
+
+def _with_a_long_prompt() -> Dataset:
+    prompts = ["one plus one", LONG_PROMPT, "two plus two", "three plus three"]
+    return Dataset.from_dict({"prompt": [[{"role": "user", "content": p}] for p in prompts], "answer": ["2"] * 4})
+
+
+def test_a_prompt_longer_than_the_context_is_refused_in_one_line_and_the_advice_works(tiny_model_dir, tmp_path):
+    from transformers import AutoTokenizer
+
+    from trl_ada.data import PromptTooLongError, filter_by_prompt_length
+
+    reward = [lambda completions, **_: [0.0] * len(completions)]
+    args = _config(tmp_path, max_completion_length=8)
+    with pytest.raises(PromptTooLongError) as refused:
+        ReinforceAdaTrainer(model=tiny_model_dir, reward_funcs=reward, args=args, train_dataset=_with_a_long_prompt())
+    message = str(refused.value)
+    assert "\n" not in message
+    assert message.startswith(
+        "train_dataset row 1 ('Compute the sum of the next numbers: one two three four five...') has "
+    )
+    assert message.endswith(
+        " prompt tokens, but the model's max_position_embeddings is 512: no room for a completion. Drop such prompts "
+        "with max_prompt_tokens (e.g. `max_prompt_tokens: 504` in the recipe or --max_prompt_tokens 504, which leaves "
+        "max_completion_length=8 tokens; in Python, trl_ada.data.filter_by_prompt_length), or shorten them."
+    )
+    kept = filter_by_prompt_length(_with_a_long_prompt(), AutoTokenizer.from_pretrained(tiny_model_dir), 504)
+    assert len(kept) == 3
+    ReinforceAdaTrainer(model=tiny_model_dir, reward_funcs=reward, args=args, train_dataset=kept)
+
+
+def test_the_train_command_refuses_a_prompt_longer_than_the_context_and_its_filter_admits_the_rest(
+    tiny_model_dir, tmp_path, capsys
+):
+    import json
+
+    from trl_ada.cli.train import build_trainer, main, parse_train_args
+
+    data = tmp_path / "problems.jsonl"
+    problems = ["Compute 1 + 1.", LONG_PROMPT, "Compute 2 + 2.", "Compute 3 + 3."]
+    data.write_text("".join(json.dumps({"problem": p, "answer": "2"}) + "\n" for p in problems))
+    flags = ["--model_name_or_path", tiny_model_dir, "--dataset_name", str(data), "--output_dir", str(tmp_path / "o")]
+    flags += ["--use_cpu", "1", "--report_to", "none", "--num_generations", "2", "--per_device_train_batch_size", "4"]
+    flags += ["--max_completion_length", "8", "--max_steps", "1"]
+    assert main(flags) == 2
+    error = capsys.readouterr().err.split("trl-ada train: error: ")[1].strip()
+    assert error.startswith("train_dataset row 1 ('Compute the sum of the next numbers:") and "\n" not in error
+    assert "e.g. `max_prompt_tokens: 504` in the recipe or --max_prompt_tokens 504" in error
+    trainer = build_trainer(*parse_train_args([*flags, "--max_prompt_tokens", "504"]))
+    assert len(trainer.train_dataset) == 3

@@ -348,3 +348,34 @@ def test_script_arguments_defaults_and_validation():
     with pytest.raises(ValueError, match="reward_funcs"):
         ReinforceAdaScriptArguments(reward_funcs=[])
 
+
+def test_the_model_context_is_the_smallest_known_limit():
+    from types import SimpleNamespace
+
+    from trl_ada.data import ModelContext, model_context
+
+    plain = SimpleNamespace(max_position_embeddings=4096)
+    unbounded = SimpleNamespace(model_max_length=int(1e30))  # transformers' "no limit" placeholder
+    assert model_context(plain, unbounded) == ModelContext(4096, "the model's max_position_embeddings")
+    assert model_context(plain, SimpleNamespace(model_max_length=2048)) == ModelContext(
+        2048, "the tokenizer's model_max_length"
+    )
+    assert model_context(plain, unbounded, 1024) == ModelContext(1024, "vllm_max_model_length")
+    yarn = SimpleNamespace(max_position_embeddings=32768, rope_parameters={"rope_type": "yarn", "factor": 4.0})
+    assert model_context(yarn, unbounded) is None  # RoPE scaling extends the positions: not a limit
+    default_rope = SimpleNamespace(max_position_embeddings=512, rope_parameters={"rope_type": "default"})
+    assert model_context(default_rope, None).tokens == 512
+
+
+def test_only_prompts_whose_text_could_reach_the_limit_are_tokenized():
+    from trl_ada.data import prompts_over
+
+    counted = []
+
+    def count(prompts):
+        counted.extend(prompts)
+        return [len(p.split()) for p in prompts]  # one token per word
+
+    prompts = ["a b", "a " * 30, "a " * 3]
+    assert prompts_over(prompts, 20, list, count) == {1: 30}
+    assert counted == ["a " * 30]  # "a b" (3 bytes) and "a a a " (6 bytes) cannot hold 20 tokens

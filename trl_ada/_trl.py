@@ -42,6 +42,7 @@ __all__ = [
     "prepare_prompts",
     "queue_extra_logs",
     "queue_reward_metrics",
+    "render_prompts",
     "replace_logged_advantages",
     "replace_logged_metric",
     "rollout_features",
@@ -88,7 +89,9 @@ JOINTS: tuple[Joint, ...] = (
     Joint("_tag_names", "attribute", (), "set: the model card's tags"),
     Joint("_name", "attribute", (), "set: the model card's method name"),
     Joint("_paper", "attribute", (), "set: the model card's paper and citation"),
-    Joint("_tokenize_prompts", "method", ("prompts",), "called: prompt ids for streaming requests"),
+    Joint("_tokenize_prompts", "method", ("prompts",), "called: prompt ids for streaming requests and length checks"),
+    Joint("chat_template", "attribute", (), "read: the template a prompt's length is checked with"),
+    Joint("chat_template_kwargs", "attribute", (), "read: the template options a prompt's length is checked with"),
     Joint("_get_output_dir", "method", ("trial",), "called: the run directory of a checkpoint"),
     Joint("_metrics", "attribute", (), "written: per-step metrics; frac_reward_zero_std replaced"),
     Joint("_logs", "attribute", (), "written: the advantages TRL logs for the completions table"),
@@ -287,6 +290,15 @@ def score_rows(trainer: GRPOJoints, inputs: list[dict], prompts: list, rows: Gen
 def tokenize_prompts(trainer: GRPOJoints, prompts: list) -> list[list[int]]:
     """Prompt token ids as TRL's generation would send them."""
     return trainer._tokenize_prompts(prompts)[0]
+
+
+def render_prompts(trainer: GRPOJoints, prompts: list) -> list[str]:
+    """The text `_tokenize_prompts` tokenizes: the chat template with the trainer's tools, template and
+    `chat_template_kwargs` (for a cheap bound on prompt lengths; `tokenize_prompts` gives the exact ones)."""
+    from .data import rendered_prompts
+
+    template = {"tools": trainer.tools or None, "chat_template": trainer.chat_template}
+    return rendered_prompts(prompts, trainer.processing_class, trainer.chat_template_kwargs, **template)
 
 
 def row_statistics(trainer: GRPOJoints, rows: GeneratedRows) -> list[list[int]]:

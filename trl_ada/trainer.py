@@ -40,6 +40,7 @@ from .checkpoint_state import (
 )
 from .checks import RewardGuard, check_trainer_inputs
 from .config import ReinforceAdaConfig
+from .data import ModelContext, check_train_prompts, model_context
 from .memory import PassRateMemory, prompt_keys
 from .objectives import advantage_weights
 from .plan import PRESET_FIELDS, SamplingPlan, unused_fields
@@ -124,7 +125,30 @@ class ReinforceAdaTrainer(GRPOJoints):
         )
         self.pass_rate_memory = new_memory(plan)
         self.schedule = SCHEDULES[plan.schedule](self)
+        check_train_prompts(
+            self.train_dataset,
+            self.processing_class,
+            self._context(),
+            args.max_completion_length,
+            render=lambda prompts: _trl.render_prompts(self, prompts),
+            count=self._prompt_lengths,
+        )
         logger.info("Reinforce-Ada sampling: %s", sampling_summary(args))
+
+    def _context(self) -> ModelContext | None:
+        """The model's context length where known (None with environments or images: their prompts are rendered
+        per row at generation)."""
+        features = _trl.rollout_features(self)
+        if features["environment_factory"] or features["a vision-language model"]:
+            return None
+        args = self.args
+        vllm_length = args.vllm_max_model_length if args.use_vllm and args.vllm_mode == "colocate" else None
+        return model_context(self.model.config, self.processing_class, vllm_length)
+
+    def _prompt_lengths(self, prompts: list, batch_size: int = 256) -> list[int]:
+        """Tokens of each prompt as TRL's generation sends it (chat template, tools, `chat_template_kwargs`)."""
+        chunks = (prompts[start : start + batch_size] for start in range(0, len(prompts), batch_size))
+        return [len(ids) for chunk in chunks for ids in _trl.tokenize_prompts(self, chunk)]
 
     # ----------------------------------------------------------------------------------------------------------
     # Hooks called from TRL's training step (`_trl.GRPOJoints`)
