@@ -349,7 +349,7 @@ def test_script_arguments_defaults_and_validation():
         ReinforceAdaScriptArguments(reward_funcs=[])
 
 
-def test_the_model_context_is_the_smallest_known_limit():
+def test_the_context_is_the_models_positions_else_the_tokenizers_capped_by_vllm():
     from types import SimpleNamespace
 
     from trl_ada.data import ModelContext, model_context
@@ -357,12 +357,13 @@ def test_the_model_context_is_the_smallest_known_limit():
     plain = SimpleNamespace(max_position_embeddings=4096)
     unbounded = SimpleNamespace(model_max_length=int(1e30))  # transformers' "no limit" placeholder
     assert model_context(plain, unbounded) == ModelContext(4096, "the model's max_position_embeddings")
-    assert model_context(plain, SimpleNamespace(model_max_length=2048)) == ModelContext(
-        2048, "the tokenizer's model_max_length"
-    )
+    short_tokenizer = SimpleNamespace(model_max_length=2048)
+    assert model_context(plain, short_tokenizer).tokens == 4096  # the model's positions, not the tokenizer's metadata
+    assert model_context(None, short_tokenizer) == ModelContext(2048, "the tokenizer's model_max_length")
     assert model_context(plain, unbounded, 1024) == ModelContext(1024, "vllm_max_model_length")
     yarn = SimpleNamespace(max_position_embeddings=32768, rope_parameters={"rope_type": "yarn", "factor": 4.0})
     assert model_context(yarn, unbounded) is None  # RoPE scaling extends the positions: not a limit
+    assert model_context(yarn, short_tokenizer).tokens == 2048
     default_rope = SimpleNamespace(max_position_embeddings=512, rope_parameters={"rope_type": "default"})
     assert model_context(default_rope, None).tokens == 512
 

@@ -544,17 +544,18 @@ class ModelContext:
 def model_context(
     model_config: Any = None, tokenizer: Any = None, vllm_max_model_len: int | None = None
 ) -> ModelContext | None:
-    """The smallest of the context lengths that are known: vLLM's `max_model_len`, the model's
-    `max_position_embeddings` (not with RoPE scaling, which extends it) and the tokenizer's `model_max_length`
-    (unless it is transformers' placeholder for none); None when none is."""
+    """The context a prompt must fit, where known: the model's `max_position_embeddings` (not with RoPE scaling,
+    which extends it), or where the model says nothing the tokenizer's `model_max_length` (unless it is
+    transformers' placeholder for none: a tokenizer's is metadata, often stale), capped by vLLM's `max_model_len`;
+    None when none is known."""
     known = []
     if isinstance(vllm_max_model_len, int) and vllm_max_model_len > 0:
         known.append(ModelContext(vllm_max_model_len, "vllm_max_model_length"))
     positions = _max_positions(model_config)
+    length = getattr(tokenizer, "model_max_length", None)
     if positions is not None:
         known.append(ModelContext(positions, "the model's max_position_embeddings"))
-    length = getattr(tokenizer, "model_max_length", None)
-    if isinstance(length, int) and 0 < length < _UNBOUNDED:
+    elif isinstance(length, int) and 0 < length < _UNBOUNDED:
         known.append(ModelContext(length, "the tokenizer's model_max_length"))
     return min(known, key=lambda context: context.tokens, default=None)
 
@@ -613,8 +614,9 @@ def check_train_prompts(
     """Before training: refuse a `train_dataset` (with a `prompt` column) holding a prompt that fills the model's
     context, naming it and `max_prompt_tokens`. `render` and `count` give the text and the tokens of prompts as
     generation sends them (default: `tokenizer`'s chat template with `chat_template_kwargs`)."""
-    if context is None or "prompt" not in (getattr(dataset, "column_names", None) or []):
-        return
+    columns = getattr(dataset, "column_names", None) or []
+    if context is None or not hasattr(dataset, "__len__") or "prompt" not in columns:
+        return  # a streamed dataset is read as training goes
     prompts = dataset["prompt"]
     render = render or (lambda chunk: rendered_prompts(chunk, tokenizer, chat_template_kwargs))
     count = count or (lambda chunk: prompt_lengths(chunk, tokenizer, chat_template_kwargs))
