@@ -9,13 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trl_ada.advantages import (
-    compute_advantages,
-    nanstd,
-    normalize_then_sum_advantages,
-    pool_moments,
-    zero_std_fraction,
-)
+from trl_ada.advantages import compute_advantages, nanstd, normalize_then_sum_advantages, pool_moments
 from trl_ada.sampling import AdaptiveSampler
 
 POOL = [1.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0]  # 8 draws, 2 right: pool pass rate 0.25
@@ -264,6 +258,8 @@ def test_bad_advantage_inputs_get_the_exact_reason(call, message):
 
 
 def test_the_zero_std_fraction_counts_prompts_whatever_their_group_sizes():
+    from trl_ada.advantages import zero_std_fraction
+
     groups = [[1.0, 1.0, 1.0], [1.0, 1.0, 1.0, 1.0], [0.0, 1.0, 0.0, 1.0], [0.0, 0.0, 0.0, 0.0, 0.0]]  # 3, 4, 4, 5
     assert zero_std_fraction(groups) == 0.75
     rows = np.concatenate(groups).reshape(-1, 4)  # TRL's blocks of num_generations = 4 cross the prompts

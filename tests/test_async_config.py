@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 
 from trl_ada.async_grpo import AsyncReinforceAdaConfig
-from trl_ada.async_grpo.config import unsupported_preset_fields
 from trl_ada.plan import PRESETS
 
 RUN = dict(use_cpu=True, bf16=False, per_device_train_batch_size=8, report_to=[], save_strategy="no")
@@ -59,6 +58,8 @@ def test_a_number_of_the_wrong_type_is_refused_in_one_line_and_the_advice_works(
 
 @pytest.mark.parametrize("preset", ["budgeted_balance", "dapo"])
 def test_a_preset_the_worker_cannot_run_is_refused_by_name_and_the_presets_it_names_build(tmp_path, preset):
+    from trl_ada.async_grpo.config import unsupported_preset_fields
+
     message = refusal(tmp_path, sampling=preset)
     fields = unsupported_preset_fields(preset, 4)
     assert message.startswith(
@@ -73,6 +74,8 @@ def test_a_preset_the_worker_cannot_run_is_refused_by_name_and_the_presets_it_na
 
 
 def test_budgeted_balance_names_what_its_preset_sets_not_what_the_user_did_not(tmp_path):
+    from trl_ada.async_grpo.config import unsupported_preset_fields
+
     assert unsupported_preset_fields("budgeted_balance", 4) == ["sample_budget", "first_round", "later_rounds"]
     assert unsupported_preset_fields("dapo", 4) == ["prompt_oversampling", "rounds_per_prompt"]
     assert "sample_budget=8.0" not in refusal(tmp_path, sampling="budgeted_balance")

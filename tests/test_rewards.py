@@ -27,7 +27,6 @@ from trl_ada.rewards import (
     make_math_reward,
     math_reward,
     normalize_answer,
-    reference_answer,
     register_reward,
     score_math,
     scoring,
@@ -234,6 +233,8 @@ def test_normalize_answer(answer, expected):
     ],
 )
 def test_a_reference_answer_is_converted_where_its_meaning_is_clear(value, text):
+    from trl_ada.rewards import reference_answer
+
     assert reference_answer(value) == text
 
 
