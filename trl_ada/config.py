@@ -204,8 +204,10 @@ class ReinforceAdaConfig(SamplingArguments, RunDirArguments, GRPOConfig):
             `"dapo"`: DAPO's dynamic sampling (`exit_rule="mixed"`, M=n, one round per candidate, 3x candidates, up
             to 4 refill rounds). `"budgeted_balance"`: balance rounds sized from a pass-rate memory, with a futility
             stop and a budget of 2n completions per prompt (this package's design, not the paper's Est).
-            A field you set explicitly always wins over the preset; a field left unset (None) takes the preset's
-            value, or else its default below. `None`: no preset.
+            A field left unset (None) takes the preset's value, or else its default below. A field you set is
+            explicit whatever its value: it wins over the preset when the resolved schedule uses it, and is refused
+            when the schedule has no use for it (Est: `exit_rule`, `samples_per_round`, `max_rounds`, ...; plain
+            GRPO: rounds other than one of n); such fields stay None in the config. `None`: no preset.
         exit_rule (`str`, *optional*, defaults to `"balance"`):
             When a prompt stops sampling. `"balance"`: its pool holds at least ⌊n/2⌋ positives and n − ⌊n/2⌋
             negatives. `"pos"`: at least one positive. `"mixed"`: at least one positive and one negative (DAPO's
