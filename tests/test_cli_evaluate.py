@@ -179,7 +179,7 @@ LONG_PROBLEM = "Compute the sum of the next numbers: " + "one two three four fiv
 
 
 def test_a_prompt_longer_than_the_context_is_refused_in_one_line_and_the_advice_works(
-    tiny_model_dir: str, tmp_path: Path, capsys, monkeypatch
+    tiny_model_dir: str, tmp_path: Path, capsys, caplog, monkeypatch
 ) -> None:
     from trl_ada.evaluation import generation
 
@@ -201,10 +201,10 @@ def test_a_prompt_longer_than_the_context_is_refused_in_one_line_and_the_advice_
         "with --max_prompt_tokens 504, or use a model with a longer context."
     )
     monkeypatch.undo()
-    assert evaluate.main([*argv, "--max_prompt_tokens", "504"]) == 0
-    out = capsys.readouterr()
-    assert "long: dropped 1 of 2 problems whose prompt is longer than --max_prompt_tokens 504" in out.err
-    assert "long" in out.out
+    with caplog.at_level("WARNING", logger="trl_ada.cli.common"):
+        assert evaluate.main([*argv, "--max_prompt_tokens", "504"]) == 0
+    assert "long: dropped 1 of 2 problems whose prompt is longer than --max_prompt_tokens 504" in caplog.text
+    assert capsys.readouterr().out.splitlines()[2].startswith("long             1")  # the one problem left
 
 
 def test_generation_refuses_a_prompt_longer_than_the_context_before_loading_the_model(tiny_model_dir, monkeypatch):
