@@ -46,7 +46,9 @@ __all__ = [
     "prompts_from_trl_preamble",
     "queue_extra_logs",
     "queue_reward_metrics",
+    "render_prompts",
     "replace_advantages",
+    "replace_logged_metric",
     "rollout_features",
     "round_prompts",
     "row_statistics",
@@ -96,9 +98,11 @@ JOINTS: tuple[Joint, ...] = (
     Joint("_tag_names", "attribute", (), "set: the model card's tags"),
     Joint("_name", "attribute", (), "set: the model card's method name"),
     Joint("_paper", "attribute", (), "set: the model card's paper and citation"),
-    Joint("_tokenize_prompts", "method", ("prompts",), "called: prompt ids for streaming requests"),
+    Joint("_tokenize_prompts", "method", ("prompts",), "called: prompt ids for streaming requests and length checks"),
+    Joint("chat_template", "attribute", (), "read: the template a prompt's length is checked with"),
+    Joint("chat_template_kwargs", "attribute", (), "read: the template options a prompt's length is checked with"),
     Joint("_get_output_dir", "method", ("trial",), "called: the run directory of a checkpoint"),
-    Joint("_metrics", "attribute", (), "written: per-step metrics"),
+    Joint("_metrics", "attribute", (), "written: per-step metrics; frac_reward_zero_std replaced"),
     Joint("_logs", "attribute", (), "written: our advantages in the completions table instead of TRL's"),
     Joint("_pending_metrics", "attribute", (), "read and written: reward functions' log_metric values"),
     Joint("_pending_extra_logs", "attribute", (), "read and written: reward functions' log_extra columns"),
@@ -347,6 +351,15 @@ def tokenize_prompts(trainer: GRPOJoints, prompts: list) -> list[list[int]]:
     return trainer._tokenize_prompts(prompts)[0]
 
 
+def render_prompts(trainer: GRPOJoints, prompts: list) -> list[str]:
+    """The text `_tokenize_prompts` tokenizes: the chat template with the trainer's tools, template and
+    `chat_template_kwargs` (for a cheap bound on prompt lengths; `tokenize_prompts` gives the exact ones)."""
+    from .data import rendered_prompts
+
+    template = {"tools": trainer.tools or None, "chat_template": trainer.chat_template}
+    return rendered_prompts(prompts, trainer.processing_class, trainer.chat_template_kwargs, **template)
+
+
 def row_statistics(trainer: GRPOJoints, rows: GeneratedRows) -> list[list[int]]:
     """Per row: prompt length, completion length and truncation, as TRL's `_generate` counts them."""
     eos_and_pad = [*trainer.eos_token_ids, trainer._tokenizer.pad_token_id]
@@ -411,6 +424,15 @@ def log_metrics(trainer: GRPOJoints, metrics: dict[str, float]) -> None:
     logged = trainer._metrics["train"]
     for name, value in metrics.items():
         logged[name].append(value)
+
+
+def replace_logged_metric(trainer: GRPOJoints, name: str, value: float) -> None:
+    """The value TRL logged for the training metric `name` in this step, replaced by ours (appended if none)."""
+    values = trainer._metrics["train"][name]
+    if values:
+        values[-1] = value
+    else:
+        values.append(value)
 
 
 @contextmanager

@@ -241,6 +241,8 @@ class RewardGuard:
     reward_weights: Sequence[float]
     positive_threshold: float
     check_threshold: bool = True
+    schedule: str = "rounds"
+    """The generation schedule (`SamplingPlan.schedule`): the warning says what a step without positives does."""
     max_seen: float = -math.inf
     steps: int = 0
     _warned: bool = field(default=False, repr=False)
@@ -295,13 +297,33 @@ class RewardGuard:
         self._warned = True
         if self.max_seen > self.positive_threshold:
             return
+        if self.max_seen == -math.inf:
+            logger.warning(
+                "No reward function scored any completion of the first %d training steps (each returned None or "
+                "NaN: no opinion), so every advantage is 0 and nothing trains; %s Check that the reward functions "
+                "get the dataset columns they need (e.g. `answer`) and return a number for every completion they "
+                "can judge.",
+                self.steps,
+                self._consequence(),
+            )
+            return
         logger.warning(
             "positive_threshold=%g, but no completion of the first %d training steps scored above it (highest "
-            "weighted reward: %g). Every sample is negative, so no prompt meets its exit rule and each draws "
-            "samples_per_round * max_rounds completions. If your reward functions cannot return more than that, set "
-            "positive_threshold below the reward of a correct completion (e.g. 0.5 for rewards in {0, 1}); otherwise "
-            "the prompts are too hard for the model so far (none solved yet).",
+            "weighted reward: %g). Every sample is negative, so %s If your reward functions cannot return more "
+            "than that, set positive_threshold below the reward of a correct completion (e.g. 0.5 for rewards in "
+            "{0, 1}); otherwise the prompts are too hard for the model so far (none solved yet).",
             self.positive_threshold,
             self.steps,
             self.max_seen,
+            self._consequence(),
         )
+
+    def _consequence(self) -> str:
+        """What a step does when no sample is positive, under this schedule."""
+        if self.schedule == "est":
+            return (
+                "the pass-rate memory counts every prompt as unsolved: its estimates fall towards 0 and the "
+                "allocation of each step's one round (num_generations samples per prompt on average) cannot tell "
+                "the prompts apart."
+            )
+        return "no prompt meets its exit rule and each draws samples_per_round * max_rounds completions."

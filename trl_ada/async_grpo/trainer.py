@@ -9,10 +9,11 @@ from typing import Any
 
 import torch
 from accelerate import PartialState
-from transformers import AutoTokenizer, PreTrainedTokenizerBase, TrainerCallback
+from transformers import AutoConfig, AutoTokenizer, PreTrainedTokenizerBase, TrainerCallback
 
 from .. import _trl
 from ..checkpoint_state import MEMORY_FILE
+from ..data import check_train_prompts, model_context
 from ..run_dir import claim_run_dir, complete_checkpoint
 from ..server_requests import completion_sampling
 from ..trainer import new_memory, restored_memory
@@ -67,6 +68,11 @@ class AsyncReinforceAdaTrainer(_trl.async_joints()):
             processing_class = AutoTokenizer.from_pretrained(
                 model, revision=revision, trust_remote_code=args.trust_remote_code
             )
+        config = AutoConfig.from_pretrained(
+            model, revision=(args.model_init_kwargs or {}).get("revision"), trust_remote_code=args.trust_remote_code
+        )
+        context, template_kwargs = model_context(config, processing_class), args.chat_template_kwargs
+        check_train_prompts(train_dataset, processing_class, context, args.max_completion_length, template_kwargs)
         device = PartialState().device
         off_cuda = weight_transfer is None and device.type != "cuda"
         if off_cuda and not (peft_config is not None and _serves_lora(args)):
