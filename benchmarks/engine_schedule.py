@@ -50,7 +50,7 @@ from benchmarks.sampling_efficiency import PROMPT_SETS
 from trl_ada.async_grpo.rollout import PromptRollout, trainable
 from trl_ada.plan import SamplingPlan
 from trl_ada.sampling import AdaptiveSampler
-from trl_ada.streaming import Request, StreamingScheduler
+from trl_ada.schedules.streaming import Request, StreamingScheduler
 
 DEFAULT_OUT = Path("benchmarks/results/engine_schedule")
 METHODS = ("GRPO n=4", "balance rounds", "balance streaming", "balance streaming, window M·N")
@@ -141,8 +141,8 @@ def completion_lengths(setting: EngineSetting, rng: np.random.Generator, size: i
 
 
 PLANS = {
-    "GRPO n=4": SamplingPlan(num_generations=4, exit_rule="none"),
-    "balance": SamplingPlan(num_generations=4, samples_per_round=8, max_rounds=4, exit_rule="balance"),
+    "GRPO n=4": SamplingPlan.from_fields(num_generations=4, exit_rule="none"),
+    "balance": SamplingPlan.from_fields(num_generations=4, samples_per_round=8, max_rounds=4, exit_rule="balance"),
 }
 """The plan of each method family (streaming methods sample as balance does)."""
 
@@ -279,7 +279,7 @@ class RewardStreams:
     """Each prompt's fixed draws, by seed: its pass rate, and the reward and length of its i-th requested completion
     (i < M·N), whatever the schedule or the order the engine finishes them in."""
 
-    def __init__(self, setting: EngineSetting, seed: int, cap: int = PLANS["balance"].cap):
+    def __init__(self, setting: EngineSetting, seed: int, cap: int = PLANS["balance"].section.cap):
         self.setting, self.seed, self.cap = setting, seed, cap
         self._draws: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
@@ -522,7 +522,7 @@ def warmup_steps(setting: EngineSetting, in_flight: int) -> int:
 
 def prompts_in_flight(family: str, setting: EngineSetting, multiple: int) -> int:
     """`multiple` x ceil(capacity / window): prompts whose completions in flight fill the engine's batch once."""
-    window = PLANS[family].num_generations if family == "GRPO n=4" else PLANS[family].window
+    window = PLANS[family].num_generations if family == "GRPO n=4" else PLANS[family].section.samples_per_round
     return multiple * math.ceil(setting.capacity / window)
 
 

@@ -248,11 +248,11 @@ def est_and_objective_metric_names() -> set[str]:
     """Every key an Est step's sampler and the objective weights emit."""
     import numpy as np
 
-    from trl_ada.est import EstSampler
     from trl_ada.objectives import advantage_weights
     from trl_ada.plan import SamplingPlan
+    from trl_ada.schedules.est import EstSampler
 
-    plan = SamplingPlan(
+    plan = SamplingPlan.from_fields(
         generation_schedule="est", pass_rate_memory=True, objective="log", objective_weighting="hybrid"
     )
     sampler = EstSampler(2, plan, prior_alpha=[1.0, 1.0], prior_beta=[1.0, 3.0])

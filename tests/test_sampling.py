@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from trl_ada import sampling
+from trl_ada.plan import SamplingPlan
 from trl_ada.sampling import (
     AdaptiveSampler,
     QuotaRule,
@@ -22,6 +23,7 @@ from trl_ada.sampling import (
     select_group,
     validate_sampling,
 )
+from trl_ada.schedules.rounds import Rounds
 from trl_ada.simulation import SimulatedPolicy, simulate_step
 
 
@@ -183,7 +185,8 @@ def test_unresolved_prompts_stop_at_max_rounds():
 
 
 def test_none_rule_is_one_round_of_exactly_n():
-    sampler = AdaptiveSampler(num_prompts=2, num_generations=4, samples_per_round=8, max_rounds=4, exit_rule="none")
+    plan = SamplingPlan(Rounds(exit_rule="none", samples_per_round=8, max_rounds=4), num_generations=4)  # resolved
+    sampler = AdaptiveSampler(2, plan)
     assert (sampler.samples_per_round, sampler.max_rounds) == (4, 1)
     assert run_rounds(sampler, [0, 0, 0, 0, 1, 0, 1, 1]) == [[0, 1]]
     assert sampler.done
@@ -856,7 +859,7 @@ def test_a_prompt_at_its_cap_ends_the_step_without_empty_rounds():
 def test_estimation_metrics_leave_out_what_does_not_apply_and_warn_about_nothing():
     import warnings
 
-    from trl_ada.refill import RefillSampler
+    from trl_ada.candidates import RefillSampler
 
     # Remembered candidates 2 and 3 are never sampled (the batch keeps 2), and no budget is set.
     sampler = RefillSampler(

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from trl_ada.sampling import AdaptiveSampler, get_exit_rule
-from trl_ada.streaming import StreamingScheduler
+from trl_ada.schedules.streaming import StreamingScheduler
 
 
 def run(scheduler: StreamingScheduler, reward, pick) -> tuple[list, list[int]]:

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from trl_ada.sampling import AdaptiveSampler, exit_probability, get_exit_rule
-from trl_ada.streaming import StreamingScheduler
+from trl_ada.schedules.streaming import StreamingScheduler
 
 
 def make(b: int, n: int, m: int, rounds: int, **kwargs) -> AdaptiveSampler:

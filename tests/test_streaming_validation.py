@@ -5,16 +5,16 @@ from __future__ import annotations
 
 import pytest
 
-from trl_ada.plan import SamplingPlan, validate_transport
+from trl_ada.plan import SamplingPlan
 from trl_ada.sampling import AdaptiveSampler
-from trl_ada.streaming import StreamingScheduler
+from trl_ada.schedules.streaming import StreamingScheduler, validate_transport
 
 STREAMING = {"generation_schedule": "streaming", "samples_per_round": 4, "max_rounds": 3}
 
 
 def refusal(**changes) -> str:
     with pytest.raises(ValueError) as refused:
-        SamplingPlan(**{**STREAMING, **changes})
+        SamplingPlan.from_fields(**{**STREAMING, **changes})
     return str(refused.value)
 
 
@@ -30,7 +30,7 @@ def refusal(**changes) -> str:
     ],
 )
 def test_a_possible_schedule_is_accepted(changes):
-    plan = SamplingPlan(**{**STREAMING, **changes})
+    plan = SamplingPlan.from_fields(**{**STREAMING, **changes})
     assert plan.generation_schedule == changes.get("generation_schedule", "streaming")
 
 
