@@ -8,7 +8,7 @@ from typing import ClassVar
 from trl.experimental.async_grpo import AsyncGRPOConfig
 
 from ..config import RunDirArguments, SamplingArguments
-from ..plan import Host, check_type, preset_unused_fields
+from ..plan import PLAN_DEFAULTS, Host, check_type, preset_unused_fields
 from .rollout import ASYNCHRONOUS, PromptStreaming
 
 __all__ = ["AsyncReinforceAdaConfig"]
@@ -26,7 +26,7 @@ class AsyncReinforceAdaConfig(SamplingArguments, RunDirArguments, AsyncGRPOConfi
     Parameters:
         max_prompts_in_flight (`int` or `None`, *optional*, defaults to `None`):
             Prompts the worker samples at once. `None`: enough to keep `max_inflight_tasks` completions in flight
-            (`max_inflight_tasks // streaming_window`; Est: `// num_generations`, its mean allocation; at least 1).
+            (`max_inflight_tasks // streaming_window`; Est: `// samples_per_round`'s default, 8; at least 1).
         reward_timeout (`float`, *optional*, defaults to `300.0`):
             Seconds one call of the reward functions may take before the run stops with an error naming it.
         scale_rewards (`str`, *optional*, defaults to `"none"`):
@@ -38,8 +38,7 @@ class AsyncReinforceAdaConfig(SamplingArguments, RunDirArguments, AsyncGRPOConfi
     max_prompts_in_flight: int | None = field(
         default=None,
         metadata={
-            "help": "Prompts sampled at once (None: max_inflight_tasks // streaming_window, Est: // num_generations, "
-            "at least 1).",
+            "help": "Prompts sampled at once (None: max_inflight_tasks // streaming_window, Est: // 8, at least 1).",
         },
     )
     reward_timeout: float = field(
@@ -77,11 +76,13 @@ class AsyncReinforceAdaConfig(SamplingArguments, RunDirArguments, AsyncGRPOConfi
 
     @property
     def prompts_in_flight(self) -> int:
-        """`max_prompts_in_flight`, or what keeps `max_inflight_tasks` completions in flight (Est: one sample)."""
+        """`max_prompts_in_flight`, or what keeps `max_inflight_tasks` completions in flight (Est: per window of 8)."""
         if self.max_prompts_in_flight is not None:
             return self.max_prompts_in_flight
         plan = self.sampling_plan
-        window = plan.section.window_size if isinstance(plan.section, PromptStreaming) else plan.n
+        # Est requests its allocation a chunk at a time; its prompts in flight are counted per the default window M
+        seq_window = plan.section.window_size if isinstance(plan.section, PromptStreaming) else None
+        window = PLAN_DEFAULTS["samples_per_round"] if seq_window is None else seq_window
         return max(1, self.max_inflight_tasks // window)
 
 
