@@ -311,5 +311,7 @@ def test_dapo_dynamic_sampling_is_a_valid_configuration(tmp_path):
         max_rounds=4,
         prompt_oversampling=3.0,
     )
-    assert config.uses_candidates and config.samples_adaptively
-    assert not ReinforceAdaConfig(output_dir=str(tmp_path), report_to="none", use_cpu=True).uses_candidates
+    assert config.sampling_plan.schedule == "refill" and config.sampling_plan.section.exit_rule != "none"
+    assert (
+        ReinforceAdaConfig(output_dir=str(tmp_path), report_to="none", use_cpu=True).sampling_plan.schedule == "rounds"
+    )
