@@ -106,6 +106,21 @@ def test_send_weights_posts_every_tensor_exactly_then_resets_the_prefix_cache(se
     ]
 
 
+def test_each_tensor_is_sent_as_the_iterator_yielded_it(server, transfer):
+    """TRL's PEFT sync yields the weights with the adapter merged in, then unmerges them in place after the last one:
+    the server must get the merged values, not what the tensors hold once the walk is over."""
+    base = torch.zeros(3, 4)
+
+    def merged_then_unmerged():
+        base.add_(1.0)  # merge_adapter
+        yield "model.layers.0.self_attn.q_proj.weight", base
+        base.sub_(1.0)  # unmerge_adapter, after the last tensor was yielded
+
+    transfer.send_weights(merged_then_unmerged())
+    ((name, got),) = server.received[0]
+    assert torch.equal(got, torch.ones(3, 4)) and torch.equal(base, torch.zeros(3, 4))
+
+
 def test_a_worker_that_loaded_fewer_tensors_is_an_error(server, transfer):
     server.routes["POST /collective_rpc"] = lambda body: (200, {"results": ["3", "1"]})
     with pytest.raises(RuntimeError, match=r"loaded \['3', '1'\] tensors, 3 were sent") as error:

@@ -16,7 +16,7 @@ import functools
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from trl_ada.async_grpo.weights import post_weights, reload_weights
+from trl_ada.async_grpo.weights import copied_as_yielded, post_weights, reload_weights
 
 from . import check_versions
 
@@ -45,7 +45,7 @@ def _sync_weights(generation, original) -> None:
     if generation.mode != "colocate":
         return original(generation)
     model, vllm_config = colocated_model(generation)
-    reload_weights(model, vllm_config, list(generation._iter_named_params()))
+    reload_weights(model, vllm_config, copied_as_yielded(generation._iter_named_params()))
     generation.llm.reset_prefix_cache()
 
 

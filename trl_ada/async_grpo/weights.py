@@ -50,6 +50,15 @@ def decode_weights(payload: str) -> list[tuple[str, torch.Tensor]]:
     return torch.load(io.BytesIO(base64.b64decode(payload)), weights_only=True)
 
 
+def copied_as_yielded(named_tensors: Iterable[tuple[str, torch.Tensor]]) -> list[tuple[str, torch.Tensor]]:
+    """A CPU copy of each tensor taken when the iterator yields it.
+
+    TRL's PEFT sync yields the base weights with the adapter merged in and unmerges them in place once the walk
+    ends, so a tensor kept by reference and read after the walk holds the base weights again.
+    """
+    return [(name, tensor.detach().to("cpu", copy=True)) for name, tensor in named_tensors]
+
+
 def reload_weights(model: nn.Module, vllm_config, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
     """Load checkpoint-named tensors into a vLLM `model` the way vLLM loads a checkpoint, CPU repacking included."""
     from vllm.config import set_current_vllm_config
@@ -94,7 +103,7 @@ def post_weights(
 
     Raises unless every worker reports having loaded all of them.
     """
-    named_tensors = list(named_tensors)
+    named_tensors = copied_as_yielded(named_tensors)
     url = f"{base_url}/collective_rpc"
     try:
         response = session.post(
