@@ -104,8 +104,8 @@ def _record_pushed_rows(trainer) -> Counter:
     return rows
 
 
-def _timed_train(trainer) -> float:
-    faulthandler.dump_traceback_later(HANG_GUARD_S, exit=True)
+def _timed_train(trainer, hang_guard_s: float = HANG_GUARD_S) -> float:
+    faulthandler.dump_traceback_later(hang_guard_s, exit=True)
     start = time.monotonic()
     try:
         trainer.train()
