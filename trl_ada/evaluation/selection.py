@@ -13,6 +13,8 @@ from .scoring import _format, estimate_pass_rates
 if TYPE_CHECKING:
     from datasets import Dataset
 
+    from ..rewards import RewardFunc
+
 logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_PASS_RATE = 0.75
@@ -36,10 +38,12 @@ def select_prompts(
     sampling: SamplingSettings | None = None,
     problem_column: str | None = None,
     answer_column: str | None = None,
+    reward_func: RewardFunc | None = None,
 ) -> Dataset:
     """The paper's difficulty filter: keep prompts the model solves sometimes, but not too often.
 
-    Estimates each prompt's pass rate from `num_samples` samples (paper: 16; [`estimate_pass_rates`]) and keeps a
+    Estimates each prompt's pass rate from `num_samples` samples (paper: 16; [`estimate_pass_rates`], scored by
+    `reward_func`, default [`~trl_ada.rewards.math_reward`]) and keeps a
     prompt when it has at least `min_correct` correct samples and a pass rate <= `max_pass_rate` (default 0.75).
     Returns the kept rows, formatted with the paper's prompt, plus `num_correct` and `pass_rate` columns.
     `sampling` defaults to `SamplingSettings(max_new_tokens=2048)`.
@@ -52,7 +56,9 @@ def select_prompts(
     earlier = [column for column in ("num_correct", "pass_rate") if column in formatted.column_names]
     formatted = formatted.remove_columns(earlier)  # re-selecting an earlier selection replaces its estimates
     sampling = sampling or SamplingSettings(max_new_tokens=2048)
-    pass_rates = estimate_pass_rates(model, formatted["prompt"], formatted["answer"], num_samples, sampling=sampling)
+    pass_rates = estimate_pass_rates(
+        model, formatted["prompt"], formatted["answer"], num_samples, sampling=sampling, reward_func=reward_func
+    )
     num_correct = [round(rate * num_samples) for rate in pass_rates]
     scored = formatted.add_column("num_correct", num_correct).add_column("pass_rate", pass_rates)
     keep = [

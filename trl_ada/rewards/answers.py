@@ -381,33 +381,45 @@ def _parse_gold(gold: str) -> tuple:
 _PLAIN_TEXT_TARGETS = (LatexExtractionConfig(boxed_match_priority=-1), ExprExtractionConfig())
 _PERCENT = UnevaluatedExpr(Rational(1, 100))
 """The factor of a percentage as math-verify writes it (`50%` is `50 * (1/100)`)."""
+_MAX_SKIPS = 16
+"""Most uncomputed expressions `final_value` reads past before it gives up."""
 
 
 def final_value(text: str) -> list:
-    r"""The final answer of plain `text` as math-verify's `parse` finds it, or [] when that is not a value.
+    r"""The final answer of plain `text` as math-verify's `parse` finds it, or [] when it finds no value.
 
-    math-verify tries its patterns by priority: "final answer is X", then X after the word "answer" (after the last
-    `=` within 100 characters of it: "The answer is 13. Check: 13 - 4 = 9." gives 9), then the last number, LaTeX
-    value or expression in the text. What it finds counts when it is a value: a number (`13`, `-5`, `1,234`, `3.5`),
-    a percentage, a LaTeX value (`$rac{1}{2}$`, `$x + 1$`), or an equation, which math-verify compares by its right
-    side. An expression of numbers only, left uncomputed (`4 + 9`, `15 - 2`, `2^{10}`, and also `1/2` written in
-    plain text), is not: in prose it is the working or the question restated, often cut off at the length limit
-    ("To find 4 + 9, we"), and it would equal the gold of "What is 4 + 9?".
+    math-verify tries its patterns by priority: "final answer is X", then the first X after the word "answer" (or
+    the X after the last `=` within 100 characters of it: "The answer is 13. Check: 13 - 4 = 9." gives 9), then the
+    last number, LaTeX value or expression of the text. A value is a number (`13`, `-5`, `1,234`, `3.5`), a
+    percentage, a LaTeX value (`$\frac{1}{2}$`, `$2\sqrt{2}$`, `$x + 1$`) or an equation, which math-verify compares
+    by its right side. Arithmetic on numbers left uncomputed (`4 + 9`, `15 - 2`, `2^{10}`, and `1/2` written in
+    plain text) is not a value: in prose it is the working or the question restated ("The answer to 4 + 9 is 13",
+    or "To find 4 + 9, we" cut at the length limit), and it equals the gold of "What is 4 + 9?". The reading skips
+    past it and goes on with the text after it, up to `_MAX_SKIPS` times.
     """
-    parsed = parse(text, _PLAIN_TEXT_TARGETS, parsing_timeout=None)
-    return [] if not parsed or _uncomputed(parsed[0]) else parsed
+    text = text.translate(_UNICODE)  # a Unicode minus sign or thin space, as in a boxed answer
+    for _ in range(_MAX_SKIPS):
+        parsed = parse(text, _PLAIN_TEXT_TARGETS, parsing_timeout=None)
+        if not parsed or not _uncomputed(parsed[0]):
+            return parsed
+        written = parsed[-1] if isinstance(parsed[-1], str) else ""
+        at = text.find(written) if written else -1
+        if at < 0:
+            return []
+        text = text[at + len(written) :]
+    return []
 
 
 def _uncomputed(value: Any) -> bool:
-    """Whether `value` is arithmetic on numbers left as written, whose result is a rational number (`4 + 9`, `1/2`,
-    `2^{10}`); a relation is judged by its right side. Percentages (`50%`, `50 * (1/100)`) and irrational values
-    (`\\sqrt{2}`, `2\\pi`) are values."""
+    """Whether `value` is arithmetic on numbers left as written (`4 + 9`, `3 - 2.`, `1/2`, `2^{10}`); a relation is
+    judged by its right side. Percentages (`50%` is `50 * (1/100)`), irrational values (`\\sqrt{2}`, `2\\pi`) and
+    expressions with variables are values."""
     if isinstance(value, Relational):
         value = value.rhs
-    if not isinstance(value, (Add, Mul, Pow)):
+    if not isinstance(value, (Add, Mul, Pow)) or not all(atom.is_Number for atom in value.atoms()):
         return False
     percentage = isinstance(value, Mul) and len(value.args) == 2 and value.args[1] == _PERCENT
-    return not percentage and value.is_rational is True
+    return not percentage and value.is_rational is not False
 
 
 def _verify_pair(prediction: str | PlainText, gold: str, settings: MathVerifySettings = DEFAULT_SETTINGS) -> float:

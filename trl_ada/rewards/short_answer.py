@@ -19,6 +19,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from .answers import completion_text
+from .scoring import RewardFunc
 
 __all__ = [
     "ALIAS_SEPARATOR",
@@ -123,7 +124,7 @@ def short_answer_reward(completions: Sequence[Any], answer: Sequence[object], **
     return score_short_answers(completions, answer)
 
 
-def make_short_answer_reward(candidates: Iterable[str] | None = None) -> Any:
+def make_short_answer_reward(candidates: Iterable[str] | None = None) -> RewardFunc:
     """`short_answer_reward` that also knows the family's answer set `candidates` (a list of names, each may hold
     `|`-separated aliases): a completion naming any of them before the gold scores 0, whatever else the call holds.
     Raises ValueError for a bad `candidates`, naming the option."""
