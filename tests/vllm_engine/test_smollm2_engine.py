@@ -3,8 +3,8 @@
 Two one-digit additions the model answers in prose ("2 + 3 = 5.", or something else, often running to the length
 limit): about one completion in four is right at temperature 1 within 32 tokens. The reward is the registry's
 `math_final` (the final number of the plain text against the gold answer). The rewards come from the model, so each
-check is derived from the rewards the run recorded: the completions each prompt was sampled (by hand from the
-exit rule or Est's allocation), the rows of each prompt that reach the loss, the truncation statistics. After every
+check is derived from the rewards the run recorded: the completions requested per prompt (by hand from the exit
+rule or Est's allocation), the rows of each prompt that reach the loss, the truncation statistics. After every
 weight sync the engine must compute the trainer model's prompt log-probs (tied embeddings: the output layer is the
 embedding), and the weights must have changed.
 """
@@ -53,7 +53,7 @@ N = 4  # num_generations; the two prompts are one step's batch
 MAX_COMPLETION = 32
 M, ROUNDS = 8, 4  # the balance preset's samples per round and rounds
 TOLERANCE = 2e-4
-"""Largest |engine - trainer| log-prob of a token after a sync, float32 on both sides: measured at most 5.4e-5 (the
+"""Largest |engine - trainer| log-prob of a token after a sync, float32 on both sides: measured at most 5.6e-5 (the
 kernels differ over 30 layers); a stale tied output layer or a LoRA sync of the base weights is off by 0.3-1.9."""
 PROBE_ANSWER = " 2 + 3 = 5. The answer is 5."
 ASYNC_HANG_GUARD_S = 1800
@@ -406,6 +406,13 @@ def test_est_trains_checkpoints_and_resumes(smollm2_dir, smollm2_server, cpu_syn
 
 
 def test_async_balance_trains_on_smollm2_and_syncs_its_weights(smollm2_dir, smollm2_server, tmp_path):
+    from trl.chat_template_utils import add_response_schema
+
+    tokenizer = AutoTokenizer.from_pretrained(smollm2_dir)
+    # TRL's own async worker parses completions with a response schema it knows only for some chat templates, not
+    # SmolLM2's ChatML (it would need `tokenizer.response_template`); ours reads the decoded text and needs none
+    with pytest.raises(ValueError, match="Unrecognized chat template"):
+        add_response_schema(AutoTokenizer.from_pretrained(smollm2_dir))
     reward = RecordingReward()
     args = AsyncReinforceAdaConfig(
         sampling="balance",
@@ -431,7 +438,7 @@ def test_async_balance_trains_on_smollm2_and_syncs_its_weights(smollm2_dir, smol
         reward_funcs=[reward],
         args=args,
         train_dataset=dataset(),
-        processing_class=AutoTokenizer.from_pretrained(smollm2_dir),
+        processing_class=tokenizer,
     )
     assert isinstance(trainer.weight_transfer, HTTPWeightTransfer)
     pushed = _record_pushed_rows(trainer)
@@ -439,18 +446,17 @@ def test_async_balance_trains_on_smollm2_and_syncs_its_weights(smollm2_dir, smol
     wall = _timed_train(trainer, hang_guard_s=ASYNC_HANG_GUARD_S)
 
     assert trainer.state.global_step == 2
+    assert getattr(tokenizer, "response_template", None) is None
     assert {0.0, 1.0} <= set(reward.rewards()), reward.rewards()
     assert any(not torch.equal(before[n], p.detach()) for n, p in trainer.model.named_parameters())
     assert set(pushed.values()) == {N}, pushed  # every group the worker pushed has n rows
     assert len(trainer.trained_groups()) == 2 * 2, trainer.trained_groups()
-    # the server computes the trained weights
+    # the server computes the trained weights, which moved the probe's log-probs away from the base model's
+    probe = probe_ids(tokenizer)
     copy = AutoModelForCausalLM.from_pretrained(smollm2_dir, dtype=torch.float32).eval()
+    base = model_logprobs(copy, probe)
     copy.load_state_dict(trainer.accelerator.unwrap_model(trainer.model).state_dict())
-    probe = probe_ids(trainer.processing_class)
-    expected, base = (
-        model_logprobs(copy, probe),
-        model_logprobs(AutoModelForCausalLM.from_pretrained(smollm2_dir), probe),
-    )
+    expected = model_logprobs(copy, probe)
     got = server_prompt_logprobs(smollm2_server.base_url, smollm2_dir, probe)
     gap = max(abs(a - b) for a, b in zip(got, expected, strict=True))
     moved = max(abs(a - b) for a, b in zip(base, expected, strict=True))
