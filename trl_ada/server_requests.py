@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlparse
 
-__all__ = ["CompletionResult", "RequestCancelled", "ServerCompletions", "wait_for_health"]
+__all__ = ["CompletionResult", "RequestCancelled", "ServerCompletions", "served_model", "wait_for_health"]
 
 
 class RequestCancelled(Exception):
@@ -217,6 +217,14 @@ def wait_for_health(base_url: str, timeout: float, interval: float = 1.0) -> str
         if remaining <= 0:
             return answer
         time.sleep(min(interval, remaining))
+
+
+def served_model(base_url: str, model: str) -> str:
+    """The name requests must give: `model` when the server serves it under that name, else the model it serves
+    (as TRL's client asks `/v1/models`; a local path or a `--served-model-name` differ from the trainer's id)."""
+    with urllib.request.urlopen(f"{base_url.rstrip('/')}/v1/models", timeout=10) as response:
+        served = [entry["id"] for entry in json.load(response)["data"]]
+    return model if model in served else served[0]
 
 
 def _shut_down(sock: socket.socket | None) -> None:

@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import requests
 from trl.experimental.async_grpo.async_rollout_worker import RolloutSample
 from trl.generation.vllm_client import parse_logprobs
 
@@ -36,7 +35,7 @@ from ..groups import aggregate_rewards
 from ..memory import PassRateMemory, prompt_key
 from ..objectives import gradient_weight
 from ..plan import SamplingPlan
-from ..server_requests import CompletionResult, ServerCompletions, wait_for_health
+from ..server_requests import CompletionResult, ServerCompletions, served_model, wait_for_health
 from ..streaming import Request
 from .rollout import PromptRollout
 
@@ -380,13 +379,6 @@ def connect_to_server(settings: WorkerSettings) -> ServerCompletions:
         request_timeout=settings.request_timeout,
         max_retries=settings.max_retries,
     )
-
-
-def served_model(base_url: str, model: str) -> str:
-    """The name requests must give: `model` when the server serves it under that name, else the model it serves
-    (as TRL's client asks `/v1/models`; a local path or a `--served-model-name` differ from the trainer's id)."""
-    served = [entry["id"] for entry in requests.get(f"{base_url}/v1/models", timeout=10).json()["data"]]
-    return model if model in served else served[0]
 
 
 def wait_for_server(base_url: str, timeout: float) -> None:
