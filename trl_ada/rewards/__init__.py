@@ -27,6 +27,7 @@ from .scoring import (
     score_math,
     shutdown_workers,
 )
+from .standin import short_answer_reward  # stand-in until the prose rewards land
 
 __all__ = [
     "DEFAULT_TIMEOUT_S",
@@ -45,5 +46,6 @@ __all__ = [
     "normalize_answer",
     "register_reward",
     "score_math",
+    "short_answer_reward",
     "shutdown_workers",
 ]
