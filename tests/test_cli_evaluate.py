@@ -74,7 +74,9 @@ def test_evaluate_main_reports_missing_columns(tmp_path: Path, capsys: pytest.Ca
 
 
 @pytest.mark.parametrize(
-    "flags", [["--backend", "server"], ["--vllm_server_base_url", "http://127.0.0.1:8000"]], ids=["no-url", "no-server"]
+    "flags",
+    [["--backend", "server"], ["--vllm_server_base_url", "http://127.0.0.1:8000"]],
+    ids=["no-url", "no-backend"],
 )
 def test_the_server_backend_and_its_url_go_together(flags, tmp_path: Path, capsys) -> None:
     data = write_jsonl(tmp_path / "d.jsonl", [{"problem": "Compute 1 + 1.", "answer": "2"}])
