@@ -95,7 +95,7 @@ class Settings:
     learning_rate: float = 3e-5
     trainable_layers: int = 6
     max_staleness: int = 2
-    eval_k: int = 8
+    eval_k: int = 4
     selection_samples: int = 16
     min_correct: int = 1
     max_pass_rate: float = 0.5
@@ -171,11 +171,10 @@ class PassRates:
     ) -> list[float]:
         """Each row's pass rate; the rows not cached are estimated (`estimate` gives their correct counts)."""
         names = [f"{row['family']}/{split}/{row['fact']}" for row in rows]
-        todo = [row for row, name in zip(rows, names, strict=True) if name not in self.counts]
+        todo = [(row, name) for row, name in zip(rows, names, strict=True) if name not in self.counts]
         if todo:
-            fresh = estimate(todo)
-            for row, count in zip(todo, fresh, strict=True):
-                self.counts[f"{row['family']}/{split}/{row['fact']}"] = int(count)
+            fresh = estimate([row for row, _ in todo])
+            self.counts.update((name, int(count)) for (_, name), count in zip(todo, fresh, strict=True))
             write_json(self.path, {"key": self.key, "counts": self.counts})
         return [self.counts[name] / self.key["samples"] for name in names]
 
@@ -443,6 +442,7 @@ def run_arm(arm: str, settings: Settings, family: Family, probe: Probe, scratch:
         "build_s": build_s,
         "train_s": train_s,
         "eval_s": sum(mark["eval"]["seconds"] for mark in marks),
+        "wall_s": time.perf_counter() - built,
         "steps": clock.steps,
         "marks": marks,
         "logs": logs,
@@ -451,14 +451,10 @@ def run_arm(arm: str, settings: Settings, family: Family, probe: Probe, scratch:
 
 def run_base(settings: Settings, family: Family, probe: Probe, seed: int) -> dict[str, Any]:
     """The base model's evaluation: the point at wall time 0 of every arm of this seed."""
-    mark = {
-        "mark_s": 0.0,
-        "clock_s": 0.0,
-        "step": 0,
-        "tokens": 0.0,
-        "eval": probe.evaluate(probe.base, family, settings),
-    }
-    return {"family": family.name, "arm": "base", "seed": seed, "settings": settings.identity(), "marks": [mark]}
+    evaluation = probe.evaluate(probe.base, family, settings)
+    mark = {"mark_s": 0.0, "clock_s": 0.0, "step": 0, "tokens": 0.0, "eval": evaluation}
+    identity = {"family": family.name, "arm": "base", "seed": seed, "settings": settings.identity()}
+    return {**identity, "wall_s": evaluation["seconds"], "marks": [mark]}
 
 
 class Probe:
@@ -793,13 +789,21 @@ def tables(summary: dict[str, Any], runs: list[dict[str, Any]], settings: Settin
             markdown(["arm", "mark reached", "earlier"], body),
             "",
         ]
+        if RECOMMENDED in result["reach_reference"]:
+            reach = result["reach_reference"][RECOMMENDED]
+            lines += [
+                f"The recommended preset ({RECOMMENDED}) reached it before the budget on {reach['earlier']} of "
+                f"{reach['seeds']} seeds.",
+                "",
+            ]
     evaluations = [mark["eval"] for run in runs for mark in run["marks"]]
     if evaluations:
         lines += [
             f"Evaluation, off the training clock: {statistics.fmean(e['seconds'] for e in evaluations):.1f} s per "
             f"snapshot ({len(evaluations)} snapshots, {sum(e['seconds'] for e in evaluations):.0f} s in all); "
             f"largest push gap {max(e['sync_gap'] for e in evaluations):.1e}. Training: "
-            f"{sum(run.get('train_s', 0.0) for run in runs):.0f} s in all.",
+            f"{sum(run.get('train_s', 0.0) for run in runs):.0f} s in all; the runs, setup and evaluation included: "
+            f"{sum(run.get('wall_s', 0.0) for run in runs):.0f} s.",
             "",
         ]
     return "\n".join(lines)
@@ -920,11 +924,26 @@ def lr_sweep(
     return {"steps": settings.steps, "seed": seed, "rows": rows}
 
 
+def sweep_table(sweep: dict[str, Any]) -> str:
+    """The learning-rate sweep as a markdown table: held-out accuracy before and after, per family and rate."""
+    body = [
+        [r["family"], f"{r['learning_rate']:g}", str(r["steps"]), f"{r['before']:.3f}", f"{r['after']:.3f}",
+         f"{r['hardest_before']:.3f}", f"{r['hardest_after']:.3f}", f"{r['entropy']:.2f}"]
+        for r in sweep["rows"]
+    ]  # fmt: skip
+    columns = ["family", "lr", "steps", "avg@k before", "avg@k after", "hardest before", "hardest after", "entropy"]
+    return markdown(columns, body)
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = make_parser(__doc__.split("\n\n")[0], _REPO_ROOT / "benchmarks" / "results" / "real_learning", None)
     parser.add_argument("--server-url", help="use this running server of SmolLM2 (tests/vllm_support's flags)")
-    parser.add_argument("--budget", type=float, help="training wall-clock seconds per run (default: 120)")
-    parser.add_argument("--learning-rate", type=float, help="the learning rate of every arm (default: 3e-5)")
+    parser.add_argument(
+        "--budget", type=float, help=f"training wall-clock seconds per run (default: {Settings.budget_s:g})"
+    )
+    parser.add_argument(
+        "--learning-rate", type=float, help=f"the learning rate of every arm (default: {Settings.learning_rate:g})"
+    )
     parser.add_argument("--lr-sweep", type=float, nargs="+", metavar="LR", help="sweep GRPO n=4 over these rates")
     parser.add_argument("--sweep-steps", type=int, default=10, help="steps per sweep run (default: 10)")
     options = parser.parse_args(argv)
@@ -964,6 +983,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         families = {name: prepare_family(name, settings, model_dir, server_url, cache) for name in settings.families}
         meta = {name: family.meta() for name, family in families.items()}
         write_json(out / "tasks.json", meta)
+        (out / "pass_rates.md").write_text(pass_rate_table(meta, settings) + "\n")
+        pass_rate_figure(meta, settings, out / "pass_rates.png")
         if options.lr_sweep:
             sweep = lr_sweep(
                 options.lr_sweep,
@@ -975,22 +996,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 options.seed,
                 options.quiet,
             )
-            body = [
-                [
-                    r["family"],
-                    f"{r['learning_rate']:g}",
-                    str(r["steps"]),
-                    f"{r['before']:.3f}",
-                    f"{r['after']:.3f}",
-                    f"{r['hardest_before']:.3f}",
-                    f"{r['hardest_after']:.3f}",
-                    f"{r['entropy']:.2f}",
-                ]
-                for r in sweep["rows"]
-            ]
-            text = markdown(
-                ["family", "lr", "steps", "avg@k before", "after", "hardest before", "after", "entropy"], body
-            )
+            text = sweep_table(sweep)
             print(text)
             (out / "lr_sweep.md").write_text(text + "\n")
             write_json(out / "lr_sweep.json", sweep)
@@ -1019,7 +1025,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     text += "\n## Base pass rates (prompts per number of correct samples)\n\n" + pass_rate_table(meta, settings) + "\n"
     print(text)
     (out / "tables.md").write_text(text)
-    pass_rate_figure(meta, settings, out / "pass_rates.png")
     for family, result in summary.items():
         if result["seeds"]:
             curve_figure(family, result, out / f"real_{family}.png")
