@@ -12,6 +12,11 @@ The table gives, per category, how often `math_reward` agrees with math-verify, 
 other says 0, and how often each contradicts the label; then the time `math_reward` takes per case, each case
 scored from cold caches (`clear_caches()` and sympy's cache cleared) and timed `--repeats` times (median).
 
+A second table measures `extraction="final"` (`math_final_reward`): on the same boxed completions it must score as
+`math_reward` does (the count of differences), and on each prediction written in prose without a box
+(`as_prose`: "So the answer is ...", bare LaTeX inside `$...$`), where it reads the final number of the text, it
+is compared with math-verify's own reading of that prose (`parse` of the whole text) and with the label.
+
     python -m benchmarks.math_agreement                 # all cases, 3 repeats
     python -m benchmarks.math_agreement --smoke         # every 10th case, 1 repeat
 
@@ -36,7 +41,7 @@ from math_verify import parser as math_verify_parser
 from sympy.core.cache import clear_cache as clear_sympy_cache
 
 import trl_ada
-from trl_ada.rewards import clear_caches, math_reward
+from trl_ada.rewards import clear_caches, math_final_reward, math_reward
 
 CASES = Path(__file__).resolve().parent / "data" / "math_cases.jsonl"
 MATH_VERIFY_TARGETS = (LatexExtractionConfig(boxed_match_priority=0), ExprExtractionConfig())
@@ -61,6 +66,11 @@ def as_completion(prediction: str) -> str:
     return f"Let me work through it.\n\nThe final answer is $\\boxed{{{prediction}}}$."
 
 
+def as_prose(prediction: str) -> str:
+    """A completion that states `prediction` in a sentence, boxed only if the prediction is."""
+    return f"Let me work through it.\n\nSo the answer is {in_math_mode(prediction)}."
+
+
 def in_math_mode(text: str) -> str:
     """`text` as math-verify expects it: a bare number or text with math delimiters or a box as written, bare LaTeX
     (`\\frac12`, `x = 2`) inside `$...$`."""
@@ -70,10 +80,21 @@ def in_math_mode(text: str) -> str:
 
 
 def math_verify_score(gold: str, prediction: str) -> int:
-    """math-verify's own verdict on the pair, configured as in its test suite."""
+    """math-verify's own verdict on the pair, configured as in its test suite (a prediction in prose is read
+    whole)."""
     gold_parsed = parse(in_math_mode(gold), MATH_VERIFY_TARGETS)
     pred_parsed = parse(in_math_mode(prediction), MATH_VERIFY_TARGETS)
     return int(verify(gold_parsed, pred_parsed, float_rounding=6, strict=True))
+
+
+def final_scores(case: dict) -> dict:
+    """`math_final_reward` on the boxed completion and on the prose one, and math-verify on the prose."""
+    gold, prose = case["gold"], as_prose(case["prediction"])
+    return {
+        "final_boxed": int(math_final_reward([as_completion(case["prediction"])], [gold])[0]),
+        "final_prose": int(math_final_reward([prose], [gold])[0]),
+        "math_verify_prose": math_verify_score(gold, prose),
+    }
 
 
 def clear_all_caches() -> None:
@@ -114,6 +135,7 @@ def run(cases: list[dict], repeats: int) -> list[dict]:
                 **case,
                 "reward": runs[0][0],
                 "math_verify": math_verify_score(case["gold"], case["prediction"]),
+                **final_scores(case),
                 "seconds": statistics.median(r[1] for r in runs),
                 "cpu_seconds": statistics.median(r[2] for r in runs),
             }
@@ -139,6 +161,31 @@ def agreement_rows(results: list[dict]) -> list[list[str]]:
                 str(sum(r["reward"] != r["label"] for r in group)),
                 str(sum(r["math_verify"] != r["label"] for r in group)),
                 str(sum(r["reward"] > r["label"] for r in group)),
+            ]
+        )
+    return rows
+
+
+def final_rows(results: list[dict]) -> list[list[str]]:
+    """Per category and in total, for `extraction="final"`: differences from `math_reward` on boxed completions;
+    on prose, its 1s, agreement with math-verify, and false positives and negatives of both against the label."""
+    groups: dict[str, list[dict]] = defaultdict(list)
+    for result in results:
+        groups[result["category"]].append(result)
+    rows = []
+    for name, group in [*sorted(groups.items()), ("all", results)]:
+        agree = sum(r["final_prose"] == r["math_verify_prose"] for r in group)
+        rows.append(
+            [
+                name,
+                str(len(group)),
+                str(sum(r["final_boxed"] != r["reward"] for r in group)),
+                str(sum(r["final_prose"] for r in group)),
+                f"{agree} ({100 * agree / len(group):.1f}%)",
+                str(sum(r["final_prose"] > r["label"] for r in group)),
+                str(sum(r["final_prose"] < r["label"] for r in group)),
+                str(sum(r["math_verify_prose"] > r["label"] for r in group)),
+                str(sum(r["math_verify_prose"] < r["label"] for r in group)),
             ]
         )
     return rows
@@ -187,6 +234,18 @@ def report(results: list[dict], cases_path: Path) -> str:
         lines += [
             f"  {r['id']}: {r['reward']} / {r['math_verify']} / {r['label']} | {r['gold']} | {r['prediction']!r}"
             for r in disagreements
+        ]
+    final_header = ["category", "cases", "boxed: != math_reward", "prose: final 1", "prose: agree with mv"]
+    final_header += ["final false pos.", "final false neg.", "mv false pos.", "mv false neg."]
+    lines += ["", 'extraction="final" (math_final_reward), the prediction boxed and in prose:', ""]
+    lines += [format_table(final_header, final_rows(results))]
+    misses = [r for r in results if r["final_prose"] != r["label"]]
+    if misses:
+        lines += ["", "final on prose, against the label (id: final / math-verify / label | gold | prose):"]
+        lines += [
+            f"  {r['id']}: {r['final_prose']} / {r['math_verify_prose']} / {r['label']} | {r['gold']} | "
+            f"{as_prose(r['prediction'])!r}"
+            for r in misses
         ]
     return "\n".join(lines)
 

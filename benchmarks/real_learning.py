@@ -253,7 +253,7 @@ def train_rows(family: Family, seed: int, epochs: int = 200) -> list[dict[str, A
     import random
 
     rng = random.Random(seed)
-    columns = ("prompt", "answer", "aliases", "fact", "kind")
+    columns = ("prompt", "answer", "fact", "kind")
     rows = [{k: row[k] for k in columns} for row in family.train]
     return [row for _ in range(epochs) for row in rng.sample(rows, len(rows))]
 
@@ -536,12 +536,7 @@ class Probe:
             server.close()
         answers = [results[i] for i in range(len(prompt_ids))]
         texts = [self.tokenizer.batch_decode(a.completion_ids, skip_special_tokens=True) for a in answers]
-        correct = score_completions(
-            texts,
-            [row["answer"] for row in rows],
-            reward_func=task_reward(family.name),
-            columns={"aliases": [row["aliases"] for row in rows]},
-        )
+        correct = score_completions(texts, [row["answer"] for row in rows], reward_func=task_reward(family.name))
         logprobs = [lp for a in answers for sample in a.logprobs for lp in sample]
         return {
             "correct": [sum(samples) for samples in correct],
@@ -978,6 +973,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 "temperature": 1.0,
                 "max_tokens": settings.max_completion_length,
                 "task_seed": settings.task_seed,
+                "rewards": {"arithmetic": "math_final", "capitals": "short_answer, every capital as candidate"},
             },
         )
         families = {name: prepare_family(name, settings, model_dir, server_url, cache) for name in settings.families}

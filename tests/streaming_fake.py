@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 import zlib
 
-from trl_ada.schedules.streaming import StreamingSchedule
+from trl_ada.schedules.streaming import ServerStreamingSchedule
 from trl_ada.server_requests import CompletionResult
 
 
@@ -97,7 +97,7 @@ def attach_scripted_server(trainer, server: ScriptedCompletions | None) -> Count
     """
     generation = CountingGeneration()
     trainer.args.generation_schedule = "streaming"
-    trainer.schedule = StreamingSchedule(trainer)
+    trainer.schedule = ServerStreamingSchedule(trainer)
     trainer.use_vllm, trainer.vllm_generation, trainer._last_loaded_step = True, generation, -1
     trainer.vllm_importance_sampling_correction = True
 

@@ -183,3 +183,31 @@ def test_select_prompts_hub_token_flag_is_verified_and_used(tiny_model_dir, two_
     flags = ["--backend", "transformers", "--output", str(tmp_path / "o"), "--push_to_hub", "me/sel", *keep_all]
     assert select_prompts.main([*argv, *flags, "--hub_token", "hf_flag"]) == 0
     assert checked == ["hf_flag"] and pushed == ["hf_flag"]
+
+
+@pytest.mark.parametrize("command", [evaluate, select_prompts])
+def test_reward_option_resolves_a_registered_name_before_sampling(command, tmp_path: Path, monkeypatch, capsys):
+    from trl_ada.rewards import math_final_reward, short_answer_reward
+
+    data = write_jsonl(tmp_path / "d.jsonl", [{"problem": "What is 4 + 9?", "answer": "13"}])
+    source = ["--datasets", data] if command is evaluate else ["--dataset", data, "--output", str(tmp_path / "o")]
+    sampler = "avg_at_k" if command is evaluate else "select_prompts"
+    monkeypatch.setattr(command, sampler, lambda *a, **kw: pytest.fail("sampled with a bad --reward"))
+    assert command.main(["--model", "m", *source, "--reward", "maths_final"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "error: --reward maths_final: Unknown reward function 'maths_final'. Did you mean 'math_final'?" in err
+
+    used = []
+
+    def sample(*args, reward_func, **kwargs):
+        used.append(reward_func)
+        raise SystemExit(0)  # stop once the reward is known
+
+    monkeypatch.setattr(command, sampler, sample)
+    monkeypatch.setattr(command, "check_model", lambda *a, **kw: None)
+    for name in ("math_final", "short_answer"):
+        with pytest.raises(SystemExit):
+            command.main(["--model", "m", *source, "--reward", name])
+    assert used == [math_final_reward, short_answer_reward]
+    assert command.make_parser().parse_args(["--model", "m", *source]).reward == "math"

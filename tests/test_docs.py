@@ -283,3 +283,10 @@ def test_metrics_documents_every_metric():
     text = (DOCS / "metrics.md").read_text()
     missing = sorted(METRIC_PREFIX + name for name in names if f"`{METRIC_PREFIX}{name}`" not in text)
     assert not missing, f"docs/metrics.md does not document {missing}"
+
+
+def test_readme_quick_start_names_every_preset():
+    from trl_ada.plan import PRESETS
+
+    line = next(line for line in README.read_text().splitlines() if "# a preset:" in line)
+    assert sorted(re.findall(r'"(\w+)"', line.split("# a preset:")[1])) == sorted(PRESETS)

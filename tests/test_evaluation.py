@@ -345,3 +345,19 @@ def test_missing_columns_use_the_data_module_error(monkeypatch: pytest.MonkeyPat
         ev.avg_at_k("m", {"d": Dataset.from_dict({"problem": ["x"], "label": ["1"]})}, k=1)
     with pytest.raises(ValueError, match="No problem column found"):
         ev.select_prompts("m", Dataset.from_dict({"text": ["x"], "answer": ["1"]}))
+
+
+def test_avg_at_k_and_select_prompts_score_with_the_reward_given(monkeypatch: pytest.MonkeyPatch) -> None:
+    from datasets import Dataset
+
+    from trl_ada.rewards import math_final_reward
+
+    prose = {"What is 4 + 9?": ["4 + 9 = 13.", "It is 12.", "To find 4 + 9, we", r"So $\boxed{13}$."]}
+    monkeypatch.setattr(ev.generation, "generate_completions", stub_generator(prose))
+    data = Dataset.from_dict({"problem": ["What is 4 + 9?"], "answer": ["13"]})
+    boxed_only = ev.avg_at_k("m", {"d": data}, k=4)
+    final = ev.avg_at_k("m", {"d": data}, k=4, reward_func=math_final_reward)
+    assert (boxed_only.pass_rates, boxed_only.settings["reward"]) == ({"d": [0.25]}, "math_reward")
+    assert (final.pass_rates, final.settings["reward"]) == ({"d": [0.5]}, "math_final_reward")
+    kept = ev.select_prompts("m", data, num_samples=4, max_pass_rate=0.5, reward_func=math_final_reward)
+    assert kept["pass_rate"] == [0.5]

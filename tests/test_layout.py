@@ -46,3 +46,9 @@ def test_nothing_outside_the_cli_imports_it(path):
 def test_the_benchmarks_do_not_edit_sys_path():
     for path in BENCHMARKS:
         assert "sys.path" not in path.read_text(), path
+
+
+@pytest.mark.parametrize("path", sorted((PACKAGE / "schedules").glob("*.py")), ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_schedule_imports_the_trainer(path):
+    """A schedule sees its trainer only as `schedules.base.StepHost`."""
+    assert not {name for name in imported_modules(path) if name.startswith("trl_ada.trainer")}

@@ -250,7 +250,10 @@ def test_reward_kwargs_accept_an_import_path_as_factory():
             {"math": {"strictt": False}},
             r"Unknown option 'strictt' in reward_kwargs\['math'\]\. Did you mean 'strict'\?",
         ),
-        ({"format": {"x": 1}}, r"Reward 'format' takes no options.*Rewards with options: math\."),
+        (
+            {"format": {"x": 1}},
+            r"Reward 'format' takes no options.*Rewards with options: math, math_final, short_answer\.",
+        ),
         ({"maths": {}}, r"reward_kwargs gives options for 'maths', which is not in reward_funcs \['math', 'format'\]"),
         ({"math": {"float_rounding": -1}}, r"reward_kwargs\['math'\]: float_rounding=-1 must be an integer >= 0"),
         ({"math": 3}, r"reward_kwargs\['math'\] must map option names to values, got 3\."),

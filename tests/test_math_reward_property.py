@@ -116,3 +116,38 @@ def test_grouped_numbers_score_as_math_verify_reads_bare_numbers(number, offset)
     gold = str(value + offset)
     reward = make_math_reward()([rf"\boxed{{{text}}}"], [gold])[0]
     assert reward == float(verify(parse(gold, [ExprExtractionConfig()]), value)), (text, gold)
+
+
+PROSE_AFTER = st.sampled_from(["", " Check: 4 + 9 = 13.", "\n\nSo 2 + 2 = 5, and x = 7.", " The answer is 12."])
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(completion=completions(), gold=golds(), after=PROSE_AFTER, options=OPTIONS)
+def test_final_extraction_agrees_with_boxed_on_every_completion_with_a_box(completion, gold, after, options):
+    text = completion + after  # numbers after the box do not matter: the box decides
+    boxed = make_math_reward(**options)([text], [gold])
+    assert make_math_reward(**options, extraction="final")([text], [gold]) == boxed
+
+
+OPERATIONS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b}
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    a=st.integers(0, 999),
+    b=st.integers(0, 999),
+    op=st.sampled_from(sorted(OPERATIONS)),
+    offset=st.sampled_from([0, 0, 1, -1]),
+    lead=st.sampled_from(["", "To find the answer, ", "Let me compute. "]),
+)
+def test_final_extraction_reads_the_computed_number_never_the_restated_question(a, b, op, offset, lead):
+    result = OPERATIONS[op](a, b)
+    gold = str(result + offset)
+    final = make_math_reward(extraction="final")
+    assert final([f"{lead}{a} {op} {b} = {result}."], [gold]) == [float(offset == 0)]
+    assert final([f"{lead}{a} {op} {b} is {result}"], [gold]) == [float(offset == 0)]
+    # the question restated, cut at the length limit: no positive (unless an operand is the result, as in 5 * 1:
+    # after the word "answer", math-verify reads the first number)
+    if result not in (a, b):
+        assert final([f"{lead}To find {a} {op} {b}, we"], [str(result)]) == [0.0]
+        assert final([f"{lead}{a} {op} {b} ="], [str(result)]) == [0.0]

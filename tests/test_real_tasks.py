@@ -27,7 +27,7 @@ def test_arithmetic_splits_have_the_asked_sizes_and_correct_answers():
             a, symbol, b = operands(row)
             assert row["answer"] == str({"+": a + b, "-": a - b, "*": a * b}[symbol])
             kind = ARITHMETIC_KINDS[row["kind"]]
-            assert kind.symbol == symbol and row["family"] == "arithmetic" and row["aliases"] == []
+            assert kind.symbol == symbol and row["family"] == "arithmetic"
             assert row["prompt"][0]["role"] == "user" and len(row["prompt"]) == 1
 
 
@@ -70,10 +70,10 @@ def test_the_shipped_capitals_table():
     assert len(set(countries)) == len(countries)
     by_country = dict(zip(countries, table["capital"], strict=True))
     assert by_country["France"] == "Paris" and by_country["Japan"] == "Tokyo" and by_country["Kenya"] == "Nairobi"
-    assert "Kiev" in table[countries.index("Ukraine")]["aliases"]
+    assert by_country["Ukraine"] == "Kyiv|Kiev" and by_country["United States"] == "Washington, D.C.|Washington"
     # a capital named like its country would be answered by repeating the question
     restated = [f"The capital of {country} is" for country in countries]
-    scores = task_reward("capitals")(completions=restated, answer=table["capital"], aliases=table["aliases"])
+    scores = task_reward("capitals")(completions=restated, answer=table["capital"])
     assert scores == [0.0] * len(table)
     assert tasks.default_capitals_file().name == "capitals.csv"
 
@@ -91,11 +91,11 @@ def test_capitals_splits_ask_the_trained_countries_in_another_phrasing_and_contr
 
 def test_a_capitals_file_row_without_a_capital_is_dropped_with_a_count(tmp_path, caplog):
     path = tmp_path / "capitals.csv"
-    path.write_text("country,capital,aliases\nFrance,Paris,\nAtlantis,,\nUkraine,Kyiv,Kiev;Kyjiw\nNowhere,  ,\n")
+    path.write_text("country,capital\nFrance,Paris\nAtlantis,\nUkraine,Kyiv|Kiev\nNowhere,  \n")
     with caplog.at_level(logging.WARNING):
         table = load_capitals(path)
     assert table["country"] == ["France", "Ukraine"]
-    assert table["aliases"] == [[], ["Kiev", "Kyjiw"]]
+    assert table["capital"] == ["Paris", "Kyiv|Kiev"]
     assert "dropped 2 of 4 rows whose answer (column 'capital') is null or empty" in caplog.text
     assert str(path) in caplog.text
 
@@ -118,7 +118,9 @@ def test_task_rewards_read_prose_answers():
     completions = [[{"role": "assistant", "content": text}] for text in ("To add 4 + 9: 4 + 9 = 13.", "It is 12.")]
     assert arithmetic(completions=completions, answer=["13", "13"]) == [1.0, 0.0]
     capitals = task_reward("capitals")
-    completions = [[{"role": "assistant", "content": text}] for text in ("The capital is Kiev.", "Paris.")]
-    assert capitals(completions=completions, answer=["Kyiv", "Berlin"], aliases=[["Kiev"], []]) == [1.0, 0.0]
+    texts = ("The capital is Kiev.", "Paris.", "Maybe Rome, or Kyiv.", "It is Kyiv, not Rome.")
+    completions = [[{"role": "assistant", "content": text}] for text in texts]
+    # listing cities does not pay: the first capital of the table named is the answer
+    assert capitals(completions=completions, answer=["Kyiv|Kiev", "Berlin", "Kyiv|Kiev", "Kyiv|Kiev"]) == [1, 0, 0, 1]
     with pytest.raises(ValueError, match=r"family='poems' is not a task family; choose one of"):
         task_reward("poems")

@@ -92,7 +92,7 @@ def test_checkpoint_restores_the_candidate_stream(tiny_model_dir, tmp_path):
 
     def record(outcome):
         end_step(outcome)
-        states.append(first.candidate_stream.state_dict())
+        states.append(first.schedule.candidate_stream.state_dict())
 
     first.schedule.end_step = record
     first.train()
@@ -102,7 +102,26 @@ def test_checkpoint_restores_the_candidate_stream(tiny_model_dir, tmp_path):
         model=tiny_model_dir, reward_funcs=[KindReward()], args=_config(tmp_path, **args), train_dataset=_dataset(8, 8)
     )
     resumed.train(resume_from_checkpoint=str(Path(first.args.output_dir) / "checkpoint-1"))
-    assert resumed.candidate_stream.state_dict() == states[1]  # step 2 drew and consumed the same candidates
+    assert resumed.schedule.candidate_stream.state_dict() == states[1]  # step 2 drew and consumed the same candidates
+
+
+def test_a_checkpoint_inside_a_generation_batch_keeps_the_stream_of_the_batch_start(tiny_model_dir, tmp_path):
+    # steps_per_generation=2: one generation batch lasts two optimizer steps; TRL generates it again when resumed
+    # from checkpoint-1, so the stream saved there is the one the batch started from, not the one it consumed.
+    args = {"max_steps": 2, "save_strategy": "steps", "save_steps": 1, "steps_per_generation": 2}
+    trainer = ReinforceAdaTrainer(
+        model=tiny_model_dir, reward_funcs=[KindReward()], args=_config(tmp_path, **args), train_dataset=_dataset(8, 8)
+    )
+    start = trainer.schedule.candidate_stream.state_dict()
+    trainer.train()
+    output = Path(trainer.args.output_dir)
+    saved = {
+        step: json.loads((output / f"checkpoint-{step}" / "candidate_stream.json").read_text()) for step in (1, 2)
+    }
+    assert saved[1] == {"format": "trl_ada.candidate_stream", "version": 1, **start}
+    assert (
+        saved[2] == {"format": "trl_ada.candidate_stream", "version": 1, **trainer.schedule.state_dict()} != saved[1]
+    )
 
 
 @pytest.fixture(scope="module")
@@ -203,7 +222,7 @@ def test_a_stream_that_runs_past_the_dataset_mid_epoch_ends_cleanly_without_a_re
         assert log["reinforce_ada/refill/kept"] == 4
         assert log["reinforce_ada/refill/effective_kept_fraction"] == 0.5  # the 2 mixed prompts; 2 slots all wrong
         assert log["reinforce_ada/refill/ineffective_kept_fraction"] == 0.5
-    assert trainer.candidate_stream.epoch >= 2  # the stream went round the dataset more than once
+    assert trainer.schedule.candidate_stream.epoch >= 2  # the stream went round the dataset more than once
     assert all(count % 4 == 0 and count > 0 for count in reward.scored.values())
 
 

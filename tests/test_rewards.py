@@ -25,11 +25,13 @@ from trl_ada.rewards import (
     format_reward,
     get_reward_funcs,
     make_math_reward,
+    math_final_reward,
     math_reward,
     normalize_answer,
     register_reward,
     score_math,
     scoring,
+    short_answer_reward,
     workers,
 )
 from trl_ada.rewards import registry as reward_registry
@@ -403,14 +405,16 @@ def registry(monkeypatch):
 
 def test_builtin_rewards_are_registered():
     assert get_reward_funcs(["math", "format"]) == [math_reward, format_reward]
+    assert get_reward_funcs(["math_final", "short_answer"]) == [math_final_reward, short_answer_reward]
     assert get_reward_funcs("math") == [math_reward]
 
 
 def test_unknown_reward_lists_known_names_and_suggests(registry):
     with pytest.raises(ValueError, match=r"Unknown reward function 'maths'\. Did you mean 'math'\?") as info:
         get_reward_funcs(["maths"])
-    assert "Known rewards: format, math." in str(info.value)
-    with pytest.raises(ValueError, match=r"Unknown reward function 'xyz'\. Known rewards: format, math\."):
+    assert "Known rewards: format, math, math_final, short_answer." in str(info.value)
+    known = r"Known rewards: format, math, math_final, short_answer\."
+    with pytest.raises(ValueError, match=rf"Unknown reward function 'xyz'\. {known}"):
         get_reward_funcs(["math", "xyz"])
 
 
@@ -423,7 +427,7 @@ def test_register_with_decorator_and_directly(registry):
     funcs = get_reward_funcs(["length", "constant", "math"])
     assert funcs[0] is length_reward
     assert [f(completions=["ab"]) for f in funcs[:2]] == [[2.0], [1.0]]
-    assert sorted(registry) == ["constant", "format", "length", "math"]
+    assert sorted(registry) == ["constant", "format", "length", "math", "math_final", "short_answer"]
 
 
 def test_duplicate_registration_is_an_error_unless_overwritten(registry):

@@ -168,3 +168,34 @@ def test_a_cancelled_request_never_returns(server):
     requests.close()
     assert list(results) == ["fast"] and requests.cancelled == 1
     assert time.monotonic() - start < 1.0
+
+
+def test_the_streaming_schedule_and_the_asynchronous_worker_request_the_same_sampling(tmp_path):
+    from types import SimpleNamespace
+
+    from trl_ada import _trl
+    from trl_ada.async_grpo import AsyncReinforceAdaConfig
+    from trl_ada.async_grpo.trainer import _worker_settings
+
+    settings = dict(temperature=0.7, top_p=0.9, top_k=5, min_p=None, repetition_penalty=1.1)
+    args = AsyncReinforceAdaConfig(
+        output_dir=str(tmp_path), use_cpu=True, report_to=[], max_completion_length=12, **settings
+    )
+    client = SimpleNamespace(base_url="http://server", model="m")
+    generation = SimpleNamespace(
+        **settings,
+        max_completion_length=12,
+        structured_outputs_regex=None,
+        generation_kwargs=None,
+        vllm_client=client,
+    )
+    expected = {**settings, "min_p": 0.0, "max_tokens": 12, "logprobs": 0}
+    assert _trl.server_sampling(SimpleNamespace(vllm_generation=generation))[2] == expected
+    assert _worker_settings(args, "m").sampling == expected
+    generation.structured_outputs_regex, generation.generation_kwargs = r"\d+", {"top_k": 3, "seed": 1}
+    assert _trl.server_sampling(SimpleNamespace(vllm_generation=generation))[2] == {
+        **expected,
+        "structured_outputs": {"regex": r"\d+"},
+        "top_k": 3,  # generation_kwargs override the rest, as in TRL's client
+        "seed": 1,
+    }

@@ -12,7 +12,7 @@ from datasets import Dataset
 from tiny import CountingReward, prompt_text, tiny_config
 
 from trl_ada import ReinforceAdaConfig, ReinforceAdaTrainer
-from trl_ada.trainer import split_round
+from trl_ada.schedules.rounds import split_round
 
 pytestmark = pytest.mark.xdist_group("trainer")
 

@@ -104,3 +104,15 @@ def test_a_moved_async_joint_is_named(monkeypatch):
 
     monkeypatch.setattr(AsyncGRPOTrainer, "_save_checkpoint", lambda self, checkpoint: None)
     assert any("_save_checkpoint" in problem for problem in _trl.check_async_joints())
+
+
+def test_a_step_of_four_rounds_passes_through_trl_once(tiny_model_dir, tmp_path):
+    """The rounds run before TRL's `_generate_and_score_completions`, which then runs once over the kept rows; without
+    environments, tools or images no round enters it (`docs/architecture.md`, "One step, as data")."""
+    from trl_crossings import four_round_step
+
+    crossings = four_round_step(tiny_model_dir, str(tmp_path / "out"))
+    assert crossings.calls["GRPOTrainer._generate_and_score_completions"] == 1
+    assert crossings.calls["GRPOTrainer._generate"] == crossings.calls["GRPOTrainer._calculate_rewards"] == 4
+    assert crossings.entries["GRPOJoints._generate"] == 1  # TRL's one pass takes the kept rows
+    assert crossings.entries["GRPOJoints._calculate_rewards"] == 1  # and their rewards, not scored twice

@@ -25,10 +25,13 @@ import trl
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from trl import GRPOTrainer
 
+from .server_requests import completion_sampling
+
 __all__ = [
     "JOINTS",
     "GRPOJoints",
     "GeneratedRows",
+    "KeptRows",
     "RoundLogs",
     "Joint",
     "check_joints",
@@ -37,14 +40,15 @@ __all__ = [
     "held_generation_metrics",
     "inside_generation_batch",
     "held_reward_metrics",
+    "kept_training_batch",
     "log_kept_generation_metrics",
     "log_metrics",
-    "prepare_prompts",
+    "prompts_from_trl_preamble",
     "queue_extra_logs",
     "queue_reward_metrics",
-    "replace_logged_advantages",
+    "replace_advantages",
     "rollout_features",
-    "rollout_state_restored",
+    "round_prompts",
     "row_statistics",
     "score_rows",
     "server_sampling",
@@ -69,8 +73,13 @@ class Joint:
 
 
 JOINTS: tuple[Joint, ...] = (
-    Joint("_generate_and_score_completions", "method", ("inputs",), "overridden: one training batch"),
-    Joint("_generate", "method", ("prompts",), "overridden and called: generation of a round's rows"),
+    Joint(
+        "_generate_and_score_completions",
+        "method",
+        ("inputs",),
+        "overridden: one training batch; called once per step over the kept rows (and for TRL's preamble)",
+    ),
+    Joint("_generate", "method", ("prompts",), "overridden (the kept rows) and called: generation of a round's rows"),
     Joint(
         "_generate_single_turn",
         "method",
@@ -81,7 +90,7 @@ JOINTS: tuple[Joint, ...] = (
         "_calculate_rewards",
         "method",
         ("inputs", "prompts", "completions", "completion_ids_list"),
-        "overridden and called: scoring a round; the kept rewards are not scored twice",
+        "overridden (the kept rows' rewards, not scored twice) and called: scoring a round",
     ),
     Joint("_save_checkpoint", "method", ("model", "trial"), "overridden: checkpoint completeness, sampling state"),
     Joint("_tag_names", "attribute", (), "set: the model card's tags"),
@@ -90,7 +99,7 @@ JOINTS: tuple[Joint, ...] = (
     Joint("_tokenize_prompts", "method", ("prompts",), "called: prompt ids for streaming requests"),
     Joint("_get_output_dir", "method", ("trial",), "called: the run directory of a checkpoint"),
     Joint("_metrics", "attribute", (), "written: per-step metrics"),
-    Joint("_logs", "attribute", (), "written: the advantages TRL logs for the completions table"),
+    Joint("_logs", "attribute", (), "written: our advantages in the completions table instead of TRL's"),
     Joint("_pending_metrics", "attribute", (), "read and written: reward functions' log_metric values"),
     Joint("_pending_extra_logs", "attribute", (), "read and written: reward functions' log_extra columns"),
     Joint("_tokenizer", "attribute", (), "read: pad token id for truncation statistics"),
@@ -102,11 +111,7 @@ JOINTS: tuple[Joint, ...] = (
     Joint("num_generations", "attribute", (), "rewritten around `_generate`: copies per request of a round"),
     Joint("vllm_generation", "attribute", (), "read (server mode): sampling settings, client, weight sync", True),
 )
-"""What `ReinforceAdaTrainer` relies on beyond `GRPOTrainer`'s public API (the rollout state restored after a round,
-`environments`, `_batch_environments`, `_sync_tool_dicts`, `_async_tool_dicts`, exists only with tools or
-environments and is saved and restored only where present)."""
-
-ROLLOUT_STATE = ("environments", "_batch_environments", "_sync_tool_dicts", "_async_tool_dicts")
+"""What `ReinforceAdaTrainer` relies on beyond `GRPOTrainer`'s public API."""
 
 
 def check_joints(trainer: Any = GRPOTrainer) -> list[str]:
@@ -164,6 +169,15 @@ class GeneratedRows(NamedTuple):
     tool_images: list
 
 
+class KeptRows(NamedTuple):
+    """The rows a step keeps, as TRL's one pass over them takes them: this process's input rows and generated rows,
+    and the rewards per function of every process's kept rows (TRL's `_calculate_rewards` gathers them)."""
+
+    inputs: list[dict]
+    rows: GeneratedRows
+    rewards_per_func: torch.Tensor
+
+
 class _PromptsReady(Exception):
     """Raised inside `_generate` while TRL's preamble prepares rows, to hand back the prompts it built."""
 
@@ -175,10 +189,11 @@ class _PromptsReady(Exception):
 class GRPOJoints(GRPOTrainer):
     """`GRPOTrainer` whose private methods forward to hooks that a subclass implements under names of its own:
 
-    - `training_batch(inputs, score)`: one training batch; `score()` runs TRL's generation and scoring.
-    - `training_rows(prompts)`: the `GeneratedRows` of a training batch (`None`: TRL's own generation).
-    - `cached_rewards()`: rewards per function of the rows `training_rows` returned (`None`: TRL scores them).
+    - `training_batch(inputs)`: one training batch (TRL's `_generate_and_score_completions` output); a subclass
+      generates the step first, then hands the kept rows to `kept_training_batch`.
     - `saving_checkpoint(folder, save)`: a checkpoint save; `save()` writes TRL's part.
+
+    Evaluation batches are TRL's own.
     """
 
     # The model card TRL writes names the method, its tags and the paper.
@@ -198,16 +213,11 @@ class GRPOJoints(GRPOTrainer):
     }
 
     _ada_preparing_prompts: bool = False
+    _ada_kept: KeptRows | None = None  # set while TRL's one pass of the step runs over the kept rows
     _ada_streamed_rows: tuple[list, list | None] | None = None
 
-    def training_batch(self, inputs: list[dict], score: Callable[[], dict]) -> dict:
-        return score()
-
-    def training_rows(self, prompts: list) -> GeneratedRows | None:
-        return None
-
-    def cached_rewards(self) -> torch.Tensor | None:
-        return None
+    def training_batch(self, inputs: list[dict]) -> dict:
+        return GRPOTrainer._generate_and_score_completions(self, inputs)
 
     def saving_checkpoint(self, folder: str, save: Callable[[], None], trial: Any) -> None:
         save()
@@ -215,13 +225,14 @@ class GRPOJoints(GRPOTrainer):
     def _generate_and_score_completions(self, inputs):
         if not self.model.training:
             return super()._generate_and_score_completions(inputs)
-        return self.training_batch(inputs, lambda: GRPOTrainer._generate_and_score_completions(self, inputs))
+        return self.training_batch(inputs)
 
     def _generate(self, prompts):
         if self._ada_preparing_prompts:
             raise _PromptsReady(prompts)
-        rows = self.training_rows(prompts)
-        return super()._generate(prompts) if rows is None else tuple(rows)
+        if self._ada_kept is not None:
+            return tuple(self._ada_kept.rows)
+        return super()._generate(prompts)
 
     def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
         if self._ada_streamed_rows is not None:  # streaming: the server already generated these rows
@@ -229,9 +240,8 @@ class GRPOJoints(GRPOTrainer):
         return super()._generate_single_turn(prompt_ids, images, multimodal_fields, num_generations, has_tool_images)
 
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
-        cached = self.cached_rewards()
-        if cached is not None:
-            return cached
+        if self._ada_kept is not None:  # scored while they were generated
+            return self._ada_kept.rewards_per_func
         return super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
 
     def _save_checkpoint(self, model, trial):
@@ -239,16 +249,65 @@ class GRPOJoints(GRPOTrainer):
         self.saving_checkpoint(folder, lambda: super(GRPOJoints, self)._save_checkpoint(model, trial), trial)
 
 
+def kept_training_batch(trainer: GRPOJoints, kept: KeptRows) -> dict:
+    """TRL's training batch of the kept rows: one pass through `_generate_and_score_completions`, whose `_generate`
+    returns `kept.rows` and whose `_calculate_rewards` returns `kept.rewards_per_func`. TRL pads the rows, computes the
+    old and reference log-probs and the importance-sampling ratios, logs its metrics and the completions table, and
+    computes its own group advantages (see `replace_advantages`)."""
+    trainer._ada_kept = kept
+    try:
+        return GRPOTrainer._generate_and_score_completions(trainer, kept.inputs)
+    finally:
+        trainer._ada_kept = None
+
+
+def replace_advantages(trainer: GRPOJoints, batch: dict, advantages: np.ndarray) -> None:
+    """Our advantages (every process's kept rows, in row order) in place of TRL's, in the batch (this process's
+    slice) and in the completions table TRL logged.
+
+    TRL 1.16 computes its group advantages inline in `_generate_and_score_completions`, between `_calculate_rewards`
+    and its reward metrics, over groups of `num_generations` rows, with no method of its own to override: they are
+    computed and replaced here, once per step.
+    """
+    num_local = len(batch["advantages"])
+    rank = trainer.accelerator.process_index
+    local = advantages[rank * num_local : (rank + 1) * num_local]
+    batch["advantages"] = torch.tensor(local, dtype=torch.float32, device=trainer.accelerator.device)
+    logged = trainer._logs["advantages"]
+    for _ in range(min(len(advantages), len(logged))):
+        logged.pop()
+    logged.extend(advantages.tolist())
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # Generation and scoring of a round's rows with TRL's own code
 # ----------------------------------------------------------------------------------------------------------------
 
 
-def prepare_prompts(trainer: GRPOJoints, inputs: list[dict]) -> list:
-    """The prompts TRL's own preamble builds for these rows (environments drawn and reset, tool dicts, images).
+def round_prompts(trainer: GRPOJoints, inputs: list[dict]) -> list:
+    """The prompts TRL's `_generate` takes for these rows: each row's `prompt`, or, with environments, tools or
+    images, what TRL's own preamble makes of them (`prompts_from_trl_preamble`)."""
+    if needs_trl_preamble(trainer, inputs):
+        return prompts_from_trl_preamble(trainer, inputs)
+    return [row["prompt"] for row in inputs]
 
-    TRL has no separate joint for its preamble: we run `_generate_and_score_completions` and stop it where it calls
-    `_generate`, before anything is generated or scored.
+
+def needs_trl_preamble(trainer: GRPOJoints, inputs: list[dict]) -> bool:
+    """Whether TRL's preamble does more than take each row's `prompt`: environments, tools, or image rows."""
+    environments = getattr(trainer, "environment_factories", None) is not None
+    return environments or bool(trainer.tools) or "images" in inputs[0] or "image" in inputs[0]
+
+
+def prompts_from_trl_preamble(trainer: GRPOJoints, inputs: list[dict]) -> list:
+    """The prompts TRL's own preamble builds for these rows, by running `_generate_and_score_completions` up to its
+    call of `_generate`, where an exception carries the prompts out before anything is generated or scored.
+
+    TRL 1.16 writes that preamble inline at the top of `GRPOTrainer._generate_and_score_completions`, with no method
+    of its own: it draws each row's environment from `_environment_pool` and calls its `reset(**row)`, appending the
+    observation to the prompt's last message (`environments`, `_batch_environments`); it builds each row's
+    `_sync_tool_dicts` and `_async_tool_dicts`; and it turns image rows into multimodal messages. A round's rows need
+    exactly that, so this is the one place where we depend on the order of TRL's code rather than on a name, and the
+    only control-flow exception: rows without environments, tools or images take their `prompt` (`round_prompts`).
     """
     trainer._ada_preparing_prompts = True
     try:
@@ -301,17 +360,6 @@ def row_statistics(trainer: GRPOJoints, rows: GeneratedRows) -> list[list[int]]:
     ]
 
 
-@contextmanager
-def rollout_state_restored(trainer: GRPOJoints) -> Iterator[None]:
-    """Restore the batch's per-row environments and tool dicts, which each round's preamble replaces."""
-    saved = {name: getattr(trainer, name) for name in ROLLOUT_STATE if hasattr(trainer, name)}
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            setattr(trainer, name, value)
-
-
 def rollout_features(trainer: GRPOJoints) -> dict[str, bool]:
     """Which multi-turn or multimodal features the trainer was built with."""
     return {
@@ -332,18 +380,16 @@ def server_sampling(trainer: GRPOJoints) -> tuple[str, str, dict[str, Any], Call
     from trl.generation.vllm_client import parse_logprobs
 
     generation = trainer.vllm_generation
-    sampling = {
-        "repetition_penalty": generation.repetition_penalty,
-        "temperature": generation.temperature,
-        "top_p": generation.top_p,
-        "top_k": generation.top_k,
-        "min_p": 0.0 if generation.min_p is None else generation.min_p,
-        "max_tokens": generation.max_completion_length,
-        "logprobs": 0,
-    }
-    if generation.structured_outputs_regex is not None:
-        sampling["structured_outputs"] = {"regex": generation.structured_outputs_regex}
-    sampling.update(generation.generation_kwargs or {})
+    sampling = completion_sampling(
+        temperature=generation.temperature,
+        top_p=generation.top_p,
+        top_k=generation.top_k,
+        min_p=generation.min_p,
+        repetition_penalty=generation.repetition_penalty,
+        max_tokens=generation.max_completion_length,
+        structured_outputs_regex=generation.structured_outputs_regex,
+        generation_kwargs=generation.generation_kwargs,
+    )
     client = generation.vllm_client
     return client.base_url, client.model, sampling, parse_logprobs
 
@@ -362,16 +408,9 @@ def sync_weights_once(trainer: GRPOJoints) -> None:
 
 def log_metrics(trainer: GRPOJoints, metrics: dict[str, float]) -> None:
     """Append one value per training metric, as TRL's own metrics are (averaged over the logging interval)."""
+    logged = trainer._metrics["train"]
     for name, value in metrics.items():
-        trainer._metrics["train"][name].append(value)
-
-
-def replace_logged_advantages(trainer: GRPOJoints, advantages: list[float]) -> None:
-    """The advantages TRL logged for the completions table, replaced by ours (the last `len(advantages)`)."""
-    logged = trainer._logs["advantages"]
-    for _ in range(min(len(advantages), len(logged))):
-        logged.pop()
-    logged.extend(advantages)
+        logged[name].append(value)
 
 
 @contextmanager

@@ -25,7 +25,42 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlparse
 
-__all__ = ["CompletionResult", "RequestCancelled", "ServerCompletions", "served_model", "wait_for_health"]
+__all__ = [
+    "CompletionResult",
+    "RequestCancelled",
+    "ServerCompletions",
+    "completion_sampling",
+    "served_model",
+    "wait_for_health",
+]
+
+
+def completion_sampling(
+    *,
+    temperature: float,
+    top_p: float,
+    top_k: int,
+    min_p: float | None,
+    repetition_penalty: float,
+    max_tokens: int,
+    structured_outputs_regex: str | None = None,
+    generation_kwargs: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The sampling fields of every `/v1/completions` request, as TRL's vLLM client sets them: `min_p=None` is 0,
+    the sampled tokens' log-probs are returned, a regex constrains the output, and `generation_kwargs` go last (they
+    override the rest)."""
+    sampling: dict[str, Any] = {
+        "repetition_penalty": repetition_penalty,
+        "temperature": temperature,
+        "top_p": top_p,
+        "top_k": top_k,
+        "min_p": 0.0 if min_p is None else min_p,
+        "max_tokens": max_tokens,
+        "logprobs": 0,
+    }
+    if structured_outputs_regex is not None:
+        sampling["structured_outputs"] = {"regex": structured_outputs_regex}
+    return sampling | (generation_kwargs or {})
 
 
 class RequestCancelled(Exception):

@@ -2,16 +2,16 @@
 
 Glue only. The sampling decisions live in the pure core (`plan.py`, `sampling.py`, `refill.py`, `streaming.py`,
 `memory.py`, `advantages.py`), the generation schedules in `schedules/`, and every joint with TRL's private surface in
-`_trl.py` (`docs/architecture.md`). Per training step:
+`_trl.py` (`docs/architecture.md`). Per training step, `training_batch` (TRL asks for a generation batch):
 
-1. `training_batch` keeps the step's inputs, lets TRL run, then swaps in pool-baseline advantages.
-2. `training_rows` (TRL asks for the batch's completions) gathers the step's distinct prompts and hands them to the
-   configured schedule (`rounds`, `refill` or `streaming`), which returns one `StepOutcome`; the shared step finish
-   (`finish_step`) updates the pass-rate memory, logs the metrics, and returns this process's kept rows in TRL's
-   order, each exchanged once between processes.
-3. `cached_rewards` hands TRL the rewards of the kept samples instead of scoring them twice.
+1. gathers the step's distinct prompts and hands them to the configured schedule (`rounds`, `refill`, `streaming`,
+   `est`), which returns one `StepOutcome`;
+2. the shared step finish (`finish_step`) updates the pass-rate memory, logs the metrics, and returns this process's
+   kept rows in TRL's order (each exchanged once between processes) with the rewards they were scored with;
+3. TRL's `_generate_and_score_completions` runs once over the kept rows (`_trl.kept_training_batch`): padding, old
+   and reference log-probs, importance sampling, its logs; then the advantages become the pool-baseline ones.
 
-Old/ref log-probs, importance sampling and the loss stay TRL's.
+The loss stays TRL's.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from __future__ import annotations
 import copy
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -28,28 +27,20 @@ from accelerate.utils import gather_object
 from transformers.utils import logging
 
 from . import _trl
-from ._trl import GeneratedRows, GRPOJoints
+from ._trl import GeneratedRows, GRPOJoints, KeptRows
 from .advantages import ragged_advantages
-from .checkpoint_state import (
-    CANDIDATE_STREAM_FILE,
-    MEMORY_FILE,
-    load_candidate_stream,
-    load_memory,
-    save_candidate_stream,
-)
+from .checkpoint_state import MEMORY_FILE, load_memory
 from .checks import RewardGuard, check_trainer_inputs
 from .config import ReinforceAdaConfig
 from .memory import PassRateMemory, prompt_keys
 from .objectives import advantage_weights
 from .plan import BASE_FIELDS, SamplingPlan
-from .refill import CandidateStream
 from .run_dir import claim_run_dir, complete_checkpoint
 from .sampling import AdaptiveSampler
-from .schedules import SCHEDULES, StepOutcome
-from .schedules.rounds import split_round
+from .schedules import SCHEDULES, Key, Schedule, StepOutcome
 from .server_requests import wait_for_health
 
-__all__ = ["ReinforceAdaTrainer", "split_round"]
+__all__ = ["ReinforceAdaTrainer"]
 
 logger = logging.get_logger(__name__)
 
@@ -72,16 +63,6 @@ def _check_vllm_server(args: ReinforceAdaConfig, retry_interval: float = 1.0) ->
         )
 
 
-@dataclass
-class _Step:
-    """One training batch in flight: its inputs, then what generation kept (set by the step finish)."""
-
-    inputs: list[dict]
-    outcome: StepOutcome | None = None
-    pool_rewards_per_func: list[np.ndarray] | None = None
-    kept_rewards_per_func: torch.Tensor | None = None
-
-
 class ReinforceAdaTrainer(GRPOJoints):
     """GRPOTrainer whose training generation is Reinforce-Ada's adaptive multi-round sampling (arXiv 2510.04996).
 
@@ -90,12 +71,11 @@ class ReinforceAdaTrainer(GRPOJoints):
     TRL's own `_generate` for `samples_per_round` episodes of every active prompt.
     """
 
-    # One training batch in flight. A class-level default, so that a trainer built without `__init__` (as TRL's unit
-    # tests build theirs) falls back to GRPOTrainer's behaviour instead of failing on a missing attribute.
-    _ada_batch: _Step | None = None
-    _batch_start: tuple[PassRateMemory | None, CandidateStream | None] | None = None
+    # Class-level defaults, so that a trainer built without `__init__` (as TRL's unit tests build theirs) falls back
+    # to GRPOTrainer's behaviour instead of failing on a missing attribute.
+    schedule: Schedule | None = None
+    _batch_start: tuple[PassRateMemory | None, dict[str, Any] | None] | None = None
     pass_rate_memory: PassRateMemory | None = None
-    candidate_stream: CandidateStream | None = None
 
     def __init__(self, model, reward_funcs=None, args: ReinforceAdaConfig | None = None, *pargs, **kwargs):
         if isinstance(model, os.PathLike):
@@ -128,69 +108,53 @@ class ReinforceAdaTrainer(GRPOJoints):
     # Hooks called from TRL's training step (`_trl.GRPOJoints`)
     # ----------------------------------------------------------------------------------------------------------
 
-    def training_batch(self, inputs: list[dict], score: Callable[[], dict]) -> dict:
-        """One training batch: TRL generates and scores it (through our rows), then the advantages become ours."""
+    def training_batch(self, inputs: list[dict]) -> dict:
+        """One training batch: the schedule generates the step, the step finish keeps its groups, TRL makes its batch
+        of the kept rows in one pass, and the advantages become ours."""
+        if self.schedule is None:  # a trainer built without `__init__`
+            return super().training_batch(inputs)
         if self._batch_spans_steps():  # a checkpoint may fall inside this batch: keep the state it started from
-            self._batch_start = (copy.deepcopy(self.pass_rate_memory), copy.deepcopy(self.candidate_stream))
-        self._ada_batch = _Step(inputs)
-        try:
-            output = score()
-            plan = self.args.sampling_plan
-            if plan.samples_adaptively or plan.weights_gradients:  # else the pool is the group: TRL's advantages
-                output["advantages"] = self._pool_advantages(self._ada_batch, len(inputs))
-        finally:
-            self._ada_batch = None
-        return output
-
-    def training_rows(self, prompts: list) -> GeneratedRows | None:
-        """The batch's rows: the schedule's kept completions, this process's slice, in TRL's order."""
-        step = self._ada_batch
-        if step is None:  # evaluation, or a trainer built without `__init__`
-            return None
-        with _trl.rollout_state_restored(self):
-            all_inputs = gather_object(step.inputs) if self.accelerator.num_processes > 1 else step.inputs
-            outcome = self.schedule.run(all_inputs[:: self.num_generations])  # TRL repeats each prompt n times
-            rows, kept_inputs = self.finish_step(outcome, len(prompts))
-        if kept_inputs is not None:  # candidates replaced batch prompts: TRL's rows become the kept ones
-            step.inputs[:] = kept_inputs
-            prompts[:] = [x["prompt"] for x in kept_inputs]
-        return rows
-
-    def cached_rewards(self) -> torch.Tensor | None:
-        """The kept samples were scored while they were generated."""
-        return None if self._ada_batch is None else self._ada_batch.kept_rewards_per_func
+            self._batch_start = (copy.deepcopy(self.pass_rate_memory), self.schedule.state_dict())
+        all_inputs = gather_object(inputs) if self.accelerator.num_processes > 1 else inputs
+        outcome = self.schedule.run(all_inputs[:: self.num_generations])  # TRL repeats each prompt n times
+        batch = _trl.kept_training_batch(self, self.finish_step(outcome, inputs))
+        plan = self.args.sampling_plan
+        if plan.samples_adaptively or plan.weights_gradients:  # else the pool is the group: TRL's advantages
+            _trl.replace_advantages(self, batch, self._pool_advantages(outcome))
+        return batch
 
     # ----------------------------------------------------------------------------------------------------------
     # The shared step finish
     # ----------------------------------------------------------------------------------------------------------
 
-    def finish_step(self, outcome: StepOutcome, num_local: int) -> tuple[GeneratedRows, list[dict] | None]:
-        """From a schedule's outcome: memory update, metrics, and this process's kept rows (and, when candidates
-        replaced batch prompts, this process's kept input rows)."""
-        step, sampler = self._ada_batch, outcome.sampler
-        step.outcome = outcome
+    def finish_step(self, outcome: StepOutcome, batch_inputs: list[dict]) -> KeptRows:
+        """From a schedule's outcome: memory update, metrics, and this process's kept rows (its `batch_inputs` when
+        the kept groups are the batch's own prompts in groups of n) with every process's kept rewards."""
+        sampler = outcome.sampler
         self.reward_guard.end_step()
         self._remember_pass_rates(sampler, outcome.inputs)
-        step.pool_rewards_per_func = outcome.pool_rewards_per_func(len(self.reward_funcs))
         kept = outcome.kept()
         self.schedule.end_step(outcome)
-        kept_rewards = np.stack([step.pool_rewards_per_func[j][i] for j, i in kept])
-        step.kept_rewards_per_func = torch.tensor(kept_rewards, dtype=torch.float32, device=self.accelerator.device)
+        kept_rewards = np.stack([outcome.rewards_per_func[key] for key in kept])
         metrics = sampler.metrics(prefix=METRIC_PREFIX)
         metrics[f"{METRIC_PREFIX}tokens"] = float(outcome.used_tokens())
         metrics.update({METRIC_PREFIX + name: value for name, value in outcome.metrics.items()})
         _trl.log_metrics(self, metrics)
         _trl.log_kept_generation_metrics(self, np.stack([outcome.row_stats[key] for key in kept]), outcome.logs)
         _trl.queue_reward_metrics(self, outcome.logs)
-        rank = self.accelerator.process_index
+        rank, num_local, n = self.accelerator.process_index, len(batch_inputs), self.num_generations
         local = slice(rank * num_local, (rank + 1) * num_local)
-        kept_inputs = None
         row_prompts = [j for j, _ in kept]
-        if row_prompts != [j for j in range(len(outcome.inputs)) for _ in range(self.num_generations)]:
+        kept_inputs = batch_inputs
+        if row_prompts != [j for j in range(len(outcome.inputs)) for _ in range(n)]:
             kept_inputs = [outcome.inputs[j] for j in row_prompts][local]  # other prompts, or groups of other sizes
-        return self._local_rows(outcome, kept, local), kept_inputs
+        return KeptRows(
+            kept_inputs,
+            self._local_rows(outcome, kept, local),
+            torch.tensor(kept_rewards, dtype=torch.float32, device=self.accelerator.device),
+        )
 
-    def _local_rows(self, outcome: StepOutcome, kept: list[tuple[int, int]], local: slice) -> GeneratedRows:
+    def _local_rows(self, outcome: StepOutcome, kept: list[Key], local: slice) -> GeneratedRows:
         """Exchange the kept samples once and return this process's slice in the shape of TRL's `_generate`."""
         mine = {g: outcome.samples[key] for g, key in enumerate(kept) if key in outcome.samples}
         if self.accelerator.num_processes > 1:
@@ -225,37 +189,38 @@ class ReinforceAdaTrainer(GRPOJoints):
     # ----------------------------------------------------------------------------------------------------------
 
     def train(self, resume_from_checkpoint: str | bool | None = None, *args, **kwargs):
-        """TRL's `train` in a claimed run directory; a resumed run also restores the pass-rate memory."""
+        """TRL's `train` in a claimed run directory; a resumed run also restores the pass-rate memory and the
+        schedule's state."""
         with claim_run_dir(self, resume_from_checkpoint) as checkpoint:
             if self.pass_rate_memory is not None and checkpoint is not None:
                 self.pass_rate_memory = restored_memory(checkpoint, self.args.sampling_plan)
-            if self.candidate_stream is not None and checkpoint is not None:
-                self.candidate_stream = load_candidate_stream(checkpoint, self.candidate_stream.size)
+            if checkpoint is not None:
+                self.schedule.load_state(checkpoint)
             return super().train(checkpoint, *args, **kwargs)
 
     def saving_checkpoint(self, folder: str, save: Callable[[], None], trial: Any) -> None:
         """TRL's checkpoint, completed by the sampling state (written inside: complete only with it)."""
-        memory, stream = self._resumable_sampling_state()
+        memory, schedule_state = self._resumable_sampling_state()
         with complete_checkpoint(self, folder):
             save()
             if memory is not None and self.args.should_save:
                 memory.save(os.path.join(folder, MEMORY_FILE))
-            if stream is not None and self.args.should_save:
-                save_candidate_stream(stream, os.path.join(folder, CANDIDATE_STREAM_FILE))
+            if schedule_state is not None and self.args.should_save:
+                self.schedule.save_state(schedule_state, folder)
 
     def _batch_spans_steps(self) -> bool:
         """A generation batch lasts more than one optimizer step (`steps_per_generation` or `num_iterations`)."""
         args = self.args
         return args.steps_per_generation * args.num_iterations > args.gradient_accumulation_steps
 
-    def _resumable_sampling_state(self) -> tuple[PassRateMemory | None, CandidateStream | None]:
-        """The memory and candidate stream a resumed run must start from. TRL does not checkpoint a generation batch
-        in progress: a run resumed inside one generates that batch again. So a checkpoint inside a batch holds the
-        state as of the batch's start (the regenerated batch then visits its prompts once, as the uninterrupted run
-        did); one at a batch boundary holds the current state."""
+    def _resumable_sampling_state(self) -> tuple[PassRateMemory | None, dict[str, Any] | None]:
+        """The memory and the schedule's state (the refill schedule's candidate stream) a resumed run must start from.
+        TRL does not checkpoint a generation batch in progress: a run resumed inside one generates that batch again.
+        So a checkpoint inside a batch holds the state as of the batch's start (the regenerated batch then visits its
+        prompts once, as the uninterrupted run did); one at a batch boundary holds the current state."""
         if self._batch_start is not None and _trl.inside_generation_batch(self):
             return self._batch_start
-        return self.pass_rate_memory, self.candidate_stream
+        return self.pass_rate_memory, self.schedule.state_dict()
 
     def create_model_card(self, model_name=None, dataset_name=None, tags=None):
         """TRL's model card, with the resolved sampling settings of the run."""
@@ -269,13 +234,6 @@ class ReinforceAdaTrainer(GRPOJoints):
     # Pass-rate memory
     # ----------------------------------------------------------------------------------------------------------
 
-    def memory_prior(self, inputs: list[dict]) -> dict[str, np.ndarray]:
-        """The pass-rate memory's posterior of each prompt as the sampler's prior (nothing when the memory is off)."""
-        if self.pass_rate_memory is None:
-            return {}
-        alpha, beta, hits = self.pass_rate_memory.posterior(prompt_keys([x["prompt"] for x in inputs]))
-        return {"prior_alpha": alpha, "prior_beta": beta, "memory_hits": hits}
-
     def _remember_pass_rates(self, sampler: AdaptiveSampler, inputs: list[dict]) -> None:
         """One visit per distinct prompt: every completion drawn in the step (gathered, so the same on all ranks)."""
         if self.pass_rate_memory is None:
@@ -288,17 +246,17 @@ class ReinforceAdaTrainer(GRPOJoints):
     # Advantages
     # ----------------------------------------------------------------------------------------------------------
 
-    def _pool_advantages(self, step: _Step, num_local: int) -> torch.Tensor:
-        """Advantages of this process's kept samples, weighted by the objective; also fixes the advantages TRL logged
-        for the table.
+    def _pool_advantages(self, outcome: StepOutcome) -> np.ndarray:
+        """Advantages of every process's kept samples in TRL's row order, weighted by the objective.
 
         A completion that every reward function declined (None) has no opinion: it is left out of the pool's mean
         and std and gets advantage 0, as in TRL. Groups may differ in size (Est).
         """
-        sampler, baseline = step.outcome.sampler, self.args.advantage_baseline
+        sampler, baseline = outcome.sampler, self.args.advantage_baseline
         kept_prompts, groups = sampler.kept_prompts(), sampler.select_groups()
         if self.multi_objective_aggregation == "normalize_then_sum":
-            pools = [step.pool_rewards_per_func[j] for j in kept_prompts]
+            pool_rewards = outcome.pool_rewards_per_func(len(self.reward_funcs))
+            pools = [pool_rewards[j] for j in kept_prompts]
             kept = [pool[group] for pool, group in zip(pools, groups, strict=True)]
             weights = self.reward_weights.cpu().numpy()
             advantages = ragged_advantages(kept, pools, baseline=baseline, weights=weights)
@@ -313,11 +271,7 @@ class ReinforceAdaTrainer(GRPOJoints):
             weights, metrics = advantage_weights(plan, pass_rates, advantages)
             advantages = [a * w for a, w in zip(advantages, weights, strict=True)]
             _trl.log_metrics(self, {f"{METRIC_PREFIX}objective/{name}": value for name, value in metrics.items()})
-        advantages = np.concatenate(advantages)
-        _trl.replace_logged_advantages(self, advantages.tolist())
-        rank = self.accelerator.process_index
-        local = advantages[rank * num_local : (rank + 1) * num_local]
-        return torch.tensor(local, dtype=torch.float32, device=self.accelerator.device)
+        return np.concatenate(advantages)
 
 
 def memory_prior(plan: SamplingPlan) -> tuple[float, float]:

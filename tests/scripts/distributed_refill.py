@@ -48,7 +48,7 @@ def main(model_dir: str, out: str) -> None:
         end_step(outcome)
         sampler = outcome.sampler
         steps[-1].update(
-            pools=sampler.pools, kept=sampler.kept_prompts(), stream=trainer.candidate_stream.state_dict()
+            pools=sampler.pools, kept=sampler.kept_prompts(), stream=trainer.schedule.candidate_stream.state_dict()
         )
 
     trainer.schedule.new_sampler = record_candidates

@@ -14,6 +14,7 @@ from transformers import AutoTokenizer, PreTrainedTokenizerBase, TrainerCallback
 from .. import _trl
 from ..checkpoint_state import MEMORY_FILE
 from ..run_dir import claim_run_dir, complete_checkpoint
+from ..server_requests import completion_sampling
 from ..trainer import new_memory, restored_memory
 from .config import AsyncReinforceAdaConfig
 from .weights import HTTPWeightTransfer
@@ -197,15 +198,14 @@ def _worker_settings(args: AsyncReinforceAdaConfig, model: str) -> WorkerSetting
     staleness_window = max(args.max_staleness, 1) * samples_per_step  # samples consumed within max_staleness steps
     if args.max_inflight_tasks < 0:  # TRL infers the same later in its __init__; prompts_in_flight needs it now
         args.max_inflight_tasks = staleness_window
-    sampling = {
-        "temperature": args.temperature,
-        "top_p": args.top_p,
-        "top_k": args.top_k,
-        "min_p": 0.0 if args.min_p is None else args.min_p,
-        "repetition_penalty": args.repetition_penalty,
-        "max_tokens": args.max_completion_length,
-        "logprobs": 0,
-    }
+    sampling = completion_sampling(
+        temperature=args.temperature,
+        top_p=args.top_p,
+        top_k=args.top_k,
+        min_p=args.min_p,
+        repetition_penalty=args.repetition_penalty,
+        max_tokens=args.max_completion_length,
+    )
     return WorkerSettings(
         plan=args.sampling_plan,
         base_url=args.vllm_server_base_url.rstrip("/"),

@@ -1,5 +1,5 @@
 """What the `trl-ada` subcommands share: logging setup, one-line errors, the Hub token check, argument types and
-the sampling and data options of `evaluate` and `select-prompts`."""
+the sampling, data and reward options of `evaluate` and `select-prompts`."""
 
 from __future__ import annotations
 
@@ -18,12 +18,14 @@ if TYPE_CHECKING:
     from datasets import Dataset
 
     from ..evaluation import SamplingSettings
+    from ..rewards import RewardFunc
 
 __all__ = [
     "DTYPES",
     "PROG",
     "UsageError",
     "add_data_arguments",
+    "add_reward_argument",
     "add_sampling_arguments",
     "answerable_rows",
     "check_model",
@@ -32,6 +34,7 @@ __all__ = [
     "load_split",
     "print_error",
     "require_hub_token",
+    "resolve_reward",
     "sampling_settings",
     "setup_logging",
 ]
@@ -260,6 +263,28 @@ def add_data_arguments(parser: argparse.ArgumentParser, split: str) -> None:
     )
     parser.add_argument("--problem_column", default=None, help="Problem column (default: problem, question, prompt).")
     parser.add_argument("--answer_column", default=None, help="Answer column (default: answer, gt, solution, ...).")
+
+
+def add_reward_argument(parser: argparse.ArgumentParser) -> None:
+    """`--reward`: the reward that decides which samples are correct."""
+    parser.add_argument(
+        "--reward",
+        default="math",
+        metavar="NAME",
+        help="Reward that scores each sample (correct: reward > 0.5): a registered name, such as math (the final "
+        "\\boxed{} answer), math_final (the boxed answer, else the final number of a plain-text answer) or "
+        "short_answer (fact prompts), or package.module:function (default: math).",
+    )
+
+
+def resolve_reward(name: str) -> RewardFunc:
+    """The reward function `--reward` names; a UsageError naming the option, the value and the known rewards."""
+    from ..rewards import get_reward_funcs
+
+    try:
+        return get_reward_funcs([name])[0]
+    except ValueError as err:
+        raise UsageError(f"--reward {name}: {err}") from err
 
 
 def load_split(source: str, split: str, limit: int | None) -> Dataset:

@@ -19,6 +19,7 @@ from ..outputs import check_output, staged_output
 from .common import (
     PROG,
     add_data_arguments,
+    add_reward_argument,
     add_sampling_arguments,
     answerable_rows,
     check_model,
@@ -26,6 +27,7 @@ from .common import (
     load_split,
     positive_int,
     print_error,
+    resolve_reward,
     sampling_settings,
     setup_logging,
 )
@@ -62,6 +64,7 @@ def make_parser(prog: str = f"{PROG} {COMMAND}") -> argparse.ArgumentParser:
     parser.add_argument(
         "--overwrite", action="store_true", help="Replace an existing --output; without it, it is refused."
     )
+    add_reward_argument(parser)
     add_sampling_arguments(parser, max_completion_length=4096)
     return parser
 
@@ -100,6 +103,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     setup_logging()
     disable_caching()  # no cache-*.arrow files next to the inputs
     try:
+        reward_func = resolve_reward(args.reward)
         sources = [source for _, source in map(dataset_label, args.datasets)]
         output = args.output and check_output(args.output, option="--output", overwrite=args.overwrite, inputs=sources)
         datasets = load_datasets(args)
@@ -114,6 +118,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sampling=sampling,
         problem_column=args.problem_column,
         answer_column=args.answer_column,
+        reward_func=reward_func,
     )
     print(report.table())
     if output:

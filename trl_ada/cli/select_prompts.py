@@ -18,6 +18,7 @@ from .common import (
     PROG,
     UsageError,
     add_data_arguments,
+    add_reward_argument,
     add_sampling_arguments,
     answerable_rows,
     check_model,
@@ -28,6 +29,7 @@ from .common import (
     print_error,
     probability,
     require_hub_token,
+    resolve_reward,
     sampling_settings,
     setup_logging,
 )
@@ -73,6 +75,7 @@ def make_parser(prog: str = f"{PROG} {COMMAND}") -> argparse.ArgumentParser:
     parser.add_argument(
         "--hub_token", default=None, help="Token for --push_to_hub (default: HF_TOKEN or the stored `hf auth login`)."
     )
+    add_reward_argument(parser)
     add_sampling_arguments(parser, max_completion_length=2048)
     return parser
 
@@ -106,6 +109,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     disable_caching()  # no cache-*.arrow files next to the input (e.g. an earlier selection)
     try:
         check_filter(args.num_samples, args.min_correct, args.max_pass_rate)
+        reward_func = resolve_reward(args.reward)
         output = check_output(
             args.output, option="--output", overwrite=args.overwrite, directory=True, inputs=[args.dataset]
         )
@@ -127,6 +131,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sampling=sampling,
         problem_column=args.problem_column,
         answer_column=args.answer_column,
+        reward_func=reward_func,
     )
     if len(kept) == 0:
         print_error(

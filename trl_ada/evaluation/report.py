@@ -16,6 +16,8 @@ from .scoring import _format, _pass_rate, _split_by_sizes, score_completions
 if TYPE_CHECKING:
     from datasets import Dataset
 
+    from ..rewards import RewardFunc
+
 
 @dataclass
 class DatasetScore:
@@ -101,12 +103,14 @@ def avg_at_k(
     sampling: SamplingSettings | None = None,
     problem_column: str | None = None,
     answer_column: str | None = None,
+    reward_func: RewardFunc | None = None,
 ) -> EvalReport:
     """Sample `k` completions per problem of every dataset and report avg@k and pass@k per dataset.
 
-    avg@k of a dataset = mean over problems of the fraction of its k samples that are correct. The datasets need a
-    problem and an answer column (see `trl_ada.data.resolve_columns`) and get the paper's prompt. All prompts go to
-    the backend in one call, so the model is loaded once. `sampling` defaults to `SamplingSettings()`.
+    avg@k of a dataset = mean over problems of the fraction of its k samples that are correct (`reward_func`,
+    default [`~trl_ada.rewards.math_reward`], above `CORRECT_THRESHOLD`). The datasets need a problem and an answer
+    column (see `trl_ada.data.resolve_columns`) and get the paper's prompt. All prompts go to the backend in one
+    call, so the model is loaded once. `sampling` defaults to `SamplingSettings()`.
     """
     _check_positive_int(k, "k")
     if not datasets:
@@ -116,14 +120,20 @@ def avg_at_k(
     prompts = [prompt for ds in formatted.values() for prompt in ds["prompt"]]
     answers = [answer for ds in formatted.values() for answer in ds["answer"]]
     completions = generation.generate_completions(model, prompts, k, **sampling.generate_kwargs())
-    correct = score_completions(completions, answers)
+    correct = score_completions(completions, answers, reward_func=reward_func)
     sizes = [len(ds) for ds in formatted.values()]
     per_dataset = dict(zip(formatted, _split_by_sizes(correct, sizes), strict=True))
     settings = {name: getattr(sampling, name) for name in ("temperature", "top_p", "max_new_tokens", "seed")}
+    settings |= {"backend": generation.resolve_backend(sampling.backend), "reward": _reward_name(reward_func)}
     return EvalReport(
         model=str(model),
         k=k,
         scores=[DatasetScore.from_correct(name, c) for name, c in per_dataset.items()],
-        settings={**settings, "backend": generation.resolve_backend(sampling.backend)},
+        settings=settings,
         pass_rates={name: [_pass_rate(s) for s in c] for name, c in per_dataset.items()},
     )
+
+
+def _reward_name(reward_func: RewardFunc | None) -> str:
+    """The name a report gives the reward that scored it (TRL logs a reward under the same name)."""
+    return "math_reward" if reward_func is None else getattr(reward_func, "__name__", type(reward_func).__name__)

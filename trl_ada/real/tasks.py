@@ -11,14 +11,16 @@ prompts are kept apart:
   operands does not make a new pair). What the model learns on the train pairs (the format, the procedure) carries
   over to the test pairs.
 - **capitals** ([`capitals_task`]): facts, from the country → capital table `data/capitals.csv` shipped with the
-  package (163 countries, common spellings as aliases; countries with several or disputed capitals, or whose capital
-  is named like the country, are left out). The train countries are asked in the train phrasing; the `test` split
+  package (171 countries; the capital with its common other spellings as `|`-separated aliases, `Kyiv|Kiev`, as
+  `short_answer_reward` reads them; countries with several or disputed capitals, or whose capital is named like the
+  country, are left out). The train countries are asked in the train phrasing; the `test` split
   asks the *same* countries in a held-out phrasing, so it measures the fact learned and not the string trained; the
   `control` split asks countries never trained on (held-out phrasing): knowledge of one capital does not carry over
   to another, so learning should not move it.
 
 The rewards that read this model's prose answers are [`task_reward`]'s: the final number or expression for arithmetic
-(`math_final`), the capital or one of its aliases named as the answer for capitals.
+(`math_final`), for capitals the capital (or an alias) named first among every capital of the table
+(`make_short_answer_reward`: listing cities does not pay).
 """
 
 from __future__ import annotations
@@ -122,7 +124,6 @@ def _arithmetic_row(name: str, kind: ArithmeticKind, a: int, b: int) -> dict[str
     return {
         "prompt": [{"role": "user", "content": ARITHMETIC_PROMPT.format(a=a, symbol=kind.symbol, b=b)}],
         "answer": str(kind.operation(a, b)),
-        "aliases": [],
         "family": "arithmetic",
         "kind": name,
         "fact": f"{a}{kind.symbol}{b}",
@@ -135,7 +136,8 @@ def default_capitals_file() -> Path:
 
 
 def load_capitals(path: str | Path | None = None) -> Dataset:
-    """The country → capital table (`country`, `capital`, `aliases` split on `;`), default `default_capitals_file()`.
+    """The country → capital table (`country`, `capital` with its `|`-separated aliases), default
+    `default_capitals_file()`.
 
     A row without a capital is dropped with a warning giving the count (`trl_ada.data.drop_unanswered`), as every
     data path of the package does; a file without the `country` or `capital` column is a one-line ValueError.
@@ -149,14 +151,9 @@ def load_capitals(path: str | Path | None = None) -> Dataset:
         reader = csv.DictReader(file)
         missing = [column for column in ("country", "capital") if column not in (reader.fieldnames or [])]
         if missing:
-            raise ValueError(f"{path}: no {' or '.join(missing)} column; the header must be country,capital,aliases.")
+            raise ValueError(f"{path}: no {' or '.join(missing)} column; the header must be country,capital.")
         rows = [
-            {
-                "country": (row["country"] or "").strip(),
-                "capital": (row["capital"] or "").strip(),
-                "aliases": [a.strip() for a in (row.get("aliases") or "").split(";") if a.strip()],
-            }
-            for row in reader
+            {"country": (row["country"] or "").strip(), "capital": (row["capital"] or "").strip()} for row in reader
         ]
     if not rows:
         raise ValueError(f"{path}: has no rows.")
@@ -191,7 +188,6 @@ def _capital_row(row: dict[str, Any], phrasing: str) -> dict[str, Any]:
     return {
         "prompt": [{"role": "user", "content": CAPITAL_PROMPTS[phrasing].format(country=row["country"])}],
         "answer": row["capital"],
-        "aliases": list(row["aliases"]),
         "family": "capitals",
         "kind": "capital",
         "fact": row["country"],
@@ -200,12 +196,12 @@ def _capital_row(row: dict[str, Any], phrasing: str) -> dict[str, Any]:
 
 def task_reward(family: str) -> Callable[..., list[float]]:
     """The reward that reads the model's prose answers for `family`: `math_final` for arithmetic (the boxed answer
-    if any, else the final number or expression), `short_answer_reward` for capitals (the gold or an alias, from the
-    `aliases` column, named as the answer)."""
-    from ..rewards import get_reward_funcs, short_answer_reward
+    if any, else the final number or expression), for capitals `make_short_answer_reward` knowing every capital of
+    the table (the first capital a completion names must be the gold or one of its aliases)."""
+    from ..rewards import get_reward_funcs, make_short_answer_reward
 
     if family == "arithmetic":
         return get_reward_funcs(["math_final"])[0]
     if family == "capitals":
-        return short_answer_reward
+        return make_short_answer_reward(load_capitals()["capital"])
     raise ValueError(f"family={family!r} is not a task family; choose one of {list(FAMILIES)}.")

@@ -2,6 +2,8 @@ r"""Answer extraction, normalisation and verification for math rewards.
 
 `extract_answer` reads the final answer of a completion: its last `\boxed{...}` together with the boxes joined to
 it by separators only (several boxes are one answer, an earlier box followed by prose is an intermediate result).
+With `extraction="final"` a completion without a box is read as plain text ([`PlainText`]): its final number, as
+math-verify's own extraction finds it ([`final_value`]).
 `normalize_answer` turns a gold answer into bare LaTeX the same way. Before `math_verify` compares them, both sides
 are made comparable (`comparable_pair`): `\mathrm{e}`-style wrappers are unwrapped and numbers written with digit
 grouping or a decimal comma are read as one number. `_verify_pair` has no time bound of its own:
@@ -19,16 +21,23 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from math_verify import parse, verify
+from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
+from sympy import Add, Mul, Pow, Rational, UnevaluatedExpr
+from sympy.core.relational import Relational
 
 __all__ = [
+    "EXTRACTIONS",
     "MAX_ANSWER_BOXES",
     "MAX_BOX_CHARS",
+    "MAX_TEXT_CHARS",
     "MathVerifySettings",
+    "PlainText",
+    "check_extraction",
     "comparable_pair",
     "completion_text",
     "extract_answer",
     "extract_boxed",
+    "final_value",
     "normalize_answer",
 ]
 
@@ -39,6 +48,14 @@ MAX_ANSWER_BOXES = 16
 """Most boxes read as one answer; earlier ones are ignored."""
 _MAX_GAP_CHARS = 70
 """Longest text between two boxes of one answer."""
+MAX_TEXT_CHARS = 2000
+"""With `extraction="final"`, how much of the end of a completion without a box is read for its final answer."""
+
+EXTRACTIONS = {
+    "boxed": "the final \\boxed{} answer; a completion without one scores 0",
+    "final": "the boxed answer when there is one, else the final number of the plain text",
+}
+"""The ways a math reward reads a completion's answer (`extraction`), with what each reads."""
 
 _BOX_OPEN = re.compile(r"\\(?:boxed|fbox)\s*\{")
 # What may stand between two boxes of one answer: spacing, math delimiters, `,` `;` `&`, line breaks `\\`, the words
@@ -210,9 +227,34 @@ def normalize_answer(answer: object) -> str:
     return _clean_latex(_strip_delimiters(text))
 
 
-def _prediction(completion: Any) -> str | None:
-    """The completion's final boxed answer (see `extract_answer`), or None when there is nothing to score."""
-    return extract_answer(completion_text(completion)) or None
+@dataclass(frozen=True)
+class PlainText:
+    """The end of a completion without a box, whose final answer math-verify's extraction reads (`final_value`)."""
+
+    text: str
+
+
+def check_extraction(extraction: object) -> str:
+    """`extraction` when it is one of `EXTRACTIONS`; otherwise a ValueError naming the option, the value and the
+    choices."""
+    if isinstance(extraction, str) and extraction in EXTRACTIONS:
+        return extraction
+    choices = "; ".join(f"{name!r} ({meaning})" for name, meaning in EXTRACTIONS.items())
+    raise ValueError(f"extraction={extraction!r} is not an answer extraction; use one of {choices}.")
+
+
+def _prediction(completion: Any, extraction: str = "boxed") -> str | PlainText | None:
+    """What a math reward verifies for `completion`, or None when there is nothing to score.
+
+    The final boxed answer (see `extract_answer`) when the completion has a box it can read; without one, with
+    `extraction="final"`, its last `MAX_TEXT_CHARS` characters as `PlainText`.
+    """
+    text = completion_text(completion)
+    boxed = extract_answer(text)
+    if boxed is not None or extraction == "boxed":
+        return boxed or None
+    end = text[-MAX_TEXT_CHARS:]
+    return PlainText(end) if end.strip() else None
 
 
 # --------------------------------------------------------------------------- making both sides comparable
@@ -334,15 +376,66 @@ def _parse_gold(gold: str) -> tuple:
     return tuple(parse(f"${gold}$", parsing_timeout=None))
 
 
-def _verify_pair(prediction: str, gold: str, settings: MathVerifySettings = DEFAULT_SETTINGS) -> float:
+# math-verify's extraction of an answer from free text: its LaTeX (`$13$`, `\\(\\frac{1}{2}\\)`) and plain-number
+# configurations, boxes off (a completion that has a readable box is scored by it).
+_PLAIN_TEXT_TARGETS = (LatexExtractionConfig(boxed_match_priority=-1), ExprExtractionConfig())
+_PERCENT = UnevaluatedExpr(Rational(1, 100))
+"""The factor of a percentage as math-verify writes it (`50%` is `50 * (1/100)`)."""
+_MAX_SKIPS = 16
+"""Most uncomputed expressions `final_value` reads past before it gives up."""
+
+
+def final_value(text: str) -> list:
+    r"""The final answer of plain `text` as math-verify's `parse` finds it, or [] when it finds no value.
+
+    math-verify tries its patterns by priority: "final answer is X", then the first X after the word "answer" (or
+    the X after the last `=` within 100 characters of it: "The answer is 13. Check: 13 - 4 = 9." gives 9), then the
+    last number, LaTeX value or expression of the text. A value is a number (`13`, `-5`, `1,234`, `3.5`), a
+    percentage, a LaTeX value (`$\frac{1}{2}$`, `$2\sqrt{2}$`, `$x + 1$`) or an equation, which math-verify compares
+    by its right side. Arithmetic on numbers left uncomputed (`4 + 9`, `15 - 2`, `2^{10}`, and `1/2` written in
+    plain text) is not a value: in prose it is the working or the question restated ("The answer to 4 + 9 is 13",
+    or "To find 4 + 9, we" cut at the length limit), and it equals the gold of "What is 4 + 9?". The reading skips
+    past it and goes on with the text after it, up to `_MAX_SKIPS` times.
+    """
+    text = text.translate(_UNICODE)  # a Unicode minus sign or thin space, as in a boxed answer
+    for _ in range(_MAX_SKIPS):
+        parsed = parse(text, _PLAIN_TEXT_TARGETS, parsing_timeout=None)
+        if not parsed or not _uncomputed(parsed[0]):
+            return parsed
+        written = parsed[-1] if isinstance(parsed[-1], str) else ""
+        at = text.find(written) if written else -1
+        if at < 0:
+            return []
+        text = text[at + len(written) :]
+    return []
+
+
+def _uncomputed(value: Any) -> bool:
+    """Whether `value` is arithmetic on numbers left as written (`4 + 9`, `3 - 2.`, `1/2`, `2^{10}`); a relation is
+    judged by its right side. Percentages (`50%` is `50 * (1/100)`), irrational values (`\\sqrt{2}`, `2\\pi`) and
+    expressions with variables are values."""
+    if isinstance(value, Relational):
+        value = value.rhs
+    if not isinstance(value, (Add, Mul, Pow)) or not all(atom.is_Number for atom in value.atoms()):
+        return False
+    percentage = isinstance(value, Mul) and len(value.args) == 2 and value.args[1] == _PERCENT
+    return not percentage and value.is_rational is not False
+
+
+def _verify_pair(prediction: str | PlainText, gold: str, settings: MathVerifySettings = DEFAULT_SETTINGS) -> float:
     """1.0 when math_verify finds `prediction` equivalent to `gold` (see `comparable_pair`), else 0.0.
 
-    No timeout of its own."""
-    prediction, gold = comparable_pair(prediction, gold)
+    A `PlainText` prediction is its `final_value`, compared with the gold read as math-verify reads numbers in text
+    (`1,234` is 1234, `3,5` is 3.5). No timeout of its own."""
+    plain = isinstance(prediction, PlainText)
+    if plain:
+        gold = _read_comma_number(_tidy(gold))
+    else:
+        prediction, gold = comparable_pair(prediction, gold)
     gold_parsed = list(_parse_gold(gold))
     if not gold_parsed:
         return 0.0
-    pred_parsed = parse(f"${prediction}$", parsing_timeout=None)
+    pred_parsed = final_value(prediction.text) if plain else parse(f"${prediction}$", parsing_timeout=None)
     equal = pred_parsed and verify(
         gold_parsed,
         pred_parsed,

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ..utils import closest_name
-from .scoring import RewardFunc, format_reward, make_math_reward, math_reward
+from .scoring import RewardFunc, format_reward, make_math_reward, math_final_reward, math_reward
+from .short_answer import make_short_answer_reward, short_answer_reward
 
 __all__ = ["REWARD_FACTORIES", "REWARD_FUNCS", "get_reward_funcs", "register_reward"]
 
@@ -166,4 +168,6 @@ def _import_reward(path: str) -> RewardFunc:
 
 
 register_reward("math", math_reward, factory=make_math_reward)
+register_reward("math_final", math_final_reward, factory=functools.partial(make_math_reward, extraction="final"))
+register_reward("short_answer", short_answer_reward, factory=make_short_answer_reward)
 register_reward("format", format_reward)

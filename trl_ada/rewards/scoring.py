@@ -1,8 +1,10 @@
 r"""Time-bounded math scoring, and the TRL reward functions built on it.
 
 `math_reward` gives 1.0 when the final `\boxed{...}` answer of a completion (see `extract_answer`) is mathematically
-equivalent to the gold `answer` (checked with `math_verify`), else 0.0. It never raises and every (prediction, gold)
-pair gets a bounded time budget:
+equivalent to the gold `answer` (checked with `math_verify`), else 0.0. `math_final_reward` (`extraction="final"`)
+reads the boxed answer too, and a completion without a box by its final number in plain text, as math-verify's own
+extraction finds it (see `final_value`): for chat models that answer in prose. Both never raise and every
+(prediction, gold) pair gets a bounded time budget:
 
 * Main thread, in-process: a one-shot `SIGALRM` wall-clock timer (`signal.setitimer`) of `timeout_s` interrupts
   `math_verify` (whose own `signal.alarm` timeouts we disable). Python runs the handler between bytecodes, so a
@@ -14,7 +16,8 @@ pair gets a bounded time budget:
   after it was sent. That is a hard bound, whatever the worker is doing.
 * Inputs are capped: the boxes are found with a linear scan, at most `MAX_ANSWER_BOXES` of them are read and their
   content is limited to `MAX_BOX_CHARS` in all, so a 1 MB completion costs a few milliseconds before `math_verify`
-  sees at most 1000 characters.
+  sees at most 1000 characters. A completion read as plain text is cut to its last `MAX_TEXT_CHARS`, and
+  math-verify's extraction from it runs under the same timer.
 * A call has a batch budget too, `batch_timeout_s` (default `DEFAULT_BATCH_TIMEOUT_S`, 300 s): no pair is started
   after it, and a pair running at that moment is cut off, so thousands of distinct slow answers (a collapsing policy
   writing power towers) cannot block a training step for hours. Completions left unverified score 0.0; `math_reward`
@@ -36,7 +39,14 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .answers import DEFAULT_SETTINGS, MathVerifySettings, _parse_gold, _prediction, normalize_answer
+from .answers import (
+    DEFAULT_SETTINGS,
+    MathVerifySettings,
+    _parse_gold,
+    _prediction,
+    check_extraction,
+    normalize_answer,
+)
 from .workers import (
     DEFAULT_TIMEOUT_S,
     Pair,
@@ -53,6 +63,7 @@ __all__ = [
     "clear_caches",
     "format_reward",
     "make_math_reward",
+    "math_final_reward",
     "math_reward",
     "score_math",
     "shutdown_workers",
@@ -122,10 +133,14 @@ def score_math(
     settings: MathVerifySettings = DEFAULT_SETTINGS,
     batch_timeout_s: float | None = DEFAULT_BATCH_TIMEOUT_S,
     log_metric: Callable[[str, float], None] | None = None,
+    extraction: str = "boxed",
 ) -> list[float]:
-    """1.0/0.0 per completion: is its final boxed answer (see `extract_answer`) equivalent to the gold answer?
+    """1.0/0.0 per completion: is its final answer equivalent to the gold answer?
 
-    `settings` says how `math_verify` compares them. Identical (prediction, gold, settings) are verified once and
+    `extraction` says how the answer is read (`EXTRACTIONS`): `"boxed"`, the final boxed answer (see
+    `extract_answer`); `"final"`, the same when the completion has a box, else the final number of its plain text
+    (see `final_value`). `settings` says how `math_verify` compares them. Identical (prediction, gold, settings) are
+    verified once and
     remembered across calls. `num_workers` (default:
     `$TRL_ADA_REWARD_WORKERS`, else 0) worker processes are used when at least `min_parallel_batch` distinct pairs
     need verifying, and always off the main thread. Each pair gets `timeout_s`, the whole call `batch_timeout_s`
@@ -134,10 +149,11 @@ def score_math(
     content of `completions`/`answers`.
     """
     start = time.monotonic()
+    extraction = check_extraction(extraction)
     workers = _default_workers() if num_workers is None else max(0, int(num_workers))
     timeout_s = max(float(timeout_s), 1e-3)  # a zero timer would mean no timer
     deadline = math.inf if batch_timeout_s is None else start + max(float(batch_timeout_s), 1e-3)
-    keys = [_pair_key(c, a, settings) for c, a in zip(completions, answers, strict=True)]
+    keys = [_pair_key(c, a, settings, extraction) for c, a in zip(completions, answers, strict=True)]
     todo = list(dict.fromkeys(k for k in keys if k is not None and k not in _SCORE_CACHE))
     fresh = dict(zip(todo, _score_unique(todo, workers, timeout_s, min_parallel_batch, deadline), strict=True))
     over_budget = sum(1 for k in keys if k is not None and k in fresh and fresh[k] is None)
@@ -154,10 +170,10 @@ def score_math(
     return [0.0 if k is None else (fresh.get(k) if k in fresh else _SCORE_CACHE.get(k)) or 0.0 for k in keys]
 
 
-def _pair_key(completion: Any, answer: object, settings: MathVerifySettings) -> Pair | None:
-    """(prediction, gold, settings) to verify, or None when the completion has no usable boxed answer."""
+def _pair_key(completion: Any, answer: object, settings: MathVerifySettings, extraction: str) -> Pair | None:
+    """(prediction, gold, settings) to verify, or None when the completion has no answer to score."""
     try:
-        prediction = _prediction(completion)
+        prediction = _prediction(completion, extraction)
         gold = normalize_answer(answer) if prediction is not None else ""
     except Exception:  # exotic objects whose str() fails
         return None
@@ -179,6 +195,16 @@ def math_reward(completions: Sequence[Any], answer: Sequence[object], **kwargs: 
     return score_math(completions, answer, log_metric=kwargs.get("log_metric"))
 
 
+def math_final_reward(completions: Sequence[Any], answer: Sequence[object], **kwargs: Any) -> list[float]:
+    r"""TRL reward: `math_reward` that also reads a plain-text answer (`extraction="final"`, registered as
+    `"math_final"`).
+
+    A completion with a `\boxed{}` answer is scored exactly as `math_reward` scores it; one without, by the final
+    number of its text as math-verify's extraction finds it ("4 + 9 = 13." gives 13; see `final_value`).
+    """
+    return score_math(completions, answer, log_metric=kwargs.get("log_metric"), extraction="final")
+
+
 def make_math_reward(
     num_workers: int = 0,
     timeout_s: float = DEFAULT_TIMEOUT_S,
@@ -189,12 +215,15 @@ def make_math_reward(
     numeric_precision: int = DEFAULT_SETTINGS.numeric_precision,
     strict: bool = DEFAULT_SETTINGS.strict,
     allow_set_relation_comp: bool = DEFAULT_SETTINGS.allow_set_relation_comp,
+    extraction: str = "boxed",
 ) -> RewardFunc:
-    """A `math_reward` with explicit worker count, per-pair timeout, per-call batch budget (None: unbounded) and
-    comparison settings.
+    """A `math_reward` with explicit worker count, per-pair timeout, per-call batch budget (None: unbounded),
+    comparison settings and answer extraction.
 
-    The comparison settings are those of [`MathVerifySettings`] (math_verify's own defaults). Raises ValueError
-    for a bad value, naming the option.
+    The comparison settings are those of [`MathVerifySettings`] (math_verify's own defaults). `extraction="boxed"`
+    (default) scores the final boxed answer only, as `math_reward`; `"final"` also reads a completion without a box
+    by the final number of its plain text, as `math_final_reward` (see `score_math`). Raises ValueError for a bad
+    value, naming the option.
     """
     for name, value, low in (("num_workers", num_workers, 0), ("min_parallel_batch", min_parallel_batch, 1)):
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
@@ -209,9 +238,10 @@ def make_math_reward(
             f"{DEFAULT_BATCH_TIMEOUT_S}) or None for no batch budget."
         )
     settings = MathVerifySettings(float_rounding, numeric_precision, strict, allow_set_relation_comp)
+    extraction = check_extraction(extraction)
 
     def math_reward(completions: Sequence[Any], answer: Sequence[object], **kwargs: Any) -> list[float]:
-        """TRL reward: 1.0 when the final boxed answer of each completion equals its gold `answer`, else 0.0."""
+        """TRL reward: 1.0 when the final answer of each completion (read per `extraction`) equals its `answer`."""
         return score_math(
             completions,
             answer,
@@ -221,8 +251,11 @@ def make_math_reward(
             settings=settings,
             batch_timeout_s=batch_timeout_s,
             log_metric=kwargs.get("log_metric"),
+            extraction=extraction,
         )
 
+    if extraction == "final":  # TRL logs a reward under its function's name
+        math_reward.__name__ = math_reward.__qualname__ = math_final_reward.__name__
     return math_reward
 
 

@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
-from .answers import DEFAULT_SETTINGS, MathVerifySettings, _verify_pair
+from .answers import DEFAULT_SETTINGS, MathVerifySettings, PlainText, _verify_pair
 
 __all__ = ["DEFAULT_TIMEOUT_S", "HARD_GRACE_S", "Pair", "Result", "shutdown_workers"]
 
@@ -33,7 +33,9 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT_S = 3.0
 """Wall-clock budget for parsing and verifying one (prediction, gold) pair."""
-Pair = tuple[str, str, MathVerifySettings]
+Prediction = str | PlainText
+"""A boxed answer's LaTeX, or the plain text of a completion without a box (`extraction="final"`)."""
+Pair = tuple[Prediction, str, MathVerifySettings]
 """(prediction, gold, comparison settings): one verification."""
 _ALARM_REPEAT_S = 0.05
 """After the budget, the scoring alarm re-fires this often until cancelled, in case Python swallowed one."""
@@ -68,12 +70,17 @@ def _quiet_swallowed_timeouts():
         sys.unraisablehook = previous
 
 
+def _shown(prediction: Prediction, chars: int = 100) -> str:
+    """The first `chars` characters of a prediction, for a log line."""
+    return (prediction.text if isinstance(prediction, PlainText) else prediction)[:chars]
+
+
 def _in_main_thread() -> bool:
     return threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer")
 
 
 def _score_pair_with_alarm(
-    prediction: str, gold: str, timeout_s: float, settings: MathVerifySettings = DEFAULT_SETTINGS
+    prediction: Prediction, gold: str, timeout_s: float, settings: MathVerifySettings = DEFAULT_SETTINGS
 ) -> tuple[float, bool]:
     """(score, finished) for one pair under a SIGALRM timer. Main thread only.
 
@@ -97,7 +104,7 @@ def _score_pair_with_alarm(
     except _PairTimeout:
         return 0.0, False
     except Exception:  # math_verify is called with raise_on_error=False; this is belt and braces
-        logger.debug("math_verify failed on %r vs %r", prediction[:100], gold[:100], exc_info=True)
+        logger.debug("math_verify failed on %r vs %r", _shown(prediction), gold[:100], exc_info=True)
         return 0.0, True
     finally:
         signal.signal(signal.SIGALRM, old_handler)
@@ -106,7 +113,7 @@ def _score_pair_with_alarm(
             signal.setitimer(signal.ITIMER_REAL, remaining, outer_interval)
 
 
-def _score_pair_unbounded(prediction: str, gold: str, settings: MathVerifySettings) -> tuple[float, bool]:
+def _score_pair_unbounded(prediction: Prediction, gold: str, settings: MathVerifySettings) -> tuple[float, bool]:
     """(score, finished) without any timeout: the last resort when neither signals nor workers are available."""
     try:
         return _verify_pair(prediction, gold, settings), True
@@ -246,7 +253,9 @@ class _WorkerPool:
             for conn, (worker, index, pair_deadline) in list(busy.items()):
                 if now >= pair_deadline:
                     del busy[conn]
-                    logger.warning("Reward worker overran %.1fs on %r: restarting it", timeout_s, pairs[index][0][:50])
+                    logger.warning(
+                        "Reward worker overran %.1fs on %r: restarting it", timeout_s, _shown(pairs[index][0], 50)
+                    )
                     self._replace(worker, starting)
                     results[index] = None if now >= deadline else (0.0, False)
             for conn, worker in list(starting.items()):

@@ -1,8 +1,9 @@
 """Generation schedules: how one training step draws its completions.
 
 Each schedule is one class in one module, registered below by the name `SamplingPlan.schedule` returns. A schedule
-checks at construction what it cannot do (`check`), runs a step (`run`) and hands back one `StepOutcome`; the
-trainer's shared step finish turns that into advantages, metrics, memory updates and TRL's rows.
+refuses at construction what it cannot do, runs a step (`run`) and hands back one `StepOutcome`; the trainer's
+shared step finish turns that into advantages, metrics, memory updates and TRL's rows. A schedule with state across
+steps keeps it itself (`state_dict`, `save_state`, `load_state`); the trainer checkpoints it.
 
 - `rounds`: rounds over the batch (`rounds.py`), every backend.
 - `refill`: rounds over candidates beyond the batch, with refill and pre-rollout skipping (`refill.py`).
@@ -12,22 +13,18 @@ trainer's shared step finish turns that into advantages, metrics, memory updates
 
 from __future__ import annotations
 
+from .base import Schedule
 from .est import EstSchedule
 from .outcome import Key, RoundLogs, Sample, StepOutcome
 from .refill import RefillSchedule
 from .rounds import RoundsSchedule
-from .streaming import StreamingSchedule
+from .streaming import ServerStreamingSchedule
 
-__all__ = ["SCHEDULES", "Key", "RoundLogs", "Sample", "StepOutcome", "schedule_for"]
+__all__ = ["SCHEDULES", "Key", "RoundLogs", "Sample", "Schedule", "StepOutcome"]
 
-SCHEDULES: dict[str, type[RoundsSchedule] | type[StreamingSchedule]] = {
+SCHEDULES: dict[str, type[Schedule]] = {
     "rounds": RoundsSchedule,
     "refill": RefillSchedule,
-    "streaming": StreamingSchedule,
+    "streaming": ServerStreamingSchedule,
     "est": EstSchedule,
 }
-
-
-def schedule_for(name: str):
-    """The schedule class registered under `name`."""
-    return SCHEDULES[name]

@@ -8,6 +8,7 @@ every sample reaches the loss in groups of the allocated sizes.
 from __future__ import annotations
 
 from ..est import EstSampler
+from .base import sampler_prior
 from .rounds import RoundsSchedule
 
 __all__ = ["EstSchedule"]
@@ -18,4 +19,5 @@ class EstSchedule(RoundsSchedule):
 
     def new_sampler(self, step_inputs: list[dict]) -> tuple[list[dict], EstSampler]:
         """The step's prompts and their Est sampler, allocated from the memory's posterior of each."""
-        return step_inputs, EstSampler(len(step_inputs), self.plan, **self.trainer.memory_prior(step_inputs))
+        prior = sampler_prior(self.trainer.pass_rate_memory, step_inputs)
+        return step_inputs, EstSampler(len(step_inputs), self.plan, **prior)

@@ -1,17 +1,22 @@
 """The refill schedule: rounds over candidate prompts beyond the batch, with refill and pre-rollout skipping.
 
 A step samples over C = ⌈`prompt_oversampling` · B⌉ candidates (the batch first, then new prompts from the seeded
-`CandidateStream`) with a `RefillSampler`, and trains on exactly B of them (`refill.py` has the rules).
+`CandidateStream`) with a `RefillSampler`, and trains on exactly B of them (`refill.py` has the rules). The stream is
+the schedule's state: checkpoints keep its position (`candidate_stream.json`).
 """
 
 from __future__ import annotations
 
+import os
+from typing import Any
+
 import numpy as np
 
 from .. import _trl
+from ..checkpoint_state import CANDIDATE_STREAM_FILE, load_candidate_stream, save_candidate_stream
 from ..memory import prompt_key, prompt_keys
 from ..refill import CandidateStream, RefillSampler, num_candidates, skip_before_rollout
-from .base import StepHost
+from .base import StepHost, sampler_prior
 from .outcome import StepOutcome
 from .rounds import RoundsSchedule
 
@@ -21,7 +26,7 @@ CANDIDATE_FIELDS = "prompt_oversampling / skip_threshold / rounds_per_prompt"
 
 
 class RefillSchedule(RoundsSchedule):
-    """Rounds over candidates; the trainer's `candidate_stream` is created here and checkpointed by the trainer."""
+    """Rounds over candidates drawn from `candidate_stream`, the schedule's state."""
 
     def __init__(self, trainer: StepHost):
         super().__init__(trainer)
@@ -46,7 +51,7 @@ class RefillSchedule(RoundsSchedule):
                 f"({per_batch} per generation batch), but train_dataset has only {len(dataset)}. Lower "
                 f"prompt_oversampling to at most {len(dataset) / per_batch:.2f}, or add prompts."
             )
-        trainer.candidate_stream = CandidateStream(len(dataset), args.seed)
+        self.candidate_stream = CandidateStream(len(dataset), args.seed)
 
     def new_sampler(self, step_inputs: list[dict]) -> tuple[list[dict], RefillSampler]:
         """The step's candidates (the batch first, then new prompts from the stream) and their `RefillSampler`.
@@ -69,9 +74,9 @@ class RefillSchedule(RoundsSchedule):
             seen.add(key)
             return True
 
-        extra = trainer.candidate_stream.peek(num_candidates(b, plan.prompt_oversampling) - b, accept)
+        extra = self.candidate_stream.peek(num_candidates(b, plan.prompt_oversampling) - b, accept)
         candidates = step_inputs + [trainer.train_dataset[index] for index in extra]
-        prior = trainer.memory_prior(candidates)
+        prior = sampler_prior(trainer.pass_rate_memory, candidates)
         skipped = None
         if plan.skip_threshold is not None:
             uniforms = np.random.default_rng([trainer.args.seed, trainer.state.global_step]).random(len(candidates))
@@ -85,7 +90,17 @@ class RefillSchedule(RoundsSchedule):
         """Consume the stream's candidates the step examined (the others are offered again next step), and count
         the skips in the memory's skip streaks."""
         sampler = outcome.sampler
-        self.trainer.candidate_stream.consume(max(sampler.consumed - sampler.num_kept, 0))
+        self.candidate_stream.consume(max(sampler.consumed - sampler.num_kept, 0))
         if self.plan.skip_threshold is not None:
             skipped = [outcome.inputs[p]["prompt"] for p in sampler.skipped_prompts()]
             self.trainer.pass_rate_memory.record_skips(prompt_keys(skipped))
+
+    def state_dict(self) -> dict[str, Any]:
+        """The candidate stream's position."""
+        return self.candidate_stream.state_dict()
+
+    def save_state(self, state: dict[str, Any], folder: str) -> None:
+        save_candidate_stream(CandidateStream.from_state_dict(state), os.path.join(folder, CANDIDATE_STREAM_FILE))
+
+    def load_state(self, checkpoint: str) -> None:
+        self.candidate_stream = load_candidate_stream(checkpoint, self.candidate_stream.size)

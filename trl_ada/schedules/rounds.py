@@ -1,9 +1,9 @@
 """The rounds schedule: each round is one batched generation call for the active prompts, on every backend.
 
 Every process holds the same sampler, driven by gathered rewards. A round is each active prompt's planned samples,
-split evenly over the processes at sample level; each process prepares its rows with TRL's own preamble
-(environments reset, tool dicts, images), generates them with TRL's own `_generate` (single turn, tools,
-environments or `rollout_func`) and scores them with TRL's `_calculate_rewards`.
+split evenly over the processes at sample level; each process takes its rows' prompts (through TRL's own preamble
+with environments, tools or images: `_trl.round_prompts`), generates them with TRL's own `_generate` (single turn,
+tools, environments or `rollout_func`) and scores them with TRL's `_calculate_rewards` (`score_and_record`).
 """
 
 from __future__ import annotations
@@ -11,12 +11,11 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from typing import Any
 
 from .. import _trl
 from ..sampling import AdaptiveSampler
-from .base import Schedule
-from .outcome import Key, Sample, StepOutcome
+from .base import Schedule, score_and_record
+from .outcome import Key, StepOutcome
 
 __all__ = ["RoundSplit", "RoundsSchedule", "round_keys", "split_round"]
 
@@ -55,16 +54,6 @@ def round_keys(sampler: AdaptiveSampler, planned: list[int]) -> list[Key]:
     return [(j, len(sampler.pools[j]) + s) for j, size in zip(planned, sizes, strict=True) for s in range(size)]
 
 
-def merge_extra_fields(inputs: list[dict], extra_fields: dict[str, Any]) -> None:
-    """Give reward functions the fields `rollout_func` returned, row by row, as GRPOTrainer does."""
-    for i, row in enumerate(inputs):
-        for key, values in extra_fields.items():
-            if not isinstance(values, list):
-                row[key] = values
-            elif i < len(values):
-                row[key] = values[i]
-
-
 class RoundsSchedule(Schedule):
     """Rounds over the step's prompts (`AdaptiveSampler.plan_round` / `ingest`), one batched call per round."""
 
@@ -79,47 +68,18 @@ class RoundsSchedule(Schedule):
             split = split_round(sampler.plan_sizes, world)
             rows = split.rows(rank)
             row_prompts = [keys[min(r, split.num_samples - 1)][0] for r in rows]  # padding repeats the last
-            num_real = sum(r < split.num_samples for r in rows)
             round_inputs = [dict(inputs[j]) for j in row_prompts]  # copies: rollout fields are merged in
 
             start = time.perf_counter()
-            round_prompts = _trl.prepare_prompts(trainer, round_inputs)
+            round_prompts = _trl.round_prompts(trainer, round_inputs)
             with _trl.held_generation_metrics(trainer, outcome.logs, split.rows_per_process * world):
                 generated = _trl.generate_rows(trainer, round_prompts, split.copies_per_request)
             generation_time = time.perf_counter() - start
-            merge_extra_fields(round_inputs, generated.extra_fields)
-            with _trl.held_reward_metrics(trainer, outcome.logs, num_real):
-                rewards = _trl.score_rows(trainer, round_inputs, round_prompts, generated)
-            rewards = rewards.float().cpu().numpy()[: split.num_samples]
-            stats = trainer.gather_row_statistics(generated)[: split.num_samples]
-            extra_logs = _trl.take_extra_logs(trainer, len(rows))
-            outcome.columns.update(extra_logs)
-
-            for key, reward, stat in zip(keys, rewards, stats, strict=True):
-                outcome.rewards_per_func[key], outcome.row_stats[key] = reward, stat
-            for local, r in enumerate(rows[:num_real]):
-                outcome.samples[keys[r]] = _sample(generated, local, extra_logs)
-            masked = stats[:, 2].astype(bool) if trainer.mask_truncated_completions else None
-            guarded = trainer.reward_guard.aggregate(
-                rewards, generated.completions, offset=rank * split.rows_per_process
+            guarded, masked = score_and_record(
+                trainer, outcome, keys, rows.start, round_inputs, round_prompts, generated
             )
             sampler.ingest(guarded, masked=masked)
             outcome.keep_selectable(active)
             outcome.metrics[f"generation_time/round_{sampler.round}"] = generation_time
             outcome.metrics[f"samples/round_{sampler.round}"] = float(split.num_samples)
         return outcome
-
-
-def _sample(rows: _trl.GeneratedRows, local: int, extra_logs: dict[str, list]) -> Sample:
-    """Row `local` of a round's generated rows, with the `log_extra` values reward functions logged for it."""
-    return Sample(
-        prompt_ids=rows.prompt_ids[local],
-        completion_ids=rows.completion_ids[local],
-        completion=rows.completions[local],
-        logprobs=None if rows.logprobs is None else rows.logprobs[local],
-        images=None if rows.images is None else rows.images[local],
-        tool_mask=None if rows.tool_mask is None else rows.tool_mask[local],
-        tool_images=rows.tool_images[local] if rows.tool_images else [],
-        extra_fields={k: v[local] if isinstance(v, list) else v for k, v in rows.extra_fields.items()},
-        extra_logs={column: values[local] for column, values in extra_logs.items()},
-    )

@@ -18,13 +18,13 @@ from accelerate.utils import broadcast_object_list
 from .. import _trl
 from ..server_requests import ServerCompletions
 from ..streaming import Request, StreamingScheduler
-from .base import Schedule, StepHost
-from .outcome import Sample, StepOutcome
+from .base import Schedule, StepHost, score_and_record
+from .outcome import StepOutcome
 
-__all__ = ["StreamingSchedule"]
+__all__ = ["ServerStreamingSchedule"]
 
 
-class StreamingSchedule(Schedule):
+class ServerStreamingSchedule(Schedule):
     """Streaming supports single-turn text generation; the rest is refused when the trainer is built."""
 
     def __init__(self, trainer: StepHost):
@@ -42,7 +42,7 @@ class StreamingSchedule(Schedule):
         inputs, sampler = self.new_sampler(step_inputs)
         scheduler = StreamingScheduler(sampler)
         outcome = StepOutcome(inputs, sampler)
-        prompt_rows = _trl.prepare_prompts(trainer, [dict(x) for x in inputs])
+        prompt_rows = _trl.round_prompts(trainer, [dict(x) for x in inputs])
         prompt_ids = _trl.tokenize_prompts(trainer, prompt_rows)
         _trl.sync_weights_once(trainer)  # weights reach the server once, before generation
 
@@ -125,36 +125,19 @@ class StreamingSchedule(Schedule):
         trainer = self.trainer
         rank, world = trainer.accelerator.process_index, trainer.accelerator.num_processes
         rows = [(result, k) for result in results for k in range(result.key.size)]
+        keys = [(result.key.prompt, result.key.first + k) for result, k in rows]
         per_process = math.ceil(len(rows) / world)
         mine = [min(r, len(rows) - 1) for r in range(rank * per_process, (rank + 1) * per_process)]
-        num_real = sum(r < len(rows) for r in range(rank * per_process, (rank + 1) * per_process))
-        row_inputs = [dict(outcome.inputs[rows[r][0].key.prompt]) for r in mine]
-        row_prompts = [prompt_rows[rows[r][0].key.prompt] for r in mine]
+        row_inputs = [dict(outcome.inputs[keys[r][0]]) for r in mine]
+        row_prompts = [prompt_rows[keys[r][0]] for r in mine]
         completion_ids = [rows[r][0].completion_ids[rows[r][1]] for r in mine]
         logprobs = None if results[0].logprobs is None else [rows[r][0].logprobs[rows[r][1]] for r in mine]
         with _trl.held_generation_metrics(trainer, outcome.logs, per_process * world):
             generated = _trl.decode_server_rows(trainer, row_prompts, completion_ids, logprobs)
-        with _trl.held_reward_metrics(trainer, outcome.logs, num_real):
-            rewards = _trl.score_rows(trainer, row_inputs, row_prompts, generated)
-        rewards = rewards.float().cpu().numpy()[: len(rows)]
-        stats = trainer.gather_row_statistics(generated)[: len(rows)]
-        extra_logs = _trl.take_extra_logs(trainer, len(mine))
-        outcome.columns.update(extra_logs)
-        self._returned_tokens += int(stats[:, 1].sum())
-        for (result, k), reward, stat in zip(rows, rewards, stats, strict=True):
-            key = (result.key.prompt, result.key.first + k)
-            outcome.rewards_per_func[key], outcome.row_stats[key] = reward, stat
-        for local, r in enumerate(mine[:num_real]):
-            result, k = rows[r]
-            outcome.samples[(result.key.prompt, result.key.first + k)] = Sample(
-                prompt_ids=generated.prompt_ids[local],
-                completion_ids=generated.completion_ids[local],
-                completion=generated.completions[local],
-                logprobs=None if generated.logprobs is None else generated.logprobs[local],
-                extra_logs={column: values[local] for column, values in extra_logs.items()},
-            )
-        guarded = trainer.reward_guard.aggregate(rewards, generated.completions, offset=rank * per_process)
-        masked = stats[:, 2].astype(bool) if trainer.mask_truncated_completions else np.zeros(len(rows), bool)
+        guarded, masked = score_and_record(
+            trainer, outcome, keys, rank * per_process, row_inputs, row_prompts, generated
+        )
+        self._returned_tokens += int(sum(outcome.row_stats[key][1] for key in keys))
         return guarded, masked
 
     def _main_process_value(self, value: int) -> int:
