@@ -82,7 +82,7 @@ def test_a_saved_run_is_reused_and_one_of_other_settings_refused(tmp_path):
     path.write_text(json.dumps({"settings": settings.identity(), "marks": []}))
     assert rl.load_run(path, settings) == {"settings": settings.identity(), "marks": []}
     other = rl.Settings(learning_rate=1e-4)
-    with pytest.raises(SystemExit, match=r"other settings \(learning_rate: 3e-05 there, 0.0001 now\); use another"):
+    with pytest.raises(SystemExit, match=r"other settings \(learning_rate: 0.0002 there, 0.0001 now\); use another"):
         rl.load_run(path, other)
     assert rl.Settings(seeds=5, arms=("GRPO n=4",)).identity() == settings.identity()  # more seeds reuse the runs
 
@@ -247,3 +247,13 @@ def test_figures_and_the_pass_rate_table(tmp_path):
     table = rl.pass_rate_table(tasks, settings)
     assert "| capitals train candidates | 2 | 1 | 0 | 1 | 0 | 0 | 0.250 |" in table
     assert "| capitals control | 1 | 0 | 0 | 1 | 0 | 0 | 0.500 |" in table
+
+
+def test_sweep_table_shows_each_rate_before_and_after():
+    row = {"family": "capitals", "learning_rate": 2e-4, "steps": 10, "before": 0.1875, "after": 0.84375,
+           "hardest_before": 0.09375, "hardest_after": 0.78125, "control_before": 0.078125, "control_after": 0.1484375,
+           "entropy_before": 2.346, "entropy": 1.44}  # fmt: skip
+    arithmetic = {**row, "family": "arithmetic", "control_before": float("nan"), "control_after": float("nan")}
+    table = rl.sweep_table({"rows": [row, arithmetic]}).splitlines()
+    assert table[2] == "| capitals | 0.0002 | 10 | 0.188 → 0.844 | 0.094 → 0.781 | 0.078 → 0.148 | 2.35 → 1.44 |"
+    assert table[3].endswith("| 0.094 → 0.781 | - | 2.35 → 1.44 |")
