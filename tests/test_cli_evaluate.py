@@ -192,6 +192,7 @@ def test_reward_option_resolves_a_registered_name_before_sampling(command, tmp_p
 
     monkeypatch.setattr(command, sampler, sample)
     monkeypatch.setattr(command, "check_model", lambda *a, **kw: None)
+    monkeypatch.setattr(command, "fitting_prompts", lambda datasets, *a, **kw: datasets)  # "m" has no tokenizer
     for name in ("math_final", "short_answer"):
         with pytest.raises(SystemExit):
             command.main(["--model", "m", *source, "--reward", name])
