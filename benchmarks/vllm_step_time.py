@@ -234,7 +234,9 @@ def run_method(method: str, repeat: int, settings: Settings, model_dir: Path, se
         args = GRPOConfig(**fields)
     else:
         rounds = {"samples_per_round": settings.samples_per_round, "max_rounds": settings.max_rounds}
-        if method == "streaming":
+        if method == "none":  # plain GRPO refuses rounds it never draws
+            rounds = {"exit_rule": "none"}
+        elif method == "streaming":
             rounds.update(
                 exit_rule="balance",
                 generation_schedule="streaming",

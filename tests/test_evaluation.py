@@ -361,3 +361,13 @@ def test_avg_at_k_and_select_prompts_score_with_the_reward_given(monkeypatch: py
     assert (final.pass_rates, final.settings["reward"]) == ({"d": [0.5]}, "math_final_reward")
     kept = ev.select_prompts("m", data, num_samples=4, max_pass_rate=0.5, reward_func=math_final_reward)
     assert kept["pass_rate"] == [0.5]
+
+
+def test_select_prompts_reads_a_list_answer_as_one_latex_answer(monkeypatch: pytest.MonkeyPatch) -> None:
+    from datasets import Dataset
+
+    samples = {"Find the primes.": boxed("2, 3", "2,3", "3, 2", "[2, 3]")}  # the last one is not the answer
+    monkeypatch.setattr(ev.generation, "generate_completions", stub_generator(samples))
+    dataset = Dataset.from_dict({"problem": ["Find the primes."], "answer": [[2, 3]]})
+    kept = ev.select_prompts("m", dataset, num_samples=4, max_pass_rate=1.0)
+    assert (kept["answer"], kept["num_correct"]) == (["2, 3"], [3])

@@ -25,7 +25,7 @@ import requests
 import torch
 from torch import nn
 
-from ..server_requests import wait_for_health
+from ..server_requests import vllm_json, wait_for_health
 
 logger = logging.getLogger(__name__)
 
@@ -102,7 +102,7 @@ def post_weights(
         )
     except requests.RequestException as error:
         raise RuntimeError(f"Weight sync: POST {url} failed ({error}); is the vLLM server up?") from error
-    counts = _check(response, "Weight sync").json()["results"]
+    counts = vllm_json(_check(response, "Weight sync").content, url, ("results",))["results"]
     if any(int(count) != len(named_tensors) for count in counts):  # the endpoint returns them as text
         raise RuntimeError(
             f"Weight sync: the workers behind {url} loaded {counts} tensors, {len(named_tensors)} were sent. Fix: "
@@ -161,7 +161,7 @@ class HTTPWeightTransfer:
         start = time.perf_counter()
         sent = post_weights(self.session, self.base_url, iterator, self.timeout)
         reset = self._post("/reset_prefix_cache", "Resetting the prefix cache", reset_running_requests="true")
-        if not reset.json().get("success"):
+        if not vllm_json(reset.content, reset.url).get("success"):
             raise RuntimeError(
                 f"Resetting the prefix cache at {reset.url} failed after a weight sync: KV of the old policy may be "
                 "served. Retry the sync; if it persists, check the server log."

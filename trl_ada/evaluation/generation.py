@@ -129,6 +129,26 @@ def encode_prompts(tokenizer: Any, prompts: Sequence[Prompt], chat_template_kwar
     return encoded
 
 
+def check_context(
+    model_name_or_path: str, tokenizer: Any, prompts: Sequence[Prompt], lengths: Sequence[int], max_new_tokens: int
+) -> None:
+    """Before the model loads: a one-line `trl_ada.data.PromptTooLongError` for a prompt that leaves no room for a
+    completion in the model's context (its `max_position_embeddings`, the tokenizer's `model_max_length`)."""
+    from transformers import AutoConfig
+
+    from ..data import check_prompt_lengths, max_prompt_tokens_hint, model_context
+
+    context = model_context(AutoConfig.from_pretrained(model_name_or_path), tokenizer)
+    if context is not None:
+        hint = max_prompt_tokens_hint(context, max_new_tokens)
+        fix = (
+            f"Drop such prompts first (trl_ada.data.filter_by_prompt_length with max_prompt_tokens={hint}, or "
+            f"--max_prompt_tokens {hint} on the command line), or shorten them."
+        )
+        over = {index: length for index, length in enumerate(lengths) if length >= context.tokens}
+        check_prompt_lengths(prompts, over, context, "prompt", fix)
+
+
 def _generate_vllm(
     model_name_or_path: str,
     prompt_ids: list[list[int]],
@@ -286,6 +306,7 @@ def generate_completions(
     chosen = resolve_backend(backend)
     tokenizer = load_tokenizer(name)
     prompt_ids = encode_prompts(tokenizer, prompts, chat_template_kwargs)
+    check_context(name, tokenizer, prompts, [len(ids) for ids in prompt_ids], max_new_tokens)
     logger.info("Sampling %d x %d completions with %s from %s.", len(prompts), num_samples, chosen, name)
     options = {"temperature": temperature, "top_p": top_p, "max_new_tokens": max_new_tokens, "seed": seed}
     if chosen == "vllm":
