@@ -43,6 +43,15 @@ def vllm_server(servable_model_dir, tmp_path_factory):
     yield from _serve(servable_model_dir, tmp_path_factory.mktemp("vllm-server"))
 
 
+@pytest.fixture(scope="session")
+def smollm2_server(tmp_path_factory):
+    """A server of the real pretrained model, SmolLM2-135M-Instruct (`trl_ada.real.smollm2_checkpoint`), for the
+    session; started by the first test that asks for it."""
+    from trl_ada.real import smollm2_checkpoint
+
+    yield from _serve(str(smollm2_checkpoint()), tmp_path_factory.mktemp("smollm2-server"))
+
+
 @pytest.fixture
 def own_vllm_server(servable_model_dir, tmp_path_factory):
     """A server of the test's own, for a test that kills it while the session's server serves the others (one
