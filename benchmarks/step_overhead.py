@@ -208,9 +208,8 @@ def build_trainer(method: str, model_dir: Path, args: argparse.Namespace, output
     if method == "grpo":
         trainer = GRPOTrainer(str(model_dir), toy_reward, args=GRPOConfig(**kwargs), train_dataset=dataset)
     else:
-        config = ReinforceAdaConfig(
-            exit_rule=method, samples_per_round=SAMPLES_PER_ROUND, max_rounds=MAX_ROUNDS, **kwargs
-        )
+        rounds = {} if method == "none" else {"samples_per_round": SAMPLES_PER_ROUND, "max_rounds": MAX_ROUNDS}
+        config = ReinforceAdaConfig(exit_rule=method, **rounds, **kwargs)  # plain GRPO refuses rounds it never draws
         trainer = ReinforceAdaTrainer(str(model_dir), toy_reward, args=config, train_dataset=dataset)
     trainer.remove_callback(PrinterCallback)
     probe.attach(trainer)

@@ -40,10 +40,12 @@ class ScriptedCompletions:
         self.waiting: dict = {}
         self.answered, self.cancelled, self.closed = 0, 0, False
         self.submitted: list = []
+        self.models: list = []  # the model each request named (None: the served one)
         self.first_wave: int | None = None  # requests sent before the first answer
 
-    def submit(self, key, prompt_ids: list[int], n: int) -> None:
+    def submit(self, key, prompt_ids: list[int], n: int, model: str | None = None) -> None:
         self.submitted.append(key)
+        self.models.append(model)
         self.waiting[key] = (list(prompt_ids), n)
 
     def cancel(self, key) -> None:

@@ -255,3 +255,14 @@ def test_bad_advantage_inputs_get_the_exact_reason(call, message):
     with pytest.raises(ValueError) as refused:
         call()
     assert str(refused.value) == message
+
+
+def test_the_zero_std_fraction_counts_prompts_whatever_their_group_sizes():
+    from trl_ada.advantages import zero_std_fraction
+
+    groups = [[1.0, 1.0, 1.0], [1.0, 1.0, 1.0, 1.0], [0.0, 1.0, 0.0, 1.0], [0.0, 0.0, 0.0, 0.0, 0.0]]  # 3, 4, 4, 5
+    assert zero_std_fraction(groups) == 0.75
+    rows = np.concatenate(groups).reshape(-1, 4)  # TRL's blocks of num_generations = 4 cross the prompts
+    assert float(np.mean(np.isclose(rows.std(axis=1), 0.0))) == 0.5
+    assert zero_std_fraction([[1.0, 0.0], [2.0, 2.0]]) == 0.5  # equal sizes: TRL's own value
+    assert zero_std_fraction([[1.0, np.nan, 1.0], [np.nan, np.nan], [0.5]]) == 1 / 3  # unscored left out; one: NaN std

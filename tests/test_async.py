@@ -20,7 +20,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from trl_ada import _trl
 from trl_ada.async_grpo import AdaptiveRolloutWorker, AsyncReinforceAdaConfig, AsyncReinforceAdaTrainer, PromptRollout
-from trl_ada.async_grpo.trainer import STATE_FILE, _check_reward_funcs, _worker_settings, data_position, queue_bound
+from trl_ada.async_grpo.trainer import STATE_FILE, _check_reward_funcs, _worker_settings, queue_bound
 from trl_ada.async_grpo.worker import _Prompt, wait_for_server
 from trl_ada.checkpoint_state import MEMORY_FILE
 from trl_ada.est import est_allocation
@@ -32,27 +32,10 @@ from trl_ada.toy import build_tiny_model, make_toy_dataset
 from trl_ada.trainer import new_memory
 
 
-def test_trained_groups_count_a_micro_batch_when_it_is_trained_not_when_collated():
-    groups = _trl.TrainedGroups()
-    groups.update(g for g in (0, 1))  # collated
-    groups.update({2, 3})  # collated ahead
-    assert groups == set()
-    groups.take_next()
-    assert groups == {0, 1}
-    groups.take_next()
-    groups.take_next()  # nothing left collated: no change
-    assert groups == {0, 1, 2, 3}
-
-
 def test_the_queue_holds_at_most_the_staleness_window():
     assert queue_bound(1024, staleness_window=32) == 32
     assert queue_bound(16, staleness_window=32) == 16
     assert queue_bound(0, staleness_window=32) == 32
-
-
-def test_data_position_is_the_first_untrained_group_and_the_trained_ones_after_it():
-    assert data_position({0, 1, 2, 4, 7}) == {"first_untrained": 3, "trained_after": [4, 7]}
-    assert data_position(set()) == {"first_untrained": 0, "trained_after": []}
 
 
 # -- the config --------------------------------------------------------------------------------------
@@ -75,12 +58,12 @@ def test_presets_resolve_to_streaming_or_est(tmp_path):
     ("fields", "message"),
     [
         ({"prompt_oversampling": 2.0}, "prompt_oversampling=2.0 is not supported by the asynchronous trainer"),
-        ({"sampling": "dapo"}, "prompt_oversampling=3.0 is not supported"),
+        ({"sampling": "dapo"}, "sampling='dapo' is not supported by the asynchronous trainer: the preset sets"),
         ({"sample_budget": 8.0}, "sample_budget=8.0 is not supported"),
         ({"generation_schedule": "rounds"}, "generation_schedule='rounds' is not supported"),
         ({"vllm_mode": "colocate"}, "vllm_mode='colocate' is not supported"),
         ({"max_staleness": -1}, "max_staleness=-1"),
-        ({"streaming_window": 2, "streaming_chunk": 3}, "streaming_window=2 is smaller than streaming_chunk=3"),
+        ({"streaming_window": 2, "streaming_chunk": 3}, "streaming_window=2: completions of a prompt in flight"),
         ({"scale_rewards": "batch"}, "scale_rewards='batch'"),
         ({"max_prompts_in_flight": 0}, "max_prompts_in_flight=0"),
         ({"reward_timeout": 0}, "reward_timeout=0"),
@@ -248,7 +231,7 @@ def test_est_allocates_each_wave_from_the_memory(tmp_path, tiny):
     assert sizes[2] + sizes.get(3, 0) <= 8 and sizes[2] == 4  # the next wave: two unseen prompts, 4 each
 
 
-def test_kept_samples_older_than_max_staleness_are_not_pushed(tmp_path, tiny):
+def test_a_group_whose_kept_samples_are_stale_is_dropped_whole(tmp_path, tiny):
     model_dir, tokenizer = tiny
     dataset = make_toy_dataset(8)
 
@@ -268,16 +251,16 @@ def test_kept_samples_older_than_max_staleness_are_not_pushed(tmp_path, tiny):
 
     strict = worker_for(max_staleness=0)
     strict.update_model_version(1)
-    strict._push(sampled_prompt(strict))
-    pushed = [strict.rollout_buffer.get_nowait() for _ in range(strict.rollout_buffer.qsize())]
-    assert pushed == []  # the balance pool [1, 0, 1, 0] came from the first window, requested under version 0
+    strict._finish(sampled_prompt(strict))
+    assert strict.rollout_buffer.qsize() == 0  # the balance pool [1, 0, 1, 0] came from the first window, under v0
     metrics = [strict.metrics_queue.get_nowait() for _ in range(strict.metrics_queue.qsize())]
-    assert sum(m.get("reinforce_ada/async/dropped_stale", 0) for m in metrics) == 4
+    assert sum(m.get("reinforce_ada/async/dropped_stale_groups", 0) for m in metrics) == 1
+    assert 0 in strict.trained  # dropped whole: settled, a resume does not sample it again
 
     lenient = worker_for(max_staleness=1)
     lenient.update_model_version(1)
     prompt = sampled_prompt(lenient)
-    lenient._push(prompt)
+    lenient._finish(prompt)
     pushed = [lenient.rollout_buffer.get_nowait() for _ in range(4)]
     assert [s.model_version for s in pushed] == [0, 0, 0, 0]
     np.testing.assert_allclose([s.advantage for s in pushed], prompt.rollout.advantages())
@@ -315,6 +298,7 @@ class NoTransfer:
 
 
 def train(tmp_path, tiny, resume=None, **fields):
+    """One run of the trainer on the scripted server; also returns the groups settled at each step (`settled`)."""
     model_dir, tokenizer = tiny
     server, transfer = ScriptedCompletions(len(tokenizer), max_length=4, seed=2), NoTransfer()
     trainer = AsyncReinforceAdaTrainer(
@@ -326,9 +310,34 @@ def train(tmp_path, tiny, resume=None, **fields):
         weight_transfer=transfer,
         connect=lambda settings: server,
     )
+    trainer.settled = record_settled_groups(trainer)
     before = {name: p.detach().clone() for name, p in trainer.model.named_parameters()}
     trainer.train(resume_from_checkpoint=resume)
     return trainer, before, transfer
+
+
+def record_settled_groups(trainer) -> list[tuple[int, list[int]]]:
+    """(global step, groups) each time the trainer hands settled groups to the worker's memory (`commit`)."""
+    settled: list[tuple[int, list[int]]] = []
+    commit = trainer.worker.commit
+
+    def recorded(group_ids):
+        settled.append((trainer.state.global_step, list(group_ids)))
+        commit(group_ids)
+
+    trainer.worker.commit = recorded
+    return settled
+
+
+def groups_until(settled: list[tuple[int, list[int]]], step: float) -> list[int]:
+    """The groups a run settled up to (and including) `step`, in the order they settled."""
+    return [group for at, groups in settled if at <= step for group in groups]
+
+
+def recorded_groups(checkpoint: str) -> set[int]:
+    with open(os.path.join(checkpoint, STATE_FILE)) as file:
+        state = json.load(file)
+    return set(range(state["first_untrained"])) | set(state["trained_after"])
 
 
 @pytest.mark.slow
@@ -338,24 +347,41 @@ def test_async_trainer_trains_checkpoints_and_resumes_the_worker(tmp_path, tiny)
     assert len(changed) == len(before)
     assert transfer.syncs == 4  # the cold sync, then one per step
     assert _trl.check_async_joints(trainer) == []
-    assert len(trainer.trained_groups()) == 6  # 3 steps of 8 rows, groups of 4: not the batch collated ahead
+    assert len(trainer._trained_groups) == 6  # 3 steps of 8 rows, groups of 4: not the batch collated ahead
     checkpoint = os.path.join(tmp_path, "out", "checkpoint-2")
     assert {STATE_FILE, MEMORY_FILE, "model.safetensors", "optimizer.pt"} <= set(os.listdir(checkpoint))
     assert is_complete(checkpoint)
     with open(os.path.join(checkpoint, STATE_FILE)) as file:
         state = json.load(file)
     assert state["model_version"] == 3  # the cold sync, then two steps
-    assert state["first_untrained"] + len(state["trained_after"]) == 4  # two steps of two groups
+    assert recorded_groups(checkpoint) == set(groups_until(trainer.settled, 2))
+    assert len(recorded_groups(checkpoint)) == 4  # two steps of two groups
     saved = PassRateMemory.load(os.path.join(checkpoint, MEMORY_FILE))
-    assert len(saved) > 0
+    assert sum(saved.visits([prompt_key(row["prompt"]) for row in make_toy_dataset(16)])) == 4  # one per group
     steps = [h for h in trainer.state.log_history if "loss" in h]
     assert all(h["sample/staleness_mean"] <= trainer.args.max_staleness for h in steps)
 
-    resumed, _, _ = train(tmp_path, tiny, max_steps=4, pass_rate_memory=True, resume=checkpoint)
-    trained_before = set(range(state["first_untrained"])) | set(state["trained_after"])
-    assert not trained_before & resumed._trained_groups  # no group trained before the checkpoint is trained again
-    assert resumed.model_version == 6  # numbering continues: v3 at the checkpoint, the cold sync, two steps
-    assert resumed.state.global_step == 4
+    # interrupted after checkpoint-2 (step 3 is lost), resumed, interrupted after checkpoint-4, resumed again
+    second, _, _ = train(tmp_path, tiny, max_steps=5, save_strategy="steps", save_steps=2, resume=checkpoint)
+    assert second.model_version == 7  # numbering continues: v3 at the checkpoint, the cold sync, steps 3 to 5
+    third, _, _ = train(
+        tmp_path,
+        tiny,
+        max_steps=6,
+        save_strategy="steps",
+        save_steps=2,
+        resume=os.path.join(tmp_path, "out", "checkpoint-4"),
+    )
+    assert third.state.global_step == 6
+    runs = [
+        groups_until(trainer.settled, 2),  # what checkpoint-2 kept of the first run
+        groups_until(second.settled, 4),  # what checkpoint-4 kept of the second
+        groups_until(third.settled, 6),
+    ]
+    every = [group for run in runs for group in run]
+    assert len(every) == len(set(every)) == 12  # no group trained twice, whatever run trained it
+    assert recorded_groups(os.path.join(tmp_path, "out", "checkpoint-4")) == set(runs[0]) | set(runs[1])
+    assert recorded_groups(os.path.join(tmp_path, "out", "checkpoint-6")) == set(every)
 
 
 def test_cpu_tree_attention_matches_the_plain_forward(tiny):

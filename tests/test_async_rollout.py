@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trl_ada.async_grpo.rollout import PromptRollout, trainable
+from trl_ada.async_grpo.rollout import PromptRollout, trainable, trained_wave
 from trl_ada.plan import SamplingPlan
 from trl_ada.streaming import Update
 
@@ -146,3 +146,149 @@ def test_the_prior_decides_the_futility_stop():
         feed(rollout, [0.0] * 32)
         drawn[prior] = len(rollout.pool)
     assert drawn[(1.0, 1000.0)] == 4 < drawn[(1.0, 1.0)] < drawn[(1000.0, 1.0)]
+
+
+# -- staleness: the kept group is formed from the samples still fresh ---------------------------------------------
+
+
+def stale_first_window(stream: list[float], window: int = 4) -> PromptRollout:
+    """A balance rollout whose first `window` requests were sent under version 0 and the later ones under 1."""
+    rollout = PromptRollout(0, BALANCE.replace(streaming_window=window), version=0)
+    feed(rollout, stream)  # `feed` stamps every later request with version 1
+    return rollout
+
+
+def test_the_issues_example_drops_the_group_whole_instead_of_training_its_positives_alone():
+    """n = 4, max_staleness = 0, the pool 0000 at version 0 then 11 at version 1: the kept group [0, 1, 4, 5] would
+    train only its two positives (+0.667 each). Two fresh samples cannot form a group of 4: none is trained."""
+    rollout = stale_first_window([0.0] * 4 + [1.0, 1.0, 0.0, 0.0] + [0.0] * 24)
+    assert rollout.pool == [0.0, 0.0, 0.0, 0.0, 1.0, 1.0] and rollout.versions[:6] == [0, 0, 0, 0, 1, 1]
+    assert rollout.kept() == [0, 1, 4, 5]
+    assert rollout.fresh(live_version=1, max_staleness=0) == [False] * 4 + [True] * 2
+    assert rollout.kept(rollout.fresh(1, 0)) == []
+    (group,), metrics = trained_wave([rollout], live_version=1, max_staleness=0)
+    assert group.kept == [] and group.advantages.size == 0 and metrics == {}
+    (group,), _ = trained_wave([rollout], live_version=1, max_staleness=1)
+    assert group.kept == [0, 1, 4, 5]
+    np.testing.assert_allclose(group.advantages, [-1 / 3, -1 / 3, 2 / 3, 2 / 3])  # r - 2/6
+
+
+def test_the_kept_group_is_balanced_among_the_fresh_samples():
+    """0000 at version 0, then 0011 at version 1: among the fresh samples, 2 negatives and 2 positives (the stale
+    negatives would be earlier draws, preferred without staleness)."""
+    rollout = stale_first_window([0.0] * 4 + [0.0, 0.0, 1.0, 1.0] + [0.0] * 24)
+    assert rollout.pool == [0.0] * 6 + [1.0, 1.0]
+    assert rollout.kept() == [0, 1, 6, 7]
+    (group,), _ = trained_wave([rollout], live_version=1, max_staleness=0)
+    assert group.kept == [4, 5, 6, 7]
+    np.testing.assert_allclose(group.advantages, [-0.25, -0.25, 0.75, 0.75])  # r - 2/8: the pool's baseline
+
+
+def test_fresh_flags_must_match_the_pool():
+    rollout = stale_first_window([1.0, 0.0] * 16)
+    with pytest.raises(ValueError, match="fresh has 3 flags for a pool of 4 samples"):
+        rollout.kept([True] * 3)
+    assert rollout.kept([True, True, True, True]) == rollout.kept() == [0, 1, 2, 3]
+
+
+def test_an_est_group_is_trained_whole_or_not_at_all():
+    rollout = PromptRollout(0, BALANCE.replace(streaming_chunk=4), 2, allocation=3)
+    (request,) = rollout.start()
+    rollout.receive(request.id, [1.0, 0.0, 0.0], version=3)
+    assert rollout.fresh(live_version=3, max_staleness=1) == [True] * 3
+    assert rollout.kept(rollout.fresh(3, 1)) == [0, 1, 2]
+    assert rollout.kept(rollout.fresh(3, 0)) == []
+    assert rollout.kept([True, False, True]) == []  # one stale sample: the allocation is not trained in part
+
+
+def test_advantages_of_a_given_selection():
+    rollout = stale_first_window([0.0] * 4 + [0.0, 0.0, 1.0, 1.0] + [0.0] * 24)
+    np.testing.assert_allclose(rollout.advantages(kept=[6, 0]), [0.75, -0.25])
+    group_baseline = PromptRollout(0, BALANCE.replace(streaming_window=4, advantage_baseline="group"), 0)
+    feed(group_baseline, [0.0] * 4 + [0.0, 0.0, 1.0, 1.0] + [0.0] * 24)
+    np.testing.assert_allclose(group_baseline.advantages(kept=[4, 5, 6, 7]), [-0.5, -0.5, 0.5, 0.5])
+
+
+# -- objective weights: one wave of groups, weighted as a synchronous step ------------------------------------------
+
+LOG = BALANCE.replace(objective="log")  # explicit weighting: w = 1 / (p + 0.05)
+
+
+def finished(plan: SamplingPlan, stream: list[float], group: int = 0) -> PromptRollout:
+    rollout = PromptRollout(group, plan, 0)
+    feed(rollout, stream)
+    return rollout
+
+
+def test_identical_groups_of_one_wave_get_equal_weights_with_mean_one_over_the_samples_with_signal():
+    """Two groups at p = 0.25, one at p = 0.5 and one that never solves (no signal): raw weights 1/0.3, 1/0.3, 1/0.55
+    and 1/0.05. The mean over the 12 trained samples with signal, (2 · 4 / 0.3 + 4 / 0.55) / 12 = 2.8283, divides
+    them: 1.1786, 1.1786, 0.6429; the group without signal does not enter the mean (its advantages are 0)."""
+    quarter = [0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0] + [0.0] * 24
+    wave = [
+        finished(LOG, quarter, 0),
+        finished(LOG, [0.0] * 32, 1),
+        finished(LOG, quarter, 2),
+        finished(LOG, [0.0, 1.0, 0.0, 1.0] + [0.0] * 28, 3),
+    ]
+    assert [r.pass_rate for r in wave] == [0.25, 0.0, 0.25, 0.5]
+    groups, metrics = trained_wave(wave, live_version=1, max_staleness=1)
+    mean = (8 / 0.3 + 4 / 0.55) / 12
+    expected = [(1 / 0.3) / mean, (1 / 0.3) / mean, (1 / 0.55) / mean]
+    np.testing.assert_allclose(expected, [1.1786, 1.1786, 0.6429], atol=1e-4)
+    np.testing.assert_allclose(groups[0].advantages, np.array([-0.25, -0.25, 0.75, 0.75]) * expected[0])
+    np.testing.assert_allclose(groups[2].advantages, groups[0].advantages)
+    np.testing.assert_allclose(groups[3].advantages, np.array([-0.5, 0.5, -0.5, 0.5]) * expected[2])
+    np.testing.assert_array_equal(groups[1].advantages, np.zeros(4))
+    weights = [groups[i].advantages / wave[i].advantages() for i in (0, 2, 3)]  # per trained sample
+    assert np.mean(np.concatenate(weights)) == pytest.approx(1.0)
+    assert metrics == pytest.approx({"weight_mean": mean, "weight_max": expected[0], "floored_fraction": 0.0})
+
+
+def test_a_group_dropped_whole_has_no_weight_in_its_waves_mean():
+    quarter = [0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0] + [0.0] * 24
+    stale = PromptRollout(5, LOG.replace(streaming_window=4), 0)
+    feed(stale, [0.0, 1.0, 0.0, 1.0] + [0.0] * 28)  # p = 0.5, all four requested under version 0
+    fresh = PromptRollout(6, LOG, 1)
+    feed(fresh, quarter)
+    groups, metrics = trained_wave([stale, fresh], live_version=1, max_staleness=0)
+    assert groups[0].kept == [] and groups[1].kept == [0, 1, 3, 7]
+    np.testing.assert_allclose(groups[1].advantages, [-0.25, -0.25, 0.75, 0.75])  # alone with signal: weight 1
+    assert metrics["weight_mean"] == pytest.approx(1 / 0.3)
+
+
+def test_linear_objective_leaves_advantages_unweighted_and_logs_no_weight():
+    rollout = finished(BALANCE, [1.0, 0.0, 0.0, 0.0, 1.0] + [0.0] * 27)
+    (group,), metrics = trained_wave([rollout], live_version=0, max_staleness=0)
+    np.testing.assert_allclose(group.advantages, [0.6, -0.4, -0.4, 0.6])
+    assert metrics == {} and trained_wave([], 0, 0) == ([], {})
+
+
+def test_scaling_reaches_the_wave():
+    rollout = finished(BALANCE, [1.0, 0.0, 0.0, 0.0, 1.0] + [0.0] * 27)
+    (group,), _ = trained_wave([rollout], 0, 0, scale="group")
+    np.testing.assert_allclose(group.advantages, rollout.advantages("group"))
+
+
+def test_unscored_samples_fill_a_group_last_among_the_fresh_ones():
+    """[NaN, 0, 1, 1, 0]: the unscored first draw is neither class; the group takes the scored ones."""
+    rollout = finished(BALANCE, [float("nan"), 0.0, 1.0, 1.0, 0.0] + [0.0] * 27)
+    assert len(rollout.pool) == 5
+    assert rollout.kept() == rollout.kept([True] * 5) == [1, 2, 3, 4]
+
+
+def test_masked_samples_come_last_within_their_class_among_the_fresh_ones():
+    """[0 (masked: truncated), 0, 0, 1, 1]: the negatives kept are the unmasked 1 and 2, not the earliest 0 and 1."""
+    rollout = PromptRollout(0, BALANCE, 0)
+    requests = rollout.start()
+    for request, reward in zip(requests, [0.0, 0.0, 0.0, 1.0, 1.0], strict=False):
+        rollout.receive(request.id, [reward], masked=[request.first == 0], version=0)
+    assert rollout.done and len(rollout.pool) == 5
+    assert rollout.kept() == rollout.kept([True] * 5) == [1, 2, 3, 4]
+
+
+def test_a_group_alone_in_its_wave_gets_weight_one():
+    rollout = finished(LOG, [0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0] + [0.0] * 24)
+    (group,), metrics = trained_wave([rollout], live_version=0, max_staleness=0)
+    np.testing.assert_allclose(group.advantages, [-0.25, -0.25, 0.75, 0.75])
+    assert metrics == pytest.approx({"weight_mean": 1 / 0.3, "weight_max": 1.0, "floored_fraction": 0.0})

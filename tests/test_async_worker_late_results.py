@@ -27,7 +27,7 @@ class _Recorder:
     def __init__(self):
         self.sent, self.cancelled = [], []
 
-    def submit(self, key, prompt_ids, n):
+    def submit(self, key, prompt_ids, n, model=None):
         self.sent.append(key)
 
     def cancel(self, key):

@@ -87,6 +87,47 @@ def test_threshold_warning_after_the_first_steps_only_when_nothing_beat_it(caplo
     assert caplog.text == ""
 
 
+def _three_steps(guard: RewardGuard, per_func: np.ndarray) -> None:
+    for _ in range(THRESHOLD_CHECK_STEPS):
+        guard.aggregate(per_func, ["x"] * len(per_func))
+        guard.end_step()
+
+
+@pytest.mark.parametrize("schedule", ["rounds", "refill", "streaming"])
+def test_the_threshold_warning_describes_rounds_and_its_advice_silences_it(caplog, schedule):
+    with caplog.at_level(logging.WARNING, logger="trl_ada.checks"):
+        _three_steps(_guard(schedule=schedule), np.array([[0.6, 0.0]]))
+    assert "each draws samples_per_round * max_rounds completions" in caplog.text
+    assert "set positive_threshold below the reward of a correct completion (e.g. 0.5" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="trl_ada.checks"):
+        _three_steps(_guard(schedule=schedule, positive_threshold=0.5), np.array([[0.6, 0.0]]))
+    assert caplog.text == ""
+
+
+def test_under_est_the_threshold_warning_describes_one_allocated_round(caplog):
+    with caplog.at_level(logging.WARNING, logger="trl_ada.checks"):
+        _three_steps(_guard(schedule="est"), np.array([[0.6, 0.0]]))
+    warning = caplog.text
+    assert "the pass-rate memory counts every prompt as unsolved" in warning
+    assert "allocation of each step's one round (num_generations samples per prompt on average)" in warning
+    assert "samples_per_round" not in warning and "max_rounds" not in warning and "exit rule" not in warning
+
+
+@pytest.mark.parametrize("schedule", ["rounds", "est"])
+def test_when_no_completion_was_scored_the_warning_says_so_without_minus_infinity(caplog, schedule):
+    with caplog.at_level(logging.WARNING, logger="trl_ada.checks"):
+        _three_steps(_guard(schedule=schedule), np.array([[np.nan, np.nan], [np.nan, np.nan]]))
+    warning = caplog.text
+    assert "No reward function scored any completion of the first 3 training steps" in warning
+    assert "inf" not in warning and "highest weighted reward" not in warning
+    assert ("one round" in warning) == (schedule == "est")
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="trl_ada.checks"):  # the advice: a reward that scores them
+        _three_steps(_guard(schedule=schedule), np.array([[1.0, np.nan], [0.0, np.nan]]))
+    assert caplog.text == ""
+
+
 # --------------------------------------------------------------------------- in the trainer
 
 
@@ -216,3 +257,59 @@ def test_an_output_dir_that_is_a_file_is_refused_before_the_model_loads(tmp_path
 def test_samples_per_round_true_is_rejected(tmp_path):
     with pytest.raises(ValueError, match="samples_per_round=True: must be an integer, not a boolean"):
         _config(tmp_path, samples_per_round=True)
+
+
+# --------------------------------------------------------------------------- prompts longer than the model's context
+
+LONG_PROMPT = "Compute the sum of the next numbers: " + "one two three four five six seven eight nine ten " * 60
+"""About 1300 tokens of the tiny model's tokenizer, whose context is 512 (max_position_embeddings)."""
+
+
+def _with_a_long_prompt() -> Dataset:
+    prompts = ["one plus one", LONG_PROMPT, "two plus two", "three plus three"]
+    return Dataset.from_dict({"prompt": [[{"role": "user", "content": p}] for p in prompts], "answer": ["2"] * 4})
+
+
+def test_a_prompt_longer_than_the_context_is_refused_in_one_line_and_the_advice_works(tiny_model_dir, tmp_path):
+    from transformers import AutoTokenizer
+
+    from trl_ada.data import PromptTooLongError, filter_by_prompt_length
+
+    reward = [lambda completions, **_: [0.0] * len(completions)]
+    args = _config(tmp_path, max_completion_length=8)
+    with pytest.raises(PromptTooLongError) as refused:
+        ReinforceAdaTrainer(model=tiny_model_dir, reward_funcs=reward, args=args, train_dataset=_with_a_long_prompt())
+    message = str(refused.value)
+    assert "\n" not in message
+    assert message.startswith(
+        "train_dataset row 1 ('Compute the sum of the next numbers: one two three four five...') has "
+    )
+    assert message.endswith(
+        " prompt tokens, but the model's max_position_embeddings is 512: no room for a completion. Drop such prompts "
+        "with max_prompt_tokens (e.g. `max_prompt_tokens: 504` in the recipe or --max_prompt_tokens 504, which leaves "
+        "max_completion_length=8 tokens; in Python, trl_ada.data.filter_by_prompt_length), or shorten them."
+    )
+    kept = filter_by_prompt_length(_with_a_long_prompt(), AutoTokenizer.from_pretrained(tiny_model_dir), 504)
+    assert len(kept) == 3
+    ReinforceAdaTrainer(model=tiny_model_dir, reward_funcs=reward, args=args, train_dataset=kept)
+
+
+def test_the_train_command_refuses_a_prompt_longer_than_the_context_and_its_filter_admits_the_rest(
+    tiny_model_dir, tmp_path, capsys
+):
+    import json
+
+    from trl_ada.cli.train import build_trainer, main, parse_train_args
+
+    data = tmp_path / "problems.jsonl"
+    problems = ["Compute 1 + 1.", LONG_PROMPT, "Compute 2 + 2.", "Compute 3 + 3."]
+    data.write_text("".join(json.dumps({"problem": p, "answer": "2"}) + "\n" for p in problems))
+    flags = ["--model_name_or_path", tiny_model_dir, "--dataset_name", str(data), "--output_dir", str(tmp_path / "o")]
+    flags += ["--use_cpu", "1", "--report_to", "none", "--num_generations", "2", "--per_device_train_batch_size", "4"]
+    flags += ["--max_completion_length", "8", "--max_steps", "1"]
+    assert main(flags) == 2
+    error = capsys.readouterr().err.split("trl-ada train: error: ")[1].strip()
+    assert error.startswith("train_dataset row 1 ('Compute the sum of the next numbers:") and "\n" not in error
+    assert "e.g. `max_prompt_tokens: 504` in the recipe or --max_prompt_tokens 504" in error
+    trainer = build_trainer(*parse_train_args([*flags, "--max_prompt_tokens", "504"]))
+    assert len(trainer.train_dataset) == 3

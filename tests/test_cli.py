@@ -211,6 +211,23 @@ def test_train_with_lora_writes_an_adapter(train_config, tmp_path):
     assert not (out / "model.safetensors").exists()
 
 
+@pytest.mark.slow
+def test_train_a_reward_returning_text_is_one_error_line_naming_it(train_config, tmp_path, monkeypatch, capsys):
+    """Found at the reward function's first call (the first step's generation), reported without a traceback."""
+    (tmp_path / "text_reward.py").write_text(
+        "def as_text(completions, **kwargs):\n    return ['1'] * len(completions)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert _train(train_config, "--reward_funcs", "text_reward:as_text", "--max_steps", "1") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    (line,) = [line for line in err if "error:" in line]
+    assert line.endswith(  # after the progress bar's last update, on the same terminal line
+        "trl-ada train: error: Reward function 'as_text' returned a str ('1') for completion 0; rewards must be "
+        "numbers (None for 'no opinion'). Make 'as_text' return floats, e.g. float(score)."
+    )
+    assert not any("Traceback" in line for line in err), "\n".join(err)
+
+
 def test_train_unknown_reward_lists_known_names(train_config, capsys):
     assert _train(train_config, "--reward_funcs", "nonexistent_reward") == 2
     err = capsys.readouterr().err

@@ -73,6 +73,20 @@ def test_evaluate_main_reports_missing_columns(tmp_path: Path, capsys: pytest.Ca
     assert "trl-ada evaluate: error: No problem column found" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    "flags",
+    [["--backend", "server"], ["--vllm_server_base_url", "http://127.0.0.1:8000"]],
+    ids=["no-url", "no-backend"],
+)
+def test_the_server_backend_and_its_url_go_together(flags, tmp_path: Path, capsys) -> None:
+    data = write_jsonl(tmp_path / "d.jsonl", [{"problem": "Compute 1 + 1.", "answer": "2"}])
+    argv = ["--model", "m", "--dataset", data, "--output", str(tmp_path / "o"), *flags]
+    assert select_prompts.main(argv) == 2
+    err = capsys.readouterr().err
+    assert "--backend server samples from the vLLM server at --vllm_server_base_url: give both or neither" in err
+    assert not (tmp_path / "o").exists()
+
+
 def test_cli_dispatches_to_the_commands(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     from trl_ada.cli import main
 
@@ -192,8 +206,55 @@ def test_reward_option_resolves_a_registered_name_before_sampling(command, tmp_p
 
     monkeypatch.setattr(command, sampler, sample)
     monkeypatch.setattr(command, "check_model", lambda *a, **kw: None)
+    monkeypatch.setattr(command, "fitting_prompts", lambda datasets, *a, **kw: datasets)  # "m" has no tokenizer
     for name in ("math_final", "short_answer"):
         with pytest.raises(SystemExit):
             command.main(["--model", "m", *source, "--reward", name])
     assert used == [math_final_reward, short_answer_reward]
     assert command.make_parser().parse_args(["--model", "m", *source]).reward == "math"
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# A prompt longer than the model's context: refused before the model runs, or dropped with --max_prompt_tokens
+# ----------------------------------------------------------------------------------------------------------------
+
+LONG_PROBLEM = "Compute the sum of the next numbers: " + "one two three four five six seven eight nine ten " * 60
+
+
+def test_a_prompt_longer_than_the_context_is_refused_in_one_line_and_the_advice_works(
+    tiny_model_dir: str, tmp_path: Path, capsys, caplog, monkeypatch
+) -> None:
+    from trl_ada.evaluation import generation
+
+    def never(*args, **kwargs):
+        raise AssertionError("the model must not run")
+
+    monkeypatch.setattr(generation, "_generate_transformers", never)
+    rows = [{"problem": "Compute 1 + 1.", "answer": "2"}, {"problem": LONG_PROBLEM, "answer": "55"}]
+    data = write_jsonl(tmp_path / "long.jsonl", rows)
+    argv = ["--model", tiny_model_dir, "--datasets", f"long={data}", "--k", "1", "--max_completion_length", "8"]
+    assert evaluate.main(argv) == 2
+    error = capsys.readouterr().err.split("trl-ada evaluate: error: ")[1].strip()
+    assert "\n" not in error
+    assert error.startswith(
+        "--datasets long: problem 1 ('Compute the sum of the next numbers: one two three four five...') has "
+    )
+    assert error.endswith(
+        "prompt tokens, but the model's max_position_embeddings is 512: no room for a completion. Drop such problems "
+        "with --max_prompt_tokens 504, or use a model with a longer context."
+    )
+    monkeypatch.undo()
+    with caplog.at_level("WARNING", logger="trl_ada.cli.common"):
+        assert evaluate.main([*argv, "--max_prompt_tokens", "504"]) == 0
+    assert "long: dropped 1 of 2 problems whose prompt is longer than --max_prompt_tokens 504" in caplog.text
+    assert capsys.readouterr().out.splitlines()[2].startswith("long             1")  # the one problem left
+
+
+def test_generation_refuses_a_prompt_longer_than_the_context_before_loading_the_model(tiny_model_dir, monkeypatch):
+    from trl_ada.data import PromptTooLongError
+    from trl_ada.evaluation import generation
+
+    monkeypatch.setattr(generation, "_generate_transformers", pytest.fail)
+    prompts = [[{"role": "user", "content": "hi"}], [{"role": "user", "content": LONG_PROBLEM}]]
+    with pytest.raises(PromptTooLongError, match=r"^prompt 1 \('Compute the sum.*max_position_embeddings is 512"):
+        generation.generate_completions(tiny_model_dir, prompts, 1, max_new_tokens=4, backend="transformers")

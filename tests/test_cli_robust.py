@@ -89,6 +89,7 @@ def test_an_empty_selection_is_not_written(problems, tmp_path, monkeypatch, caps
     from datasets import Dataset
 
     monkeypatch.setattr(select_prompts, "check_model", lambda *a: None)
+    monkeypatch.setattr(select_prompts, "fitting_prompts", lambda datasets, *a: datasets)  # no model "m" to measure
     monkeypatch.setattr(select_prompts, "select_prompts", lambda *a, **k: Dataset.from_dict({"prompt": []}))
     out = tmp_path / "selected"
     argv = ["--model", "m", "--dataset", problems, "--output", str(out), "--backend", "transformers"]
@@ -437,6 +438,7 @@ def test_rows_without_an_answer_are_dropped_with_a_warning_before_sampling(tmp_p
     data = _jsonl(tmp_path / "gaps.jsonl", rows)
     sampled = []
     monkeypatch.setattr(select_prompts, "check_model", lambda *a, **k: None)
+    monkeypatch.setattr(select_prompts, "fitting_prompts", lambda datasets, *a: datasets)  # no model "m" to measure
     monkeypatch.setattr(select_prompts, "select_prompts", lambda model, dataset, **k: sampled.append(dataset) or [])
     assert select_prompts.main(["--model", "m", "--dataset", data, "--output", str(tmp_path / "o")]) == 1
     assert [row["answer"] for row in sampled[0]] == ["1", "2", "3"]

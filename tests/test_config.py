@@ -217,3 +217,174 @@ def test_the_resolved_sampling_is_logged_and_written_to_the_model_card(tiny_mode
     trainer.create_model_card()
     card = (tmp_path / "out" / "README.md").read_text()
     assert "## Sampling" in card and "sampling='pos' (rounds schedule)" in card
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# Explicit is explicit: a field you set is never read as unset because it equals a default
+# ------------------------------------------------------------------------------------------------------------------
+
+EST_UNUSED_AT_DEFAULT = {"exit_rule": "balance", "samples_per_round": 8, "max_rounds": 4, "first_round": "fixed"}
+"""Fields Est has no use for, at the values that used to pass as "unset" (the base defaults)."""
+
+
+@pytest.mark.parametrize(("name", "value"), EST_UNUSED_AT_DEFAULT.items())
+def test_an_explicit_field_est_has_no_use_for_is_refused_even_at_its_default(tmp_path, name, value):
+    with pytest.raises(ValueError) as refused:
+        ReinforceAdaConfig(output_dir=str(tmp_path), **RUN, sampling="est", **{name: value})
+    assert str(refused.value) == (
+        f"{name}={value!r} has no effect under generation_schedule='est' (set by sampling='est'): Est samples one "
+        "allocated round per step and trains every sample (no exit rule, rounds or candidates). "
+        f"Remove {name}, or sample in rounds (sampling='balance', or generation_schedule='rounds')."
+    )
+    assert ReinforceAdaConfig(output_dir=str(tmp_path), **RUN, sampling="est").sampling_plan.schedule == "est"
+    rounds = ReinforceAdaConfig(output_dir=str(tmp_path), **RUN, sampling="balance", **{name: value})
+    assert getattr(rounds.sampling_plan, name) == value  # the other advice: the same field in rounds
+
+
+def test_exit_rule_pos_and_balance_under_est_get_the_same_answer(tmp_path):
+    messages = []
+    for rule in ("pos", "balance"):
+        with pytest.raises(ValueError) as refused:
+            ReinforceAdaConfig(
+                output_dir=str(tmp_path), **RUN, generation_schedule="est", pass_rate_memory=True, exit_rule=rule
+            )
+        messages.append(str(refused.value).replace(f"exit_rule={rule!r}", "exit_rule=RULE"))
+    assert messages[0] == messages[1]
+    assert messages[0].startswith("exit_rule=RULE has no effect under generation_schedule='est': Est samples")
+
+
+def test_grpo_refuses_rounds_it_would_not_draw_and_accepts_the_ones_it_draws(tmp_path):
+    with pytest.raises(ValueError) as refused:
+        ReinforceAdaConfig(output_dir=str(tmp_path), **RUN, sampling="grpo", samples_per_round=16)
+    assert str(refused.value) == (
+        "samples_per_round=16 has no effect with sampling='grpo' (exit_rule='none'): plain GRPO samples one round of "
+        "exactly num_generations=4 per prompt. Remove samples_per_round (or set it to 4), or choose an adaptive exit "
+        "rule (e.g. sampling='balance') to sample in rounds."
+    )
+    with pytest.raises(ValueError, match=r"^max_rounds=4 has no effect with exit_rule='none': plain GRPO"):
+        ReinforceAdaConfig(output_dir=str(tmp_path), **RUN, exit_rule="none", max_rounds=4)
+    for advice in ({}, {"samples_per_round": 4}, {"samples_per_round": 4, "max_rounds": 1}):
+        plan = ReinforceAdaConfig(output_dir=str(tmp_path), **RUN, sampling="grpo", **advice).sampling_plan
+        assert (plan.samples_per_round, plan.max_rounds, plan.cap) == (4, 1, 4)
+    balance = ReinforceAdaConfig(output_dir=str(tmp_path), **RUN, sampling="balance", samples_per_round=16)
+    assert balance.sampling_plan.samples_per_round == 16
+
+
+def test_est_accepts_an_explicit_off_and_keeps_the_fields_it_does_not_use_unset(tmp_path):
+    config = ReinforceAdaConfig(
+        output_dir=str(tmp_path), **RUN, sampling="est", futility_threshold=0.0, prompt_oversampling=1.0
+    )
+    assert (config.exit_rule, config.samples_per_round, config.max_rounds, config.futility_threshold) == (None,) * 4
+    assert config.sampling_plan.schedule == "est"
+    from trl_ada.trainer import sampling_summary
+
+    summary = sampling_summary(config)
+    assert "exit_rule" not in summary and "samples_per_round" not in summary and "est_min_samples=2" in summary
+
+
+@pytest.mark.parametrize("preset", sorted(PRESETS))
+def test_every_preset_config_rebuilt_from_its_fields_is_the_same_plan(tmp_path, preset):
+    config = ReinforceAdaConfig(output_dir=str(tmp_path), **RUN, sampling=preset)
+    fields = {name: getattr(config, name) for name in ("sampling", *BASE_FIELDS)}
+    assert ReinforceAdaConfig(output_dir=str(tmp_path), **RUN, **fields).sampling_plan == config.sampling_plan
+
+
+def test_a_default_valued_field_is_explicit_from_yaml_and_from_a_flag(tmp_path):
+    from trl_ada.cli.train import main
+
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(yaml.safe_dump({"output_dir": str(tmp_path / "out"), "sampling": "est", "max_rounds": 4, **RUN}))
+    for argv in (["--config", str(recipe)], ["--config", str(recipe), "--max_rounds", "4"]):
+        assert main([*argv, "--model_name_or_path", "m"]) == 2
+    recipe.write_text(yaml.safe_dump({"output_dir": str(tmp_path / "out"), "sampling": "est", **RUN}))
+    from trl_ada.cli.train import parse_train_args
+
+    with pytest.raises(ValueError, match=r"^exit_rule='balance' has no effect under generation_schedule='est'"):
+        parse_train_args(["--config", str(recipe), "--model_name_or_path", "m", "--exit_rule", "balance"])
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# Values of the wrong type: one line naming the field, before any comparison can raise a TypeError
+# ------------------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("fields", "message", "advice"),
+    [
+        (
+            {"sampling": "est", "num_generations": None},
+            "num_generations=None: the group size n must be an integer >= 2, since a group of one completion has no "
+            "baseline.",
+            {"sampling": "est", "num_generations": 4},
+        ),
+        (
+            {"sampling": ["est"]},
+            "sampling=['est']: must be the name of one preset (a string), one of ['balance', 'budgeted_balance', "
+            "'dapo', 'est', 'grpo', 'pos'], e.g. sampling='est'; or None for no preset.",
+            {"sampling": "est"},
+        ),
+        (
+            {"sampling": {"name": "est"}},
+            "sampling={'name': 'est'}: must be the name of one preset (a string), one of ['balance', "
+            "'budgeted_balance', 'dapo', 'est', 'grpo', 'pos'], e.g. sampling='est'; or None for no preset.",
+            {"sampling": "est"},
+        ),
+        (
+            {"samples_per_round": "8"},
+            "samples_per_round='8': must be an integer, not a str; write samples_per_round=8.",
+            {"samples_per_round": 8},
+        ),
+        (
+            {"positive_threshold": "0.5"},
+            "positive_threshold='0.5': must be a number, not a str; write positive_threshold=0.5.",
+            {"positive_threshold": 0.5},
+        ),
+        (
+            {"streaming_chunk": "2"},  # checked although the rounds schedule does not read it
+            "streaming_chunk='2': must be an integer, not a str; write streaming_chunk=2.",
+            {"streaming_chunk": 2},
+        ),
+        (
+            {"sampling": "est", "est_max_samples": "16"},
+            "est_max_samples='16': must be an integer or None, not a str; write est_max_samples=16.",
+            {"sampling": "est", "est_max_samples": 16},
+        ),
+        (
+            {"objective_alpha": "half"},  # checked although objective='linear' does not read it
+            "objective_alpha='half': must be a number, not a str (e.g. objective_alpha=0.5).",
+            {"objective_alpha": 0.5},
+        ),
+    ],
+)
+def test_a_value_of_the_wrong_type_is_refused_in_one_line_and_the_advice_works(tmp_path, fields, message, advice):
+    with pytest.raises(ValueError) as refused:
+        ReinforceAdaConfig(output_dir=str(tmp_path), **RUN, **fields)
+    assert str(refused.value) == message
+    ReinforceAdaConfig(output_dir=str(tmp_path), **RUN, **advice)
+
+
+def test_est_with_a_group_of_one_names_the_group_size_not_a_bound_that_cannot_be_lowered(tmp_path):
+    with pytest.raises(ValueError) as refused:
+        ReinforceAdaConfig(output_dir=str(tmp_path), **RUN, sampling="est", num_generations=1)
+    assert str(refused.value).startswith("num_generations=1: the group size n must be an integer >= 2")
+    assert "est_min_samples" not in str(refused.value)
+    est = ReinforceAdaConfig(output_dir=str(tmp_path), **RUN, sampling="est", num_generations=2)
+    assert est.sampling_plan.est_bounds == (2, 8)
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "start"),
+    [
+        ("sampling", ["est"], "sampling=['est']: must be the name of one preset (a string)"),
+        ("sampling", {"name": "est"}, "sampling={'name': 'est'}: must be the name of one preset (a string)"),
+        ("num_generations", None, "num_generations=None: the group size n must be an integer >= 2"),
+    ],
+)
+def test_a_recipe_with_a_value_of_the_wrong_type_gets_one_line(tmp_path, capsys, key, value, start):
+    from trl_ada.cli.train import main
+
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(yaml.safe_dump({"output_dir": str(tmp_path / "out"), "sampling": "est", **RUN, key: value}))
+    assert main(["--config", str(recipe), "--model_name_or_path", "m"]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.startswith(f"trl-ada train: error: {start}") and "\n" not in error

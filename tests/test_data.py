@@ -157,9 +157,27 @@ def test_rows_with_a_null_or_empty_answer_are_dropped_with_a_count(caplog):
     assert format_dataset(lists)["answer"] == ["1"]
 
 
+def test_list_answers_become_one_latex_answer_and_unclear_ones_are_dropped_with_a_count(caplog):
+    lists = Dataset.from_dict({"problem": ["a", "b", "c"], "answer": [[2, 3], [5], [1, 2, 4]]})
+    assert format_dataset(lists)["answer"] == ["2, 3", "5", "1, 2, 4"]
+    floats = Dataset.from_dict({"problem": list("abcde"), "answer": [1.5, float("nan"), float("inf"), 2.0, None]})
+    with caplog.at_level(logging.WARNING, logger="trl_ada.data"):
+        formatted = format_dataset(floats)
+    assert formatted["problem"] == ["a", "d"] and formatted["answer"] == ["1.5", "2"]
+    assert (
+        "The dataset: dropped 3 of 5 rows whose answer (column 'answer') could never score: 1 null or empty, 2 "
+        "without a clear meaning (a boolean, NaN or infinity, a mapping)." in caplog.text
+    )
+    booleans = Dataset.from_dict({"problem": ["a", "b"], "answer": [True, False]})
+    with pytest.raises(ValueError, match=r"null, empty or without a clear meaning \(a boolean, NaN\)"):
+        format_dataset(booleans)
+
+
 def test_a_dataset_without_any_answer_is_refused_naming_the_column():
     dataset = Dataset.from_dict({"question": ["a", "b"], "gt": [None, ""]})
-    with pytest.raises(ValueError, match=r"data.jsonl: every row's answer \(column 'gt'\) is null or empty"):
+    with pytest.raises(
+        ValueError, match=r"data.jsonl: every row's answer \(column 'gt'\) is null, empty or without a clear meaning"
+    ):
         drop_unanswered(dataset, "gt", "data.jsonl")
 
 
@@ -329,3 +347,36 @@ def test_script_arguments_defaults_and_validation():
         ReinforceAdaScriptArguments(max_prompt_tokens=0)
     with pytest.raises(ValueError, match="reward_funcs"):
         ReinforceAdaScriptArguments(reward_funcs=[])
+
+
+def test_the_context_is_the_models_positions_else_the_tokenizers_capped_by_vllm():
+    from types import SimpleNamespace
+
+    from trl_ada.data import ModelContext, model_context
+
+    plain = SimpleNamespace(max_position_embeddings=4096)
+    unbounded = SimpleNamespace(model_max_length=int(1e30))  # transformers' "no limit" placeholder
+    assert model_context(plain, unbounded) == ModelContext(4096, "the model's max_position_embeddings")
+    short_tokenizer = SimpleNamespace(model_max_length=2048)
+    assert model_context(plain, short_tokenizer).tokens == 4096  # the model's positions, not the tokenizer's metadata
+    assert model_context(None, short_tokenizer) == ModelContext(2048, "the tokenizer's model_max_length")
+    assert model_context(plain, unbounded, 1024) == ModelContext(1024, "vllm_max_model_length")
+    yarn = SimpleNamespace(max_position_embeddings=32768, rope_parameters={"rope_type": "yarn", "factor": 4.0})
+    assert model_context(yarn, unbounded) is None  # RoPE scaling extends the positions: not a limit
+    assert model_context(yarn, short_tokenizer).tokens == 2048
+    default_rope = SimpleNamespace(max_position_embeddings=512, rope_parameters={"rope_type": "default"})
+    assert model_context(default_rope, None).tokens == 512
+
+
+def test_only_prompts_whose_text_could_reach_the_limit_are_tokenized():
+    from trl_ada.data import prompts_over
+
+    counted = []
+
+    def count(prompts):
+        counted.extend(prompts)
+        return [len(p.split()) for p in prompts]  # one token per word
+
+    prompts = ["a b", "a " * 30, "a " * 3]
+    assert prompts_over(prompts, 20, list, count) == {1: 30}
+    assert counted == ["a " * 30]  # "a b" (3 bytes) and "a a a " (6 bytes) cannot hold 20 tokens

@@ -268,7 +268,8 @@ def trainer_metric_names() -> set[str]:
     names = set(re.findall(r"\{METRIC_PREFIX\}([\w/]+(?:\{[^}]*\})?)", source))
     names = {name for name in names if "{name}" not in name} | est_and_objective_metric_names()
     worker = (REPO / "trl_ada" / "async_grpo" / "worker.py").read_text()
-    names.update(re.findall(r"\{METRIC_PREFIX\}([\w/]+)", worker))
+    worker_names = re.findall(r"\{METRIC_PREFIX\}([\w/]+)(\{name\})?", worker)
+    names.update(name for name, per_name in worker_names if not per_name)  # objective/{name}: the trainer's names
     for schedule in (REPO / "trl_ada" / "schedules").glob("*.py"):  # a schedule's own metrics, prefixed by the trainer
         pattern = r"f?\"((?:generation_time|samples|streaming)/[\w/]*(?:\{[^}]*\})?)\""
         names.update(re.findall(pattern, schedule.read_text()))

@@ -176,6 +176,24 @@ def test_est_with_trl_options_draws_each_generation_batch_once(tiny_model_dir, t
     assert sum(len(batch["advantages"]) for batch in batches) == 16 * generations * args.num_iterations
 
 
+def test_est_logs_the_fraction_of_prompts_whose_group_has_zero_reward_std(tiny_model_dir, tmp_path):
+    order = ("one in 4", "one in 3", "one in 2", "one in 1", "one in 5", "one in 6", "one in 7", "one in 8")
+    reward = PeriodicReward()
+    trainer = ReinforceAdaTrainer(
+        model=tiny_model_dir,
+        reward_funcs=[reward],
+        args=tiny_config(tmp_path, sampling="est", per_device_train_batch_size=16, max_steps=3, shuffle_dataset=False),
+        train_dataset=Dataset.from_dict({"prompt": [[{"role": "user", "content": k}] for k in order]}),
+    )
+    trainer.train()
+    assert reward.rows[3] == {"one in 4": 5, "one in 3": 4, "one in 2": 4, "one in 1": 3}  # the issue's 3, 4, 4, 5
+    logged = [entry["frac_reward_zero_std"] for entry in trainer.state.log_history if "frac_reward_zero_std" in entry]
+    # Step 1: 4 samples each, "one in 1" all right (1 of 4 prompts); step 2: "one in 5".."one in 8", all mixed;
+    # step 3: 10001 1001 1010 111, "one in 1" all right again. TRL cuts step 3's 16 rows into blocks of 4 across the
+    # prompts, 1000 1100 1101 0111, none constant, and logged 0.0.
+    assert logged == [0.25, 0.0, 0.25]
+
+
 def test_est_with_lora_trains_only_the_adapter(tiny_model_dir, tmp_path):
     import torch
     from peft import LoraConfig

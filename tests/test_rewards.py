@@ -211,6 +211,43 @@ def test_normalize_answer(answer, expected):
     assert normalize_answer(answer) == expected
 
 
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        ([2, 3], "2, 3"),
+        ((2, 3), "2, 3"),
+        (["x = 1", "y = 2"], "x = 1, y = 2"),
+        ([5], "5"),
+        ([[1, 2], 3], "1, 2, 3"),
+        (42.0, "42"),
+        (1.5, "1.5"),
+        (7, "7"),
+        (r"\frac{1}{2}", r"\frac{1}{2}"),
+        (True, None),
+        (False, None),
+        (float("nan"), None),
+        (float("-inf"), None),
+        ({"value": 2}, None),
+        ([2, None], None),
+        ([2, True], None),
+        ([], None),
+        (None, None),
+    ],
+)
+def test_a_reference_answer_is_converted_where_its_meaning_is_clear(value, text):
+    from trl_ada.rewards import reference_answer
+
+    assert reference_answer(value) == text
+
+
+def test_a_list_answer_is_matched_by_the_boxed_list_and_an_unclear_one_never_scores():
+    completions = [r"So \boxed{2, 3}.", r"So \boxed{3,2}.", r"So \boxed{2}.", r"So \boxed{True}."]
+    assert math_reward(completions=completions, answer=[[2, 3]] * 4) == [1.0, 1.0, 0.0, 0.0]
+    assert math_reward(completions=completions[:1], answer=["[2, 3]"]) == [0.0]  # the string a list used to become
+    assert math_reward(completions=completions[3:], answer=[True]) == [0.0]
+    assert normalize_answer(True) == normalize_answer(float("nan")) == ""
+
+
 def test_completion_text_joins_message_contents() -> None:
     """One `completion_text` for every reward: the toy reward counts letters in the same text math_reward reads."""
     assert completion_text("ab") == "ab"

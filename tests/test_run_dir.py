@@ -55,6 +55,40 @@ def test_output_dir_with_checkpoints_is_refused_unless_resuming_or_overwriting(t
     assert check_output_dir(tmp_path / "new", resuming=False, overwrite=False) == []
 
 
+@pytest.mark.parametrize("files", [["model.safetensors"], ["trainer_state.json", "config.json"], ["config.json"]])
+def test_a_finished_run_saved_without_checkpoints_is_refused_like_one_with_them(tmp_path, files):
+    for name in files:
+        (tmp_path / name).write_text("{}")
+    with pytest.raises(RunDirectoryError) as refused:
+        check_output_dir(tmp_path, resuming=False, overwrite=False)
+    listed = ", ".join(name for name in ("trainer_state.json", "config.json", "model.safetensors") if name in files)
+    assert str(refused.value) == (
+        f"output_dir '{tmp_path}' already holds a finished run ({listed}), which this run's final save would "
+        "overwrite. Replace it with overwrite_output_dir=true, or choose a new output_dir."
+    )
+    assert check_output_dir(tmp_path, resuming=False, overwrite=True) == []  # nothing to delete: the save replaces
+    (tmp_path / "README.md").unlink(missing_ok=True)
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "README.md").write_text("notes")  # not a run
+    assert check_output_dir(other, resuming=False, overwrite=False) == []
+
+
+def test_the_train_command_refuses_a_finished_run_before_the_model_loads(tmp_path, capsys):
+    from trl_ada.cli.train import main
+
+    (tmp_path / "model.safetensors").write_bytes(b"")
+    flags = ["--output_dir", str(tmp_path), "--model_name_or_path", str(tmp_path / "no-such-model"), "--use_cpu", "1"]
+    assert main([*flags, "--report_to", "none"]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error == (
+        f"trl-ada train: error: output_dir '{tmp_path}' already holds a finished run (model.safetensors), which this "
+        "run's final save would overwrite. Replace it with overwrite_output_dir=true, or choose a new output_dir."
+    )
+    main([*flags, "--report_to", "none", "--overwrite_output_dir", "true"])  # past the run directory: the model
+    assert "no-such-model" in capsys.readouterr().err
+
+
 def test_resume_true_skips_partial_checkpoints_with_a_warning(tmp_path, caplog):
     _checkpoint(tmp_path, 1)
     _checkpoint(tmp_path, 10)  # numeric order, not text order
@@ -213,6 +247,29 @@ def test_trainer_refuses_a_used_output_dir_and_overwrites_only_when_asked(tiny_m
 
     _trainer(tiny_model_dir, out, max_steps=1, overwrite_output_dir=True).train()
     assert [p.name for p in out.glob("checkpoint-*")] == ["checkpoint-1"]  # the old run's checkpoint-2 is gone
+
+
+def test_trainer_refuses_a_finished_run_without_checkpoints_and_replaces_it_when_asked(
+    tiny_model_dir, tmp_path, caplog
+):
+    out = tmp_path / "run"
+    first = _trainer(tiny_model_dir, out, max_steps=1, save_strategy="no")
+    first.train()
+    first.save_model()
+    first.save_state()
+    saved = (out / "model.safetensors").read_bytes()
+    assert not list(out.glob("checkpoint-*"))
+
+    with pytest.raises(RunDirectoryError, match=r"already holds a finished run \(trainer_state.json, config.json"):
+        _trainer(tiny_model_dir, out, max_steps=1, save_strategy="no").train()
+    assert (out / "model.safetensors").read_bytes() == saved
+
+    again = _trainer(tiny_model_dir, out, max_steps=2, save_strategy="no", overwrite_output_dir=True, seed=1)
+    with caplog.at_level(logging.WARNING, logger="trl_ada.run_dir"):
+        again.train()
+    assert "this run's final save replaces the earlier run's trainer_state.json" in caplog.text
+    again.save_model()
+    assert (out / "model.safetensors").read_bytes() != saved
 
 
 def test_trainer_fails_at_once_while_another_run_holds_the_directory(tiny_model_dir, tmp_path):

@@ -48,14 +48,26 @@ def test_a_window_without_streaming_is_refused():
     )
 
 
-@pytest.mark.parametrize("chunk", [0, 5, 2.0, "1", True])
+@pytest.mark.parametrize("chunk", [0, 5])
 def test_a_chunk_outside_one_to_samples_per_round_is_refused(chunk):
     assert refusal(streaming_chunk=chunk) == (
         f"streaming_chunk={chunk!r}: completions per request must be an integer in [1, samples_per_round=4]."
     )
 
 
-@pytest.mark.parametrize(("chunk", "window"), [(1, 13), (2, 1), (1, 0), (1, 4.0)])
+@pytest.mark.parametrize(
+    ("chunk", "message"),
+    [
+        (2.0, "streaming_chunk=2.0: must be an integer, not a float; write streaming_chunk=2."),
+        ("1", "streaming_chunk='1': must be an integer, not a str; write streaming_chunk=1."),
+        (True, "streaming_chunk=True: must be an integer, not a boolean."),
+    ],
+)
+def test_a_chunk_that_is_not_an_integer_is_refused_saying_how_to_write_it(chunk, message):
+    assert refusal(streaming_chunk=chunk) == message
+
+
+@pytest.mark.parametrize(("chunk", "window"), [(1, 13), (2, 1), (1, 0)])
 def test_a_window_outside_chunk_to_cap_is_refused(chunk, window):
     assert refusal(streaming_chunk=chunk, streaming_window=window) == (
         f"streaming_window={window!r}: completions of a prompt in flight must be an integer in "

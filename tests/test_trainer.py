@@ -40,6 +40,8 @@ def _dataset(repeats: int = 1) -> Dataset:
 
 def _config(tmp_path, **overrides) -> ReinforceAdaConfig:
     fields = dict(num_generations=4, samples_per_round=4, max_rounds=3, per_device_train_batch_size=16)  # 4 prompts
+    if overrides.get("exit_rule") == "none":  # plain GRPO refuses rounds it never draws
+        fields.update(samples_per_round=None, max_rounds=None)
     return tiny_config(tmp_path, **(fields | overrides))
 
 
@@ -131,7 +133,7 @@ def test_pos_exits_on_first_positive(tiny_model_dir, tmp_path):
 
 
 def test_none_draws_exactly_n(tiny_model_dir, tmp_path):
-    trainer, reward, _, _ = _train(tiny_model_dir, tmp_path, exit_rule="none", samples_per_round=8, max_rounds=4)
+    trainer, reward, _, _ = _train(tiny_model_dir, tmp_path, exit_rule="none")
     assert reward.scored == {key: 4 for key in PROMPTS}
     assert trainer.state.log_history[0]["reinforce_ada/rounds"] == 1
 
@@ -302,9 +304,11 @@ def test_bad_config_names_the_field(tmp_path, overrides, match):
         _config(tmp_path, **overrides)
 
 
-def test_exit_rule_none_ignores_the_round_plan(tmp_path):
-    config = _config(tmp_path, exit_rule="none", num_generations=8, per_device_train_batch_size=8, max_rounds=1)
-    assert not config.samples_adaptively
+def test_exit_rule_none_refuses_a_round_plan_it_would_not_draw(tmp_path):
+    fields = dict(exit_rule="none", num_generations=8, per_device_train_batch_size=8, max_rounds=1)
+    with pytest.raises(ValueError, match=r"^samples_per_round=4 has no effect with exit_rule='none'"):
+        _config(tmp_path, **fields, samples_per_round=4)  # M = 4 < n = 8: it used to be replaced by n silently
+    assert not _config(tmp_path, **fields).samples_adaptively
 
 
 def test_grpo_config_is_rejected_with_the_fix(tiny_model_dir, tmp_path):

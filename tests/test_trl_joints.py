@@ -58,7 +58,8 @@ def test_a_moved_joint_is_reported_with_its_name_and_the_trl_version(monkeypatch
         f"GRPOTrainer._calculate_rewards takes ('inputs', 'prompts') in TRL {trl.__version__}"
     )
     assert problems[1] == (
-        f"GRPOTrainer._tokenize_prompts is gone in TRL {trl.__version__} (called: prompt ids for streaming requests)."
+        f"GRPOTrainer._tokenize_prompts is gone in TRL {trl.__version__} (called: prompt ids for streaming requests "
+        "and length checks)."
     )
 
 

@@ -1,7 +1,8 @@
 """trl_ada: Reinforce-Ada adaptive sampling (arXiv 2510.04996) for TRL's GRPOTrainer.
 
 The pure core (`PURE_CORE`: the plan, exit rules, groups, Beta maths, samplers, streaming scheduler, memory,
-advantages, objectives and Est's allocation, simulation) imports neither torch nor TRL; the trainer, the config and
+advantages, objectives and Est's allocation, the asynchronous worker's per-prompt core and record of trained groups,
+simulation) imports neither torch nor TRL; the trainer, the config and
 the rewards are loaded on first use, so `import trl_ada` stays cheap. The `if TYPE_CHECKING:` imports below give type
 checkers and IDEs the real types of the lazily loaded names.
 
@@ -42,6 +43,7 @@ PURE_CORE = (
     "trl_ada.objectives",
     "trl_ada.est",
     "trl_ada.async_grpo.rollout",
+    "trl_ada.async_grpo.trained",
     "trl_ada.simulation",
     "trl_ada.utils",
 )

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import inspect
 import textwrap
-from collections import defaultdict, deque
+from collections import defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -46,7 +46,9 @@ __all__ = [
     "prompts_from_trl_preamble",
     "queue_extra_logs",
     "queue_reward_metrics",
+    "render_prompts",
     "replace_advantages",
+    "replace_logged_metric",
     "rollout_features",
     "round_prompts",
     "row_statistics",
@@ -96,9 +98,11 @@ JOINTS: tuple[Joint, ...] = (
     Joint("_tag_names", "attribute", (), "set: the model card's tags"),
     Joint("_name", "attribute", (), "set: the model card's method name"),
     Joint("_paper", "attribute", (), "set: the model card's paper and citation"),
-    Joint("_tokenize_prompts", "method", ("prompts",), "called: prompt ids for streaming requests"),
+    Joint("_tokenize_prompts", "method", ("prompts",), "called: prompt ids for streaming requests and length checks"),
+    Joint("chat_template", "attribute", (), "read: the template a prompt's length is checked with"),
+    Joint("chat_template_kwargs", "attribute", (), "read: the template options a prompt's length is checked with"),
     Joint("_get_output_dir", "method", ("trial",), "called: the run directory of a checkpoint"),
-    Joint("_metrics", "attribute", (), "written: per-step metrics"),
+    Joint("_metrics", "attribute", (), "written: per-step metrics; frac_reward_zero_std replaced"),
     Joint("_logs", "attribute", (), "written: our advantages in the completions table instead of TRL's"),
     Joint("_pending_metrics", "attribute", (), "read and written: reward functions' log_metric values"),
     Joint("_pending_extra_logs", "attribute", (), "read and written: reward functions' log_extra columns"),
@@ -347,6 +351,15 @@ def tokenize_prompts(trainer: GRPOJoints, prompts: list) -> list[list[int]]:
     return trainer._tokenize_prompts(prompts)[0]
 
 
+def render_prompts(trainer: GRPOJoints, prompts: list) -> list[str]:
+    """The text `_tokenize_prompts` tokenizes: the chat template with the trainer's tools, template and
+    `chat_template_kwargs` (for a cheap bound on prompt lengths; `tokenize_prompts` gives the exact ones)."""
+    from .data import rendered_prompts
+
+    template = {"tools": trainer.tools or None, "chat_template": trainer.chat_template}
+    return rendered_prompts(prompts, trainer.processing_class, trainer.chat_template_kwargs, **template)
+
+
 def row_statistics(trainer: GRPOJoints, rows: GeneratedRows) -> list[list[int]]:
     """Per row: prompt length, completion length and truncation, as TRL's `_generate` counts them."""
     eos_and_pad = [*trainer.eos_token_ids, trainer._tokenizer.pad_token_id]
@@ -411,6 +424,15 @@ def log_metrics(trainer: GRPOJoints, metrics: dict[str, float]) -> None:
     logged = trainer._metrics["train"]
     for name, value in metrics.items():
         logged[name].append(value)
+
+
+def replace_logged_metric(trainer: GRPOJoints, name: str, value: float) -> None:
+    """The value TRL logged for the training metric `name` in this step, replaced by ours (appended if none)."""
+    values = trainer._metrics["train"][name]
+    if values:
+        values[-1] = value
+    else:
+        values.append(value)
 
 
 @contextmanager
@@ -526,32 +548,13 @@ def checkpoint_folder(trainer: GRPOJoints, trial: Any) -> str:
 ASYNC_JOINTS: tuple[Joint, ...] = (
     Joint("_save_checkpoint", "method", ("model", "trial"), "overridden: the rollout worker's state"),
     Joint("_inner_training_loop", "method", (), "overridden: the rollout worker's state restored on resume"),
-    Joint("_trained_groups", "attribute", (), "read: the groups that reached the loss"),
+    Joint("_trained_groups", "attribute", (), "replaced: the groups settled (`async_grpo.trained.TrainedGroups`)"),
     Joint("_groups_before_resume", "attribute", (), "written: groups trained before a resume (epoch stop)"),
     Joint("model_version", "attribute", (), "read and written: the policy version across a resume"),
+    Joint("_lora_sync", "attribute", (), "read: TRL publishes the policy as a LoRA adapter"),
+    Joint("_lora_name", "attribute", (), "read: the adapter's name, without its version"),
 )
 """Private members of `AsyncGRPOTrainer` that `AsyncReinforceAdaTrainer` relies on (`check_async_joints`)."""
-
-
-class TrainedGroups(set):
-    """`AsyncGRPOTrainer._trained_groups` counted when trained, not when collated.
-
-    TRL's collator adds a micro-batch's group ids when it collates it, and accelerate's dispatching dataloader
-    collates one micro-batch ahead of the one being trained, so TRL's set holds groups not trained yet. Here the
-    collator's `update` queues each micro-batch's ids, and `take_next` (called by every `training_step`) adds the
-    oldest: at a checkpoint the set holds exactly the groups that reached the loss.
-    """
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.collated: deque[set[int]] = deque()
-
-    def update(self, *groups) -> None:
-        self.collated.append(set().union(*groups))
-
-    def take_next(self) -> None:
-        if self.collated:
-            super().update(self.collated.popleft())
 
 
 @cache
@@ -561,9 +564,15 @@ def async_joints() -> type:
 
     - `saving_checkpoint(folder, save)`: a checkpoint save into `folder`; `save()` writes TRL's part;
     - `resuming_worker(checkpoint)`: before training starts from `checkpoint` (a path, or None);
-    - `trained_groups()`: the group ids that reached the loss (`TrainedGroups`); `set_groups_before_resume(count)`.
+    - `set_groups_before_resume(count)`.
+
+    Its `_trained_groups` is a `TrainedGroups`: a group counts once all its rows were trained, not when collated
+    (TRL's collator adds a micro-batch's groups when it collates it, one micro-batch ahead of training, and a group's
+    rows may straddle micro-batches); `training_step` counts the oldest collated micro-batch.
     """
     from trl.experimental.async_grpo import AsyncGRPOTrainer
+
+    from .async_grpo.trained import TrainedGroups
 
     class AsyncGRPOJoints(AsyncGRPOTrainer):
         _tag_names = [*GRPOJoints._tag_names, "async"]
@@ -582,9 +591,6 @@ def async_joints() -> type:
         def training_step(self, model, inputs, num_items_in_batch=None):
             self._trained_groups.take_next()
             return super().training_step(model, inputs, num_items_in_batch)
-
-        def trained_groups(self) -> set[int]:
-            return set(self._trained_groups)
 
         def set_groups_before_resume(self, count: int) -> None:
             self._groups_before_resume = count

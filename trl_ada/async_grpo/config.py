@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from trl.experimental.async_grpo import AsyncGRPOConfig
 
 from ..config import RunDirArguments, SamplingArguments
+from ..plan import PRESETS, SamplingPlan, check_type
 
 __all__ = ["AsyncReinforceAdaConfig"]
 
@@ -19,6 +20,9 @@ UNSUPPORTED = {
     "later_rounds": ("fixed", "there are no rounds: each prompt keeps a window of completions in flight"),
 }
 """Plan fields the asynchronous worker cannot honour, the value that turns them off, and why."""
+
+BASE = {"generation_schedule": "streaming"}
+"""The asynchronous trainer's own base defaults: every prompt samples on its own, as streaming does."""
 
 
 @dataclass
@@ -64,11 +68,11 @@ class AsyncReinforceAdaConfig(SamplingArguments, RunDirArguments, AsyncGRPOConfi
     )
 
     def __post_init__(self) -> None:
-        if self.generation_schedule is None and self.sampling != "est":
-            self.generation_schedule = "streaming"
-        self.apply_preset()
+        _refuse_unsupported_preset(self.sampling, self.num_generations)  # before the fields it would fill
+        _check_number_types(self)
+        self.apply_preset(BASE)
         _refuse_unsupported(self)  # before the plan's own checks, whose fixes name the synchronous schedules
-        self.checked_plan()
+        _refuse_unusable_window(self.checked_plan(), self.streaming_chunk)
         super().__post_init__()
 
     @property
@@ -79,10 +83,47 @@ class AsyncReinforceAdaConfig(SamplingArguments, RunDirArguments, AsyncGRPOConfi
         return max(1, self.max_inflight_tasks // self.sampling_plan.window)
 
 
+def unsupported_preset_fields(sampling: str, num_generations: int) -> list[str]:
+    """The fields the preset `sampling` sets to a value the asynchronous worker cannot honour (`UNSUPPORTED`)."""
+    preset = PRESETS[sampling].fields(num_generations)
+    return [name for name, (off, _) in UNSUPPORTED.items() if name in preset and preset[name] != off]
+
+
+def _refuse_unsupported_preset(sampling: object, num_generations: object) -> None:
+    """A preset the asynchronous trainer cannot run is refused by its name, not by a field the user never set."""
+    if not isinstance(sampling, str) or sampling not in PRESETS or not isinstance(num_generations, int):
+        return  # the plan's own checks name the problem
+    fields = unsupported_preset_fields(sampling, num_generations)
+    if fields:
+        supported = [name for name in sorted(PRESETS) if not unsupported_preset_fields(name, num_generations)]
+        reasons = "; ".join(dict.fromkeys(UNSUPPORTED[name][1] for name in fields))
+        raise ValueError(
+            f"sampling={sampling!r} is not supported by the asynchronous trainer: the preset sets "
+            f"{', '.join(fields)} ({reasons}). Choose one of {supported}, or train with the synchronous "
+            "ReinforceAdaTrainer."
+        )
+
+
+def _check_number_types(config: AsyncReinforceAdaConfig) -> None:
+    """The asynchronous numbers are numbers (`max_staleness='2'` is refused here, not by a comparison in TRL)."""
+    check_type("max_staleness", config.max_staleness, int, example=4)
+    check_type("max_inflight_tasks", config.max_inflight_tasks, int, example=-1)
+    check_type("max_prompts_in_flight", config.max_prompts_in_flight, int, optional=True)
+    check_type("reward_timeout", config.reward_timeout, float, example=300.0)
+
+
+def _refuse_unusable_window(plan: SamplingPlan, streaming_chunk: int) -> None:
+    if plan.window < streaming_chunk:
+        raise ValueError(
+            f"streaming_window={plan.window} is smaller than streaming_chunk={streaming_chunk}: a prompt could "
+            "never have one request in flight. Raise streaming_window or lower streaming_chunk."
+        )
+
+
 def _refuse_unsupported(config: AsyncReinforceAdaConfig) -> None:
     """One `ValueError` per option the asynchronous worker cannot honour, naming it, its value and the fix."""
     for name, (off, why) in UNSUPPORTED.items():
-        if getattr(config, name) != off:
+        if getattr(config, name) not in (None, off):  # None: unset, or unused by the schedule
             raise ValueError(
                 f"{name}={getattr(config, name)!r} is not supported by the asynchronous trainer ({why}). Leave it at "
                 f"{off!r}, or train with the synchronous ReinforceAdaTrainer."
@@ -97,16 +138,17 @@ def _refuse_unsupported(config: AsyncReinforceAdaConfig) -> None:
             f"vllm_mode={config.vllm_mode!r} is not supported by the asynchronous trainer: generation runs on a "
             "separate vLLM server while the trainer trains. Start one (`vllm serve MODEL`) and set vllm_mode='server'."
         )
+    default_timeout = SamplingArguments.__dataclass_fields__["streaming_request_timeout"].default
+    if config.streaming_request_timeout != default_timeout:
+        raise ValueError(
+            f"streaming_request_timeout={config.streaming_request_timeout!r} is not used by the asynchronous trainer: "
+            f"each of its requests waits up to request_timeout seconds (TRL's field, now {config.request_timeout!r}). "
+            "Set request_timeout instead."
+        )
     if config.max_staleness < 0:
         raise ValueError(
             f"max_staleness={config.max_staleness!r}: a sample cannot be trained before its policy exists. Use 0 "
             "(train only samples of the live policy) or more (TRL's default is 4)."
-        )
-    window = config.samples_per_round if config.streaming_window is None else config.streaming_window
-    if window < config.streaming_chunk:
-        raise ValueError(
-            f"streaming_window={window} is smaller than streaming_chunk={config.streaming_chunk}: a prompt could "
-            "never have one request in flight. Raise streaming_window or lower streaming_chunk."
         )
     if config.scale_rewards not in ("none", "group"):
         raise ValueError(

@@ -11,29 +11,38 @@ lets each finish on its own, so its state is one `PromptRollout` per prompt:
         update = rollout.receive(request.id, rewards, version=current_version)
         send(update.issue, version=current_version); cancel(update.cancel)
     rollout.kept(), rollout.advantages(scale), rollout.pass_rate
+    groups, metrics = trained_wave(finished_rollouts, live_version, max_staleness, scale)   # what the worker pushes
 
 Seq rollouts are the streaming schedule's `StreamingScheduler` over a one-prompt `AdaptiveSampler`: completions are
 used in request order, so the exit decision and the kept group do not depend on the order the engine finishes them
 in. Every completion remembers the policy version that was live when it was requested (`versions`).
 
 Staleness rule: every completion drawn counts toward the exit decision and the pool baseline, whatever its version
-(it is evidence about the prompt); only kept completions within `max_staleness` versions of the live policy are
-trained (`trainable`).
+(it is evidence about the prompt); only completions within `max_staleness` versions of the live policy are trained
+(`trainable`), and the kept group is selected among them: n of them for Seq, with the synchronous trainer's
+selection (balanced classes where the fresh samples allow), or none when fewer than n are fresh; every sample for
+Est, or none when one is stale. A group is never trained in part.
+
+Objective weights (`trained_wave`): the groups pushed together (one wave, an optimizer step's worth of prompts) are
+weighted by f'(p) at each pool's pass rate, normalised as the synchronous trainer normalises a step
+(`objectives.advantage_weights`): mean weight 1 over the trained samples of the groups with signal.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
 from ..advantages import compute_advantages
-from ..groups import check_rewards
+from ..groups import check_rewards, select_group
+from ..objectives import advantage_weights
 from ..plan import SamplingPlan
 from ..sampling import AdaptiveSampler
 from ..streaming import Request, StreamingScheduler, Update
 
-__all__ = ["PromptRollout", "trainable"]
+__all__ = ["PromptRollout", "TrainedGroup", "trainable", "trained_wave"]
 
 
 def trainable(versions: Sequence[int], live_version: int, max_staleness: int) -> list[bool]:
@@ -127,19 +136,40 @@ class PromptRollout:
         positives, negatives = self.counts()
         return positives / max(positives + negatives, 1)
 
-    def kept(self) -> list[int]:
-        """Pool indices of the kept group: n for Seq (the sync trainer's selection), every sample for Est."""
+    def kept(self, fresh: Sequence[bool] | None = None) -> list[int]:
+        """Pool indices (ascending) of the kept group, selected among the `fresh` pool samples (default: all): n for
+        Seq (the synchronous trainer's selection), every sample for Est; [] when the fresh samples cannot form it
+        (Seq: fewer than n; Est: one is not fresh)."""
         if not self.done:
             raise RuntimeError("A prompt's group is formed once its sampling is done.")
+        size = len(self.pool)
+        fresh = [True] * size if fresh is None else list(fresh)
+        if len(fresh) != size:
+            raise ValueError(f"fresh has {len(fresh)} flags for a pool of {size} samples.")
         if self.sampler is None:
-            return list(range(len(self._pool)))
-        return self.sampler.select_groups()[0]
+            return list(range(size)) if all(fresh) else []
+        eligible = [i for i in range(size) if fresh[i]]
+        if len(eligible) < self.plan.num_generations:
+            return []
+        positive, scored, masked = self.sampler.is_positive(0), self.sampler.is_scored(0), self.sampler.masked[0]
+        chosen = select_group(
+            [positive[i] for i in eligible],
+            self.plan.num_generations,
+            [scored[i] for i in eligible],
+            [masked[i] for i in eligible],
+        )
+        return [eligible[j] for j in chosen]
 
-    def advantages(self, scale: str = "none") -> np.ndarray:
-        """Advantages of the kept samples (`kept()` order) against the plan's baseline (pool: every drawn sample)."""
+    def fresh(self, live_version: int, max_staleness: int) -> list[bool]:
+        """Which pool samples may still be trained under the live policy (`trainable`)."""
+        return trainable(self.versions[: len(self.pool)], live_version, max_staleness)
+
+    def advantages(self, scale: str = "none", kept: Sequence[int] | None = None) -> np.ndarray:
+        """Advantages of the `kept` samples (default `kept()`, in that order) against the plan's baseline (pool:
+        every drawn sample; group: the kept samples)."""
         pool = np.asarray(self.pool, dtype=np.float64)
-        kept = pool[self.kept()]
-        return compute_advantages(kept[None, :], [pool], baseline=self.plan.advantage_baseline, scale=scale)[0]
+        rewards = pool[list(self.kept() if kept is None else kept)]
+        return compute_advantages(rewards[None, :], [pool], baseline=self.plan.advantage_baseline, scale=scale)[0]
 
     # -- internals -----------------------------------------------------------------------------
 
@@ -149,3 +179,31 @@ class PromptRollout:
             end = request.first + request.size
             self.versions.extend([version] * (end - len(self.versions)))
         return requests
+
+
+@dataclass(frozen=True)
+class TrainedGroup:
+    """What the worker pushes of one finished prompt: pool indices and their advantages (objective weight
+    included); both empty when the group is dropped whole."""
+
+    kept: list[int]
+    advantages: np.ndarray
+
+
+def trained_wave(
+    rollouts: Sequence[PromptRollout], live_version: int, max_staleness: int, scale: str = "none"
+) -> tuple[list[TrainedGroup], dict[str, float]]:
+    """The trained group of each finished rollout under the live policy, and the objective-weight metrics.
+
+    Each kept group is selected among the samples still fresh (`PromptRollout.kept`); its advantages are weighted
+    as the synchronous trainer weighs a step's (`advantage_weights`, over these rollouts as one step): a group
+    dropped whole has no trained sample and no weight in the mean. Metrics (`weight_mean`, `weight_max`,
+    `floored_fraction`) only where the plan weighs gradients.
+    """
+    kept = [rollout.kept(rollout.fresh(live_version, max_staleness)) for rollout in rollouts]
+    advantages = [rollout.advantages(scale, k) for rollout, k in zip(rollouts, kept, strict=True)]
+    metrics: dict[str, float] = {}
+    if rollouts and rollouts[0].plan.weights_gradients:
+        weights, metrics = advantage_weights(rollouts[0].plan, [rollout.pass_rate for rollout in rollouts], advantages)
+        advantages = [a * w for a, w in zip(advantages, weights, strict=True)]
+    return [TrainedGroup(k, a) for k, a in zip(kept, advantages, strict=True)], metrics

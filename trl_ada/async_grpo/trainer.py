@@ -9,17 +9,18 @@ from typing import Any
 
 import torch
 from accelerate import PartialState
-from transformers import AutoTokenizer, PreTrainedTokenizerBase, TrainerCallback
+from transformers import AutoConfig, AutoTokenizer, PreTrainedTokenizerBase, TrainerCallback
 
 from .. import _trl
 from ..checkpoint_state import MEMORY_FILE
 from ..checks import resolve_reward_funcs
+from ..data import check_train_prompts, model_context
 from ..run_dir import claim_run_dir, complete_checkpoint
 from ..server_requests import completion_sampling
 from ..trainer import new_memory, restored_memory
 from .config import AsyncReinforceAdaConfig
 from .weights import HTTPWeightTransfer
-from .worker import AdaptiveRolloutWorker, WorkerSettings, wait_for_server
+from .worker import AdaptiveRolloutWorker, WorkerSettings, server_info, wait_for_server
 
 __all__ = ["AsyncReinforceAdaTrainer"]
 
@@ -32,8 +33,10 @@ class AsyncReinforceAdaTrainer(_trl.async_joints()):
 
     Takes what `AsyncGRPOTrainer` takes, except `rollout_worker` (always `AdaptiveRolloutWorker`), `tools` and
     `environment_factory` (single-turn text only). Without CUDA the weights reach the vLLM server through
-    `HTTPWeightTransfer` unless `weight_transfer` is given; with CUDA, TRL's NCCL transfer. `connect` builds the
-    worker's connection to the server (default: `ServerCompletions` once `/health` answers; tests pass a script).
+    `HTTPWeightTransfer` unless `weight_transfer` is given; with CUDA, TRL's NCCL transfer. With `peft_config` and a
+    server started with `--enable-lora`, TRL publishes each policy as an adapter (`trl-policy-v{N}`, on CPU too) and
+    the worker's requests name it. `connect` builds the worker's connection to the server (default:
+    `ServerCompletions` once `/health` answers; tests pass a script).
     """
 
     def __init__(
@@ -66,14 +69,15 @@ class AsyncReinforceAdaTrainer(_trl.async_joints()):
             processing_class = AutoTokenizer.from_pretrained(
                 model, revision=revision, trust_remote_code=args.trust_remote_code
             )
+        config = AutoConfig.from_pretrained(
+            model, revision=(args.model_init_kwargs or {}).get("revision"), trust_remote_code=args.trust_remote_code
+        )
+        context, template_kwargs = model_context(config, processing_class), args.chat_template_kwargs
+        check_train_prompts(train_dataset, processing_class, context, args.max_completion_length, template_kwargs)
         device = PartialState().device
-        if weight_transfer is None and device.type != "cuda":
-            weight_transfer = HTTPWeightTransfer(
-                args.vllm_server_base_url,
-                timeout=args.weight_sync_timeout,
-                startup_timeout=args.vllm_server_timeout,
-                timeout_option="vllm_server_timeout",
-            )
+        off_cuda = weight_transfer is None and device.type != "cuda"
+        if off_cuda and not (peft_config is not None and _serves_lora(args)):
+            weight_transfer = _http_weight_transfer(args)
         worker = AdaptiveRolloutWorker(
             _worker_settings(args, model),
             train_dataset,
@@ -95,16 +99,21 @@ class AsyncReinforceAdaTrainer(_trl.async_joints()):
                 rollout_worker=worker,
                 weight_transfer=weight_transfer,
             )
+        if off_cuda and weight_transfer is None and not self._lora_sync and self.accelerator.is_main_process:
+            self.weight_transfer = _http_weight_transfer(args)  # TRL fell back to merged weights, over NCCL
         self.worker = worker
+        worker.lora_name = self._lora_name if self._lora_sync else None
+        worker.vocab_size = self.accelerator.unwrap_model(self.model).get_input_embeddings().num_embeddings
+        self._trained_groups = worker.trained
         self._default_connection = connect is None
-        self._committed: set[int] = set()
         self.add_callback(_CommitTrainedGroups(self))
 
-    def commit_trained_groups(self) -> None:
-        """Pass the groups trained since the last call to the worker's pass-rate memory, in group order."""
-        trained = self.trained_groups() - self._committed
-        self.worker.commit(sorted(trained))
-        self._committed |= trained
+    def commit_trained_groups(self) -> dict[str, Any]:
+        """Pass the groups settled since the last call to the worker's pass-rate memory, in group order; returns the
+        data position that includes exactly them (what a checkpoint stores)."""
+        settled, position = self.worker.trained.take_settled()
+        self.worker.commit(settled)
+        return position
 
     def train(self, resume_from_checkpoint: str | bool | None = None, *args, **kwargs):
         """TRL's `train` in a claimed run directory (one run per `output_dir`, as `ReinforceAdaTrainer`).
@@ -124,11 +133,12 @@ class AsyncReinforceAdaTrainer(_trl.async_joints()):
                 self._save_worker_state(folder)
 
     def _save_worker_state(self, folder: str) -> None:
-        """The worker's data position, the policy version and the pass-rate memory."""
-        self.commit_trained_groups()
+        """The worker's data position (every group settled in this run and the runs it resumed), the policy version
+        and the pass-rate memory (which holds the visits of exactly those groups)."""
+        position = self.commit_trained_groups()
         os.makedirs(folder, exist_ok=True)
         with open(os.path.join(folder, STATE_FILE), "w") as file:
-            json.dump({**data_position(self.trained_groups()), "model_version": self.model_version}, file)
+            json.dump({**position, "model_version": self.model_version}, file)
         if self.worker.memory is not None:
             self.worker.memory.save(os.path.join(folder, MEMORY_FILE))
 
@@ -146,10 +156,10 @@ class AsyncReinforceAdaTrainer(_trl.async_joints()):
             state = json.load(file)
         worker = self.worker
         worker.resume_at(state["first_untrained"], state["trained_after"])
+        self._trained_groups = worker.trained
         if worker.memory is not None:
             worker.memory = restored_memory(checkpoint, self.args.sampling_plan)
         self.set_groups_before_resume(state["first_untrained"] + len(state["trained_after"]))
-        self._committed = set()
         self.model_version = state["model_version"]
         worker.update_model_version(self.model_version)
 
@@ -163,14 +173,6 @@ class _CommitTrainedGroups(TrainerCallback):
     def on_step_end(self, args, state, control, **kwargs):
         if self.trainer.accelerator.is_main_process:
             self.trainer.commit_trained_groups()
-
-
-def data_position(trained_groups: set[int]) -> dict[str, Any]:
-    """Where the worker resumes: the first group not trained, and the groups after it that were."""
-    first = 0
-    while first in trained_groups:
-        first += 1
-    return {"first_untrained": first, "trained_after": sorted(g for g in trained_groups if g > first)}
 
 
 def queue_bound(queue_maxsize: int, staleness_window: int) -> int:
@@ -193,6 +195,24 @@ def _check_reward_funcs(reward_funcs: Any) -> list[Callable]:
                 "callables (sync or async) only. Wrap a reward model in a function."
             )
     return funcs
+
+
+def _http_weight_transfer(args: AsyncReinforceAdaConfig) -> HTTPWeightTransfer:
+    return HTTPWeightTransfer(
+        args.vllm_server_base_url,
+        timeout=args.weight_sync_timeout,
+        startup_timeout=args.vllm_server_timeout,
+        timeout_option="vllm_server_timeout",
+    )
+
+
+def _serves_lora(args: AsyncReinforceAdaConfig) -> bool:
+    """Whether the vLLM server was started with `--enable-lora` (its `/server_info` has a `lora_config`): then TRL
+    syncs a PEFT adapter as an adapter, over HTTP, off CUDA too. Waits for the server, as TRL's own probe does."""
+    base_url = args.vllm_server_base_url.rstrip("/")
+    wait_for_server(base_url, args.vllm_server_timeout)
+    info = server_info(base_url)
+    return info is not None and info.get("lora_config") is not None
 
 
 def _worker_settings(args: AsyncReinforceAdaConfig, model: str) -> WorkerSettings:
@@ -224,4 +244,5 @@ def _worker_settings(args: AsyncReinforceAdaConfig, model: str) -> WorkerSetting
         max_retries=args.streaming_max_retries,
         server_timeout=args.vllm_server_timeout,
         queue_maxsize=queue_bound(args.queue_maxsize, staleness_window),
+        chat_template_kwargs=args.chat_template_kwargs,
     )

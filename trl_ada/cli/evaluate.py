@@ -24,6 +24,7 @@ from .common import (
     answerable_rows,
     check_model,
     check_not_empty,
+    fitting_prompts,
     load_split,
     positive_int,
     print_error,
@@ -109,6 +110,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         datasets = load_datasets(args)
         sampling = sampling_settings(args)
         check_model(args.model, "--model")
+        datasets = fitting_prompts(datasets, args, "--datasets")
     except (ValueError, OSError) as err:
         return print_error(COMMAND, err)
     report = avg_at_k(

@@ -23,6 +23,7 @@ from .common import (
     answerable_rows,
     check_model,
     check_not_empty,
+    fitting_prompts,
     load_split,
     non_negative_int,
     positive_int,
@@ -120,6 +121,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.push_to_hub:
             require_hub_token(args.hub_token, option=f"--push_to_hub {args.push_to_hub}", before="sampling")
         check_model(args.model, "--model")
+        dataset = fitting_prompts({args.dataset: dataset}, args, "--dataset")[args.dataset]
     except (ValueError, OSError) as err:
         return print_error(COMMAND, err)
     kept = select_prompts(

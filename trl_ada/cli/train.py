@@ -27,6 +27,7 @@ from transformers import TrainerCallback
 from trl import TrlParser
 
 from ..checkpoint_state import CheckpointStateError
+from ..checks import RewardError
 from ..plan import BASE_FIELDS
 from ..utils import closest_name
 from .common import PROG, UsageError, check_model, print_error, require_hub_token, setup_logging
@@ -616,7 +617,8 @@ class _FirstStep(TrainerCallback):
 def main(argv: Sequence[str] | None = None, command: TrainCommand = TRAIN) -> int:
     """`trl-ada train`: setup errors (flags, recipe, model, data, rewards, run directory, credentials) are reported
     in one line without a traceback, before the model loads; exit code 2 for usage errors, 1 otherwise. So is a
-    resumed checkpoint's unusable Reinforce-Ada state (memory, candidate stream), found when training starts, and
+    resumed checkpoint's unusable Reinforce-Ada state (memory, candidate stream), found when training starts, a reward
+    function's answer that is not a reward per completion (`RewardError`, whenever a call returns one), and
     `command.startup_errors` raised before the first step.
 
     The main process holds the `output_dir` lock from these checks until the final model is saved.
@@ -653,6 +655,8 @@ def main(argv: Sequence[str] | None = None, command: TrainCommand = TRAIN) -> in
         try:
             run_training(trainer, script_args)
         except CheckpointStateError as err:  # read when training starts: a resumed checkpoint's Reinforce-Ada state
+            return print_error(name, err)
+        except RewardError as err:  # a reward function's answer, found where it is first called (a training step)
             return print_error(name, err)
         except command.startup_errors as err:  # e.g. no generation server: one line; later failures keep the trace
             if first_step.reached:

@@ -19,6 +19,7 @@ from .answers import (
     extract_answer,
     extract_boxed,
     normalize_answer,
+    reference_answer,
 )
 from .registry import REWARD_FUNCS, get_reward_funcs, register_reward
 from .scoring import (
@@ -52,6 +53,7 @@ __all__ = [
     "math_final_reward",
     "math_reward",
     "normalize_answer",
+    "reference_answer",
     "register_reward",
     "score_math",
     "short_answer_reward",

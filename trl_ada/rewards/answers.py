@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import logging
 import math
+import numbers
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -39,6 +40,7 @@ __all__ = [
     "extract_boxed",
     "final_value",
     "normalize_answer",
+    "reference_answer",
 ]
 
 MAX_BOX_CHARS = 1000
@@ -211,16 +213,33 @@ def _number_text(value: float) -> str:
     return format(Decimal(repr(value)), "f")
 
 
+def reference_answer(value: object) -> str | None:
+    r"""A dataset's reference answer as text, or None when it has no clear meaning.
+
+    A string stays as it is; a finite number is written plainly (`42.0` -> `42`); a list or tuple of several answers
+    is one comma-separated LaTeX answer (`[2, 3]` -> `2, 3`, which `oxed{2, 3}` matches) and a one-element list is
+    its element. None, a boolean, NaN or infinity, a mapping, anything else, and a list holding one of them: None.
+    """
+    if isinstance(value, (list, tuple)):
+        parts = [reference_answer(part) for part in value]
+        return None if not parts or None in parts else ", ".join(parts)
+    if isinstance(value, str):
+        return value
+    if isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value):
+        return str(int(value)) if isinstance(value, numbers.Integral) else _number_text(float(value))
+    return None
+
+
 def normalize_answer(answer: object) -> str:
     r"""Gold answer as bare LaTeX: numbers formatted, math delimiters removed, boxes read as `extract_answer` does.
 
-    A missing answer (None) gives "", which scores 0.0.
+    The answer is first read by [`reference_answer`]; one without a clear meaning (None, a boolean, NaN) gives "",
+    which scores 0.0.
     """
-    if answer is None:
+    text = reference_answer(answer)
+    if text is None:
         return ""
-    if isinstance(answer, float):
-        return _number_text(answer)
-    text = str(answer).strip()
+    text = text.strip()
     boxed = extract_answer(text, max_chars=max(len(text), 1))
     if boxed is not None:
         return boxed

@@ -154,6 +154,8 @@ def _config_kwargs(spec: MethodSpec, settings: TaskSettings, steps: int, seed: i
     )
     if spec.sampling is not None:  # a preset: Est refuses the rounds' fields
         kwargs["sampling"] = spec.sampling
+    elif spec.exit_rule == "none":  # plain GRPO refuses rounds it never draws
+        kwargs.update(exit_rule="none")
     elif spec.uses_reinforce_ada:
         kwargs.update(exit_rule=spec.exit_rule, samples_per_round=spec.samples_per_round, max_rounds=spec.max_rounds)
     if spec.uses_reinforce_ada:
