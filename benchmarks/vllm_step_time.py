@@ -52,7 +52,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import machine_description, make_parser, write_csv, write_json
+from benchmarks.common import machine_description, make_parser, markdown, write_csv, write_json
 
 _REPO_ROOT = Path(__file__).resolve().parents[1]
 METHODS = ("grpo", "none", "pos", "balance", "streaming")
@@ -383,40 +383,55 @@ def markdown_table(rows: list[dict[str, Any]]) -> str:
         ]
         for r in rows
     ]
-    lines = [headers, ["---"] * len(headers), *body]
-    return "\n".join("| " + " | ".join(cells) + " |" for cells in lines)
+    return markdown(headers, body)
 
 
 # ---------------------------------------------------------------------------------------------------- main
 
 
-@contextmanager
-def served_tiny_model(out: Path, seed: int, server_url: str | None) -> Iterator[tuple[Path, str, Path]]:
-    """(model directory, server URL, scratch directory) for a real-engine benchmark: the model of `build_model` in a
-    scratch directory, served by a server started here (and stopped on exit) unless `server_url` names one, with
-    TRL's weight sync made to work on CPU and the libraries' warnings quiet."""
+def quiet_libraries() -> None:
+    """Offline, and without the libraries' warnings (set before they are imported)."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     warnings.filterwarnings("ignore")
     logging.getLogger("transformers").setLevel(logging.ERROR)
+
+
+@contextmanager
+def serving(model_dir: Path, out: Path, server_url: str | None) -> Iterator[str]:
+    """The URL of a vLLM server of `model_dir` for a real-engine benchmark: one started here (log in `out`, stopped on
+    exit) unless `server_url` names one, with TRL's weight sync made to work on CPU and the libraries' warnings
+    quiet."""
+    quiet_libraries()
     from tests.vllm_support.server import start_server
     from tests.vllm_support.sync import cpu_weight_sync
-    from trl_ada.toy import configure_torch_threads
 
-    configure_torch_threads()
-    with tempfile.TemporaryDirectory() as scratch, cpu_weight_sync():
-        scratch = Path(scratch)
-        model_dir = build_model(scratch / "model", seed=seed)
+    with cpu_weight_sync():
         server = None
         if server_url is None:
             server = start_server(model_dir, out / "server.log")
             server.wait_until_healthy(float(os.environ.get("TRL_ADA_VLLM_STARTUP_TIMEOUT", "300")))
         try:
-            yield model_dir, server_url or server.base_url, scratch
+            yield server_url or server.base_url
         finally:
             if server is not None:
                 server.stop()
+
+
+@contextmanager
+def served_tiny_model(out: Path, seed: int, server_url: str | None) -> Iterator[tuple[Path, str, Path]]:
+    """(model directory, server URL, scratch directory): the model of `build_model` in a scratch directory, served
+    as `serving` does (the tiny model's one torch thread)."""
+    quiet_libraries()
+    from trl_ada.toy import configure_torch_threads
+
+    configure_torch_threads()
+    with tempfile.TemporaryDirectory() as scratch:
+        scratch = Path(scratch)
+        model_dir = build_model(scratch / "model", seed=seed)
+        with serving(model_dir, out, server_url) as url:
+            yield model_dir, url, scratch
 
 
 def interleaved(methods: tuple[str, ...], repeats: int) -> Iterator[tuple[int, str]]:

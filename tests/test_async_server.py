@@ -16,8 +16,8 @@ from test_async_worker import tiny  # noqa: F401 (the module-scoped tiny model a
 
 from trl_ada.async_grpo import AdaptiveRolloutWorker, HTTPWeightTransfer
 from trl_ada.async_grpo.trainer import _worker_settings
-from trl_ada.async_grpo.worker import connect_to_server, seeds_requests, served_model, server_info
-from trl_ada.server_requests import NotVLLMAnswer
+from trl_ada.async_grpo.worker import connect_to_server, seeds_requests, server_info
+from trl_ada.server_requests import NotVLLMAnswer, served_model
 
 HTML = b"<!doctype html><html><body><h1>Welcome</h1></body></html>"
 
@@ -43,6 +43,8 @@ class FakeVLLM(BaseHTTPRequestHandler):
 
     def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])) or b"{}")
+        if self.path == "/v1/completions" and not body:  # the worker stopped before sending the request's body
+            return
         if self.path == "/v1/completions":
             FakeVLLM.bodies.append(body)
             if FakeVLLM.completions == "hang":

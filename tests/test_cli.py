@@ -225,7 +225,7 @@ def test_train_a_reward_returning_text_is_one_error_line_naming_it(train_config,
         "trl-ada train: error: Reward function 'as_text' returned a str ('1') for completion 0; rewards must be "
         "numbers (None for 'no opinion'). Make 'as_text' return floats, e.g. float(score)."
     )
-    assert not any("Traceback" in line for line in err)
+    assert not any("Traceback" in line for line in err), "\n".join(err)
 
 
 def test_train_unknown_reward_lists_known_names(train_config, capsys):

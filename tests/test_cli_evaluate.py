@@ -73,6 +73,20 @@ def test_evaluate_main_reports_missing_columns(tmp_path: Path, capsys: pytest.Ca
     assert "trl-ada evaluate: error: No problem column found" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    "flags",
+    [["--backend", "server"], ["--vllm_server_base_url", "http://127.0.0.1:8000"]],
+    ids=["no-url", "no-backend"],
+)
+def test_the_server_backend_and_its_url_go_together(flags, tmp_path: Path, capsys) -> None:
+    data = write_jsonl(tmp_path / "d.jsonl", [{"problem": "Compute 1 + 1.", "answer": "2"}])
+    argv = ["--model", "m", "--dataset", data, "--output", str(tmp_path / "o"), *flags]
+    assert select_prompts.main(argv) == 2
+    err = capsys.readouterr().err
+    assert "--backend server samples from the vLLM server at --vllm_server_base_url: give both or neither" in err
+    assert not (tmp_path / "o").exists()
+
+
 def test_cli_dispatches_to_the_commands(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     from trl_ada.cli import main
 
@@ -192,6 +206,7 @@ def test_reward_option_resolves_a_registered_name_before_sampling(command, tmp_p
 
     monkeypatch.setattr(command, sampler, sample)
     monkeypatch.setattr(command, "check_model", lambda *a, **kw: None)
+    monkeypatch.setattr(command, "fitting_prompts", lambda datasets, *a, **kw: datasets)  # "m" has no tokenizer
     for name in ("math_final", "short_answer"):
         with pytest.raises(SystemExit):
             command.main(["--model", "m", *source, "--reward", name])

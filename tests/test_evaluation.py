@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
 import types
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -159,7 +161,7 @@ def test_avg_at_k_exact_values(monkeypatch: pytest.MonkeyPatch) -> None:
 
     assert calls == [
         {"model": "some-model", "num_prompts": 3, "num_samples": 4, "temperature": 0.6, "top_p": 1.0}
-        | {"max_new_tokens": 16, "seed": 3, "backend": "auto", "batch_size": 8, "dtype": "auto"}
+        | {"max_new_tokens": 16, "seed": 3, "backend": "auto", "batch_size": 8, "dtype": "auto", "server_url": None}
     ]
     by_name = {s.name: s for s in report.scores}
     assert (by_name["alpha"].num_problems, by_name["alpha"].avg_at_k, by_name["alpha"].pass_at_k) == (2, 0.375, 0.5)
@@ -197,10 +199,61 @@ def test_estimate_pass_rates_passes_per_prompt_columns_to_the_reward(monkeypatch
 def test_sampling_settings_reject_bad_values() -> None:
     with pytest.raises(ValueError, match=r"^max_new_tokens must be an integer >= 1, got 0"):
         ev.SamplingSettings(max_new_tokens=0)
-    with pytest.raises(ValueError, match=r"^backend must be one of \['auto', 'vllm', 'transformers'\], got 'tgi'"):
+    with pytest.raises(ValueError, match=r"^backend must be one of \['auto', 'vllm', 'transformers', 'server'\], got"):
         ev.SamplingSettings(backend="tgi")
     with pytest.raises(ValueError, match="top_p"):
         ev.SamplingSettings(top_p=1.5)
+    with pytest.raises(ValueError, match=r"^backend='server' needs server_url, the base URL of a running vLLM server"):
+        ev.SamplingSettings(backend="server")
+    with pytest.raises(ValueError, match=r"^server_url='http://h:1' is read by backend='server' only; got backend="):
+        ev.SamplingSettings(server_url="http://h:1")
+
+
+class ServedCompletions(BaseHTTPRequestHandler):
+    """A vLLM server's `/v1/models` (serving "served-name") and `/v1/completions`: `n` completions, each the prompt's
+    own token ids followed by its completion index's."""
+
+    requests: list = []
+
+    def do_GET(self):
+        self._answer({"data": [{"id": "served-name"}]})
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        ServedCompletions.requests.append(body)
+        ids = body["prompt"][0]
+        self._answer({"choices": [{"token_ids": [*ids[-2:], 10 + i], "logprobs": None} for i in range(body["n"])]})
+
+    def _answer(self, payload):
+        data = json.dumps(payload).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_server_backend_samples_every_prompt_from_the_server(tiny_model: str) -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), ServedCompletions)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    ServedCompletions.requests = []
+    prompts = ["one two", [{"role": "user", "content": "three"}]]
+    try:
+        url = f"http://127.0.0.1:{server.server_port}"
+        settings = ev.SamplingSettings(temperature=0.5, max_new_tokens=9, backend="server", server_url=url)
+        out = ev.generate_completions(tiny_model, prompts, 3, **settings.generate_kwargs())
+    finally:
+        server.shutdown()
+    tokenizer = ev.load_tokenizer(tiny_model)
+    ids = ev.encode_prompts(tokenizer, prompts)
+    assert out == [[tokenizer.decode([*p[-2:], 10 + i], skip_special_tokens=True) for i in range(3)] for p in ids]
+    asked = sorted(ServedCompletions.requests, key=lambda body: len(body["prompt"][0]))
+    assert [body["prompt"][0] for body in asked] == sorted(ids, key=len)
+    for body in asked:  # the model the server serves (not the local path); no seed: vLLM on CPU cannot seed one
+        assert body["model"] == "served-name" and body["n"] == 3 and "seed" not in body
+        assert body["temperature"] == 0.5 and body["max_tokens"] == 9 and body["top_p"] == 1.0
 
 
 def _selection_dataset():
@@ -228,6 +281,30 @@ def test_select_prompts_keeps_expected_rows(monkeypatch: pytest.MonkeyPatch, cap
     assert kept["prompt"][0][-1]["content"].startswith("Compute 1 + 2.")
     assert "kept 2 of 4; dropped 1 with fewer than 1 correct" in caplog.text
     assert "and 1 with pass rate > 0.75" in caplog.text
+
+
+def test_score_prompts_keeps_every_row_and_the_band_keeps_the_selection(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ev.generation, "generate_completions", stub_generator(SELECTION_SAMPLES))
+    scored = ev.score_prompts("m", _selection_dataset(), 4)
+    assert scored["source"] == ["a", "b", "c", "d"]
+    assert scored["num_correct"] == [0, 1, 3, 4] and scored["pass_rate"] == [0.0, 0.25, 0.75, 1.0]
+    assert ev.keep_in_band(scored, max_pass_rate=0.75)["source"] == ["b", "c"]
+    assert ev.keep_in_band(scored, max_pass_rate=1.0, min_correct=3)["source"] == ["c", "d"]
+    with pytest.raises(ValueError, match=r"^min_correct must be an integer >= 0, got -1"):
+        ev.keep_in_band(scored, min_correct=-1)
+
+
+def test_select_prompts_scores_with_the_given_reward_and_the_other_columns(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ev.generation, "generate_completions", stub_generator(SELECTION_SAMPLES))
+    seen = []
+
+    def names_the_source(completions, answer, source, **kwargs):
+        seen.append(set(kwargs))
+        return [float(s in ("b", "d")) for s in source]
+
+    kept = ev.select_prompts("m", _selection_dataset(), 4, max_pass_rate=1.0, reward_func=names_the_source)
+    assert kept["source"] == ["b", "d"] and kept["pass_rate"] == [1.0, 1.0]
+    assert seen and all("prompt" not in names and "answer" not in names for names in seen)
 
 
 def test_select_prompts_thresholds(monkeypatch: pytest.MonkeyPatch) -> None:

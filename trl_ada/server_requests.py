@@ -39,6 +39,7 @@ __all__ = [
     "RequestCancelled",
     "ServerCompletions",
     "decoding_params",
+    "served_model",
     "vllm_json",
     "wait_for_health",
 ]
@@ -301,6 +302,18 @@ def wait_for_health(base_url: str, timeout: float, interval: float = 1.0) -> str
         if remaining <= 0:
             return answer
         time.sleep(min(interval, remaining))
+
+
+def served_model(base_url: str, model: str) -> str:
+    """The name requests must give: `model` when the server serves it under that name, else the model it serves
+    (as TRL's client asks `/v1/models`; a local path or a `--served-model-name` differ from the trainer's id)."""
+    url = f"{base_url.rstrip('/')}/v1/models"
+    with urllib.request.urlopen(url, timeout=10) as response:
+        answer = vllm_json(response.read(), url, ("data",))
+    served = [entry["id"] for entry in answer["data"] if isinstance(entry, dict) and "id" in entry]
+    if not served:
+        raise RuntimeError(f"{url} lists no model: the vLLM server serves nothing. Check vllm_server_base_url.")
+    return model if model in served else served[0]
 
 
 def _shut_down(sock: socket.socket | None) -> None:

@@ -17,11 +17,11 @@ pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def run_smoke(module: str, server_url: str, out) -> subprocess.CompletedProcess:
+def run_smoke(module: str, server_url: str, out, timeout: float = 900) -> subprocess.CompletedProcess:
     """`python -m MODULE --smoke` against the suite's server, writing into `out`; it must succeed."""
     command = [sys.executable, "-m", module, "--smoke", "--quiet", "--server-url", server_url, "--out", str(out)]
     result = subprocess.run(
-        command, cwd=ROOT, env={**os.environ, "HF_HUB_OFFLINE": "1"}, capture_output=True, text=True, timeout=900
+        command, cwd=ROOT, env={**os.environ, "HF_HUB_OFFLINE": "1"}, capture_output=True, text=True, timeout=timeout
     )
     assert result.returncode == 0, result.stderr[-5000:]
     return result
@@ -65,3 +65,36 @@ def test_async_engine_benchmark_smoke(vllm_server, tmp_path):
     assert 0 <= staleness["mean"] <= staleness["max"] and 0.0 <= staleness["dropped"] < 1.0
     assert set(results["ratios"]) == {"async balance / sync streaming"}
     assert "async balance / sync streaming" in result.stdout
+
+
+def test_real_learning_benchmark_smoke(smollm2_server, tmp_path):
+    result = run_smoke("benchmarks.real_learning", smollm2_server.base_url, tmp_path, timeout=1800)
+    print(result.stdout)
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert results["settings"]["arms"] == ["Est n=8", "async balance"]
+    for family in ("arithmetic", "capitals"):
+        summary = results["summary"][family]
+        assert summary["seeds"] == [0]
+        for arm in ("Est n=8", "async balance"):
+            curve = summary["arms"][arm]["curve"]
+            assert len(curve) == 2 and curve[0]["mark_s"]["mean"] == 0.0 and curve[1]["mark_s"]["mean"] == 1.0
+            run = json.loads(
+                (tmp_path / "runs" / family / f"{arm.replace(' ', '_').replace('=', '')}-seed0.json").read_text()
+            )
+            # the budget (1 s) ends the run at the first step end; the mark gets the weights it started from
+            assert len(run["steps"]) == 1 and run["steps"][0]["clock_s"] > 1.0 and run["steps"][0]["tokens"] > 0
+            (mark,) = run["marks"]
+            assert (mark["step"], mark["tokens"]) == (0, 0.0)
+            assert len(mark["eval"]["correct"]) == len(results["tasks"][family]["evaluation"])
+            assert mark["eval"]["sync_gap"] < 1e-3 and mark["eval"]["entropy"] > 0
+        kept = results["tasks"][family]["train"]
+        assert 1 <= len(kept) <= 4
+    control = [row for row in results["tasks"]["capitals"]["evaluation"] if row["split"] == "control"]
+    assert len(control) == 2
+    assert "| Est n=8 − " not in result.stdout  # no GRPO arm in the smoke run: nothing to compare with
+    for name in ("tables.md", "pass_rates.png", "real_arithmetic.png", "real_capitals.png", "pass_rates.json"):
+        assert (tmp_path / name).is_file()
+    saved = {path: path.stat().st_mtime_ns for path in (tmp_path / "runs").rglob("*.json")}
+    assert len(saved) == 2 * (1 + 2)  # per family: the base and two arms
+    run_smoke("benchmarks.real_learning", smollm2_server.base_url, tmp_path, timeout=1800)  # resumes from disk
+    assert {path: path.stat().st_mtime_ns for path in (tmp_path / "runs").rglob("*.json")} == saved

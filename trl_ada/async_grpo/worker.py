@@ -47,7 +47,7 @@ from ..memory import PassRateMemory, prompt_key
 from ..plan import SamplingPlan
 from ..schedules.est import Est, est_allocation
 from ..schedules.streaming import Request
-from ..server_requests import CompletionResult, ServerCompletions, vllm_json, wait_for_health
+from ..server_requests import CompletionResult, ServerCompletions, served_model, wait_for_health
 from .rollout import PromptRollout, trained_wave
 from .trained import TrainedGroups
 
@@ -473,17 +473,6 @@ def connect_to_server(settings: WorkerSettings) -> ServerCompletions:
         seed_requests=seeds_requests(server_info(settings.base_url)),
         timeout_option="request_timeout",
     )
-
-
-def served_model(base_url: str, model: str) -> str:
-    """The name requests must give: `model` when the server serves it under that name, else the model it serves
-    (as TRL's client asks `/v1/models`; a local path or a `--served-model-name` differ from the trainer's id)."""
-    url = f"{base_url}/v1/models"
-    answer = vllm_json(requests.get(url, timeout=10).content, url, ("data",))
-    served = [entry["id"] for entry in answer["data"] if isinstance(entry, dict) and "id" in entry]
-    if not served:
-        raise RuntimeError(f"{url} lists no model: the vLLM server serves nothing. Check vllm_server_base_url.")
-    return model if model in served else served[0]
 
 
 def server_info(base_url: str) -> dict[str, Any] | None:

@@ -220,7 +220,13 @@ def add_sampling_arguments(parser: argparse.ArgumentParser, max_completion_lengt
         "--backend",
         choices=BACKENDS,
         default="auto",
-        help="auto: vLLM with CUDA, else transformers.",
+        help="auto: vLLM with CUDA, else transformers; server: a running vLLM server (--vllm_server_base_url).",
+    )
+    group.add_argument(
+        "--vllm_server_base_url",
+        default=None,
+        metavar="URL",
+        help="Base URL of the vLLM server serving --model, for --backend server (e.g. http://127.0.0.1:8000).",
     )
     group.add_argument(
         "--batch_size", type=positive_int, default=8, help="Prompts per `generate` call (transformers)."
@@ -233,10 +239,15 @@ def add_sampling_arguments(parser: argparse.ArgumentParser, max_completion_lengt
 
 def sampling_settings(args: argparse.Namespace) -> SamplingSettings:
     """The parsed sampling options as [`~trl_ada.evaluation.SamplingSettings`]; a ValueError now (before any data
-    is sampled) when `--backend vllm` cannot run here."""
+    is sampled) when `--backend vllm` cannot run here, or `--backend server` has no `--vllm_server_base_url`."""
     from ..evaluation import SamplingSettings, resolve_backend
 
     resolve_backend(args.backend)
+    if (args.backend == "server") != bool(args.vllm_server_base_url):
+        raise UsageError(
+            "--backend server samples from the vLLM server at --vllm_server_base_url: give both or neither (got "
+            f"--backend {args.backend}, --vllm_server_base_url {args.vllm_server_base_url})."
+        )
     return SamplingSettings(
         temperature=args.temperature,
         top_p=args.top_p,
@@ -245,6 +256,7 @@ def sampling_settings(args: argparse.Namespace) -> SamplingSettings:
         backend=args.backend,
         batch_size=args.batch_size,
         dtype=args.dtype,
+        server_url=args.vllm_server_base_url,
     )
 
 

@@ -10,7 +10,8 @@ kept = select_prompts("Qwen/Qwen2.5-Math-1.5B", load_prompt_dataset("data/train.
 ```
 
 Both sample with [`generate_completions`] (vLLM when it is installed and a GPU is present, else transformers
-`generate`) under one [`SamplingSettings`], and score with [`~trl_ada.rewards.math_reward`]. A sample is *correct*
+`generate`, or a running vLLM server) under one [`SamplingSettings`], and score with
+[`~trl_ada.rewards.math_reward`] (the selection takes another reward as `reward_func`). A sample is *correct*
 when its reward exceeds `CORRECT_THRESHOLD` (math_reward is 0/1). The commands `trl-ada evaluate` and
 `trl-ada select-prompts` (`trl_ada.cli`) are thin layers over this package.
 
@@ -19,7 +20,8 @@ Every name is importable from `trl_ada.evaluation`; the modules follow the steps
 - `trl_ada.evaluation.generation`: [`SamplingSettings`] and the backends behind [`generate_completions`].
 - `trl_ada.evaluation.scoring`: [`score_completions`] and [`estimate_pass_rates`].
 - `trl_ada.evaluation.report`: [`DatasetScore`], [`EvalReport`] and [`avg_at_k`].
-- `trl_ada.evaluation.selection`: [`select_prompts`] and [`save_selection`].
+- `trl_ada.evaluation.selection`: [`select_prompts`] ([`score_prompts`], then [`keep_in_band`]) and
+  [`save_selection`].
 """
 
 from .generation import BACKENDS as BACKENDS
@@ -32,7 +34,7 @@ from .report import DatasetScore, EvalReport, avg_at_k
 from .report import weighted_average as weighted_average
 from .scoring import CORRECT_THRESHOLD, estimate_pass_rates, score_completions
 from .scoring import SCORE_CHUNK_SIZE as SCORE_CHUNK_SIZE
-from .selection import DEFAULT_MAX_PASS_RATE, save_selection, select_prompts
+from .selection import DEFAULT_MAX_PASS_RATE, keep_in_band, save_selection, score_prompts, select_prompts
 
 __all__ = [
     "CORRECT_THRESHOLD",
@@ -43,8 +45,10 @@ __all__ = [
     "avg_at_k",
     "estimate_pass_rates",
     "generate_completions",
+    "keep_in_band",
     "load_tokenizer",
     "save_selection",
     "score_completions",
+    "score_prompts",
     "select_prompts",
 ]

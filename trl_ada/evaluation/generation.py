@@ -1,5 +1,5 @@
-"""Sampling completions: one set of [`SamplingSettings`], and the vLLM and transformers backends behind
-[`generate_completions`] (vLLM when it is installed and a GPU is present, else transformers `generate`)."""
+"""Sampling completions: one set of [`SamplingSettings`], and the backends behind [`generate_completions`]: vLLM
+when it is installed and a GPU is present, else transformers `generate`, or a running vLLM server (`"server"`)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ logger = logging.getLogger(__name__)
 Prompt = str | list[dict[str, str]]
 """A plain-text prompt (used as is) or a conversation (rendered with the tokenizer's chat template)."""
 
-BACKENDS = ("auto", "vllm", "transformers")
+BACKENDS = ("auto", "vllm", "transformers", "server")
 
 
 @dataclass(frozen=True)
@@ -28,9 +28,12 @@ class SamplingSettings:
         max_new_tokens (`int`, defaults to `4096`): most tokens per completion (the training config calls this
             `max_completion_length`, as does the `--max_completion_length` flag of the commands).
         seed (`int`, defaults to `0`): random seed of the sampling.
-        backend (`str`, defaults to `"auto"`): `"vllm"`, `"transformers"` or `"auto"` (vLLM when usable).
+        backend (`str`, defaults to `"auto"`): `"vllm"`, `"transformers"`, `"auto"` (vLLM when usable), or
+            `"server"`: a running vLLM server at `server_url` (unseeded: vLLM on CPU cannot seed a request).
         batch_size (`int`, defaults to `8`): prompts per `generate` call (transformers backend).
         dtype (`str`, defaults to `"auto"`): model dtype; `"auto"` is the checkpoint's on CUDA, float32 on CPU.
+        server_url (`str`, *optional*): base URL of the vLLM server of `backend="server"`, e.g.
+            `http://127.0.0.1:8000`; it must serve the model (the tokenizer is loaded from the model name).
     """
 
     temperature: float = 1.0
@@ -40,12 +43,14 @@ class SamplingSettings:
     backend: str = "auto"
     batch_size: int = 8
     dtype: str = "auto"
+    server_url: str | None = None
 
     def __post_init__(self) -> None:
         _check_sampling(1, self.temperature, self.top_p, self.max_new_tokens)
         _check_positive_int(self.batch_size, "batch_size")
         if self.backend not in BACKENDS:
             raise ValueError(f"backend must be one of {list(BACKENDS)}, got {self.backend!r}.")
+        _check_server(self.backend, self.server_url)
 
     def generate_kwargs(self) -> dict[str, Any]:
         """The settings as keyword arguments of [`generate_completions`]."""
@@ -68,6 +73,16 @@ def _check_sampling(num_samples: int, temperature: float, top_p: float, max_new_
         raise ValueError(f"top_p must be in (0, 1], got {top_p!r}.")
 
 
+def _check_server(backend: str, server_url: str | None) -> None:
+    """ValueError unless `server_url` is given exactly when `backend` is `"server"`."""
+    if backend == "server" and not server_url:
+        raise ValueError(
+            "backend='server' needs server_url, the base URL of a running vLLM server (e.g. http://127.0.0.1:8000)."
+        )
+    if backend != "server" and server_url:
+        raise ValueError(f"server_url={server_url!r} is read by backend='server' only; got backend={backend!r}.")
+
+
 def vllm_available() -> bool:
     """True when vLLM is installed and a CUDA device is visible."""
     import torch
@@ -76,7 +91,8 @@ def vllm_available() -> bool:
 
 
 def resolve_backend(backend: str) -> str:
-    """`auto` -> `vllm` when usable, else `transformers`; an explicit `vllm` without vLLM or CUDA is an error."""
+    """`auto` -> `vllm` when usable, else `transformers` (never `server`); an explicit `vllm` without vLLM or CUDA is
+    an error."""
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {list(BACKENDS)}, got {backend!r}.")
     if backend == "auto":
@@ -156,6 +172,34 @@ def _generate_vllm(
     ]
     outputs = llm.generate([{"prompt_token_ids": ids} for ids in prompt_ids], params, use_tqdm=True)
     return [[sample.text for sample in output.outputs] for output in outputs]
+
+
+def _generate_server(
+    model_name_or_path: str,
+    tokenizer: Any,
+    prompt_ids: list[list[int]],
+    num_samples: int,
+    *,
+    server_url: str,
+    temperature: float,
+    top_p: float,
+    max_new_tokens: int,
+) -> list[list[str]]:
+    """Sample from the vLLM server at `server_url` (`/v1/completions`), every prompt's request in flight at once."""
+    from ..server_requests import ServerCompletions, served_model
+
+    sampling = {"temperature": temperature, "top_p": top_p, "max_tokens": max_new_tokens}
+    model = served_model(server_url, model_name_or_path)
+    server = ServerCompletions(server_url.rstrip("/"), model, sampling, lambda logprobs: (None, None))
+    try:
+        for index, ids in enumerate(prompt_ids):
+            server.submit(index, ids, num_samples)
+        results: dict[int, list[list[int]]] = {}
+        while server.pending:
+            results.update((result.key, result.completion_ids) for result in server.results())
+    finally:
+        server.close()
+    return [tokenizer.batch_decode(results[index], skip_special_tokens=True) for index in range(len(prompt_ids))]
 
 
 def _torch_dtype(dtype: str, on_cuda: bool) -> Any:
@@ -244,15 +288,18 @@ def generate_completions(
     batch_size: int = 8,
     dtype: str = "auto",
     chat_template_kwargs: dict | None = None,
+    server_url: str | None = None,
 ) -> list[list[str]]:
     """`num_samples` sampled completions (decoded text) for every prompt, in prompt order.
 
     `backend`: `vllm` (needs vLLM and CUDA), `transformers` (`generate`, CUDA if available else CPU, `batch_size`
-    prompts per call), or `auto` (vLLM when usable). `temperature=0` is greedy decoding (one completion, repeated).
-    Results are reproducible for a given `seed` on a given backend and device.
+    prompts per call), `auto` (vLLM when usable), or `server` (the vLLM server at `server_url`, serving the model).
+    `temperature=0` is greedy decoding (one completion, repeated). Results are reproducible for a given `seed` on a
+    given backend and device, except from a server, which is not seeded.
     """
     _check_sampling(num_samples, temperature, top_p, max_new_tokens)
     _check_positive_int(batch_size, "batch_size")
+    _check_server(backend, server_url)
     if not prompts:
         return []
     name = str(model_name_or_path)
@@ -264,6 +311,9 @@ def generate_completions(
     options = {"temperature": temperature, "top_p": top_p, "max_new_tokens": max_new_tokens, "seed": seed}
     if chosen == "vllm":
         return _generate_vllm(name, prompt_ids, num_samples, dtype=dtype, **options)
+    if chosen == "server":
+        options.pop("seed")
+        return _generate_server(name, tokenizer, prompt_ids, num_samples, server_url=server_url, **options)
     return _generate_transformers(
         name, tokenizer, prompt_ids, num_samples, batch_size=batch_size, dtype=dtype, **options
     )

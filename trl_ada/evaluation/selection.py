@@ -22,10 +22,61 @@ DEFAULT_MAX_PASS_RATE = 0.75
 group of 4 is all-correct, hence gradient-free, more than a third of the time (0.75**4 = 0.32; at 0.9, 0.66)."""
 
 
-def _check_max_pass_rate(max_pass_rate: float) -> None:
-    """ValueError unless 0 < max_pass_rate <= 1."""
+def _check_band(max_pass_rate: float, min_correct: int) -> None:
+    """ValueError unless 0 < max_pass_rate <= 1 and min_correct is an integer >= 0."""
     if not 0 < max_pass_rate <= 1:
         raise ValueError(f"max_pass_rate must be in (0, 1], got {max_pass_rate!r}.")
+    if isinstance(min_correct, bool) or not isinstance(min_correct, int) or min_correct < 0:
+        raise ValueError(f"min_correct must be an integer >= 0, got {min_correct!r}.")
+
+
+def score_prompts(
+    model: str | Path,
+    dataset: Dataset,
+    num_samples: int = 16,
+    *,
+    sampling: SamplingSettings | None = None,
+    problem_column: str | None = None,
+    answer_column: str | None = None,
+    reward_func: RewardFunc | None = None,
+) -> Dataset:
+    """Every prompt with its pass rate: the rows formatted with the paper's prompt (a conversation is kept as it is),
+    plus `num_correct` (of `num_samples` samples) and `pass_rate` columns ([`estimate_pass_rates`]).
+
+    `reward_func` (default [`~trl_ada.rewards.math_reward`]) is called as TRL calls it, with the dataset's other
+    columns as keywords. `sampling` defaults to `SamplingSettings(max_new_tokens=2048)`.
+    """
+    _check_positive_int(num_samples, "num_samples")
+    formatted = _format(dataset, problem_column, answer_column)
+    earlier = [column for column in ("num_correct", "pass_rate") if column in formatted.column_names]
+    formatted = formatted.remove_columns(earlier)  # re-selecting an earlier selection replaces its estimates
+    sampling = sampling or SamplingSettings(max_new_tokens=2048)
+    columns = {name: formatted[name] for name in formatted.column_names if name not in ("prompt", "answer")}
+    pass_rates = estimate_pass_rates(
+        model,
+        formatted["prompt"],
+        formatted["answer"],
+        num_samples,
+        sampling=sampling,
+        reward_func=reward_func,
+        columns=columns,
+    )
+    num_correct = [round(rate * num_samples) for rate in pass_rates]
+    return formatted.add_column("num_correct", num_correct).add_column("pass_rate", pass_rates)
+
+
+def keep_in_band(scored: Dataset, max_pass_rate: float = DEFAULT_MAX_PASS_RATE, min_correct: int = 1) -> Dataset:
+    """The prompts of [`score_prompts`] worth training on: at least `min_correct` correct samples and a pass rate at
+    most `max_pass_rate`; the counts dropped each way are logged."""
+    _check_band(max_pass_rate, min_correct)
+    num_correct, pass_rates = scored["num_correct"], scored["pass_rate"]
+    keep = [
+        i
+        for i, (n, p) in enumerate(zip(num_correct, pass_rates, strict=True))
+        if n >= min_correct and p <= max_pass_rate
+    ]
+    _log_selection(num_correct, pass_rates, len(keep), min_correct, max_pass_rate)
+    return scored.select(keep)
 
 
 def select_prompts(
@@ -42,32 +93,24 @@ def select_prompts(
 ) -> Dataset:
     """The paper's difficulty filter: keep prompts the model solves sometimes, but not too often.
 
-    Estimates each prompt's pass rate from `num_samples` samples (paper: 16; [`estimate_pass_rates`], scored by
-    `reward_func`, default [`~trl_ada.rewards.math_reward`]) and keeps a
-    prompt when it has at least `min_correct` correct samples and a pass rate <= `max_pass_rate` (default 0.75).
-    Returns the kept rows, formatted with the paper's prompt, plus `num_correct` and `pass_rate` columns.
-    `sampling` defaults to `SamplingSettings(max_new_tokens=2048)`.
+    Estimates each prompt's pass rate from `num_samples` samples (paper: 16; [`score_prompts`], scored by
+    `reward_func`, default [`~trl_ada.rewards.math_reward`]) and keeps a prompt when it has at least `min_correct`
+    correct samples and a pass rate <= `max_pass_rate` (default 0.75; [`keep_in_band`]). Returns the kept rows,
+    formatted with the paper's prompt, plus `num_correct` and `pass_rate` columns. `sampling` defaults to
+    `SamplingSettings(max_new_tokens=2048)`.
     """
     _check_positive_int(num_samples, "num_samples")
-    _check_max_pass_rate(max_pass_rate)
-    if isinstance(min_correct, bool) or not isinstance(min_correct, int) or min_correct < 0:
-        raise ValueError(f"min_correct must be an integer >= 0, got {min_correct!r}.")
-    formatted = _format(dataset, problem_column, answer_column)
-    earlier = [column for column in ("num_correct", "pass_rate") if column in formatted.column_names]
-    formatted = formatted.remove_columns(earlier)  # re-selecting an earlier selection replaces its estimates
-    sampling = sampling or SamplingSettings(max_new_tokens=2048)
-    pass_rates = estimate_pass_rates(
-        model, formatted["prompt"], formatted["answer"], num_samples, sampling=sampling, reward_func=reward_func
+    _check_band(max_pass_rate, min_correct)
+    scored = score_prompts(
+        model,
+        dataset,
+        num_samples,
+        sampling=sampling,
+        problem_column=problem_column,
+        answer_column=answer_column,
+        reward_func=reward_func,
     )
-    num_correct = [round(rate * num_samples) for rate in pass_rates]
-    scored = formatted.add_column("num_correct", num_correct).add_column("pass_rate", pass_rates)
-    keep = [
-        i
-        for i, (n, p) in enumerate(zip(num_correct, pass_rates, strict=True))
-        if n >= min_correct and p <= max_pass_rate
-    ]
-    _log_selection(num_correct, pass_rates, len(keep), min_correct, max_pass_rate)
-    return scored.select(keep)
+    return keep_in_band(scored, max_pass_rate, min_correct)
 
 
 def _log_selection(

@@ -1,0 +1,1041 @@
+"""Learning on a real pretrained model: SmolLM2-135M-Instruct, five ways, at equal wall time on a real vLLM-CPU engine.
+
+What it measures
+----------------
+Five arms train SmolLM2-135M-Instruct (`trl_ada.real.smollm2_checkpoint`) from the same weights, generating through
+one real vLLM server on CPU, weights pushed after every optimizer step:
+
+- `GRPO n=4`, `GRPO n=8`: `ReinforceAdaTrainer(sampling="grpo")`;
+- `Seq-balance`:          `ReinforceAdaTrainer(sampling="balance")`, n = 4, M = 8, N = 4, rounds;
+- `Est n=8`:              `ReinforceAdaTrainer(sampling="est", num_generations=8)` (docs/choosing.md's preset when
+  prompts need their own answers and GPU hours are paid);
+- `async balance`:        `AsyncReinforceAdaTrainer(sampling="balance")`, n = 4 (generation runs while it trains).
+
+Same learning rate (tuned once, for GRPO n=4, by `--lr-sweep`), constant schedule, token-level clipped loss
+(ε = 0.2 / 0.28, β = 0, no std scaling), `prompts_per_step` prompts per step, temperature 1, and the same trainable
+parameters: the top `trainable_layers` decoder layers and the final norm (the rest, embeddings included, frozen,
+which halves the step and makes the weight push a sixth of the model's), for every arm.
+
+Two task families (`trl_ada.real.tasks`): arithmetic (learning transfers) and capital cities (it does not). Their
+train prompts are filtered like the paper's (base pass rate from `selection_samples` samples in a band, through
+`trl_ada.evaluation.score_prompts` / `keep_in_band` sampling from the same server), capped at `train_size`; the
+held-out test prompts are disjoint operand pairs (arithmetic) or the trained countries asked in a held-out phrasing
+(capitals), plus, for capitals, unseen countries as the no-transfer control. Base pass rates are cached in
+`--out/pass_rates.json`.
+
+Every run trains for the same wall-clock budget (`budget_s` of training clock, from train begin: generation,
+scoring, weight pushes, backward, update); the weights it had at each of `marks` evenly spaced wall-time marks (those
+of its last step ended by then) are kept and evaluated after it stops, so evaluation is not on the training clock
+(its time is reported). Held-out evaluation: `eval_k` samples per prompt from the server at temperature 1; avg@k
+overall and on the hardest third of the test prompts by base pass rate, pass@k, and the entropy per token (the mean
+negative log-prob of the sampled tokens, its Monte-Carlo estimate), against the wall-time marks and against the
+completion tokens the server generated for the run (`vllm:generation_tokens_total`) up to that snapshot. Every push
+is checked: after loading a snapshot the server's prompt log-probs must match the trainer model's.
+
+Runs are interleaved: within each seed every arm runs once per family, in an order that rotates from seed to seed.
+Each run's result is one JSON file under `--out/runs/`; a run whose file exists is not run again, so an interrupted
+benchmark resumes where it stopped.
+
+Run from the repository root in the vLLM environment of `make test-vllm` (docs/benchmarks_real.md):
+
+    .venv-vllm/bin/python -m benchmarks.real_learning                    # 3 seeds x 2 families x 5 arms
+    .venv-vllm/bin/python -m benchmarks.real_learning --smoke            # minutes
+    .venv-vllm/bin/python -m benchmarks.real_learning --lr-sweep 1e-5 3e-5 1e-4   # GRPO n=4, fixed steps
+
+Without `--server-url` the script starts a server of SmolLM2 itself (and stops it at the end). Writes `results.json`,
+`tables.md`, `real_<family>.png` and `pass_rates.png` into `--out` (default `benchmarks/results/real_learning/`).
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import math
+import statistics
+import sys
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from benchmarks.common import machine_description, make_parser, markdown, pyplot, save_figure, write_json
+
+_REPO_ROOT = Path(__file__).resolve().parents[1]
+ARMS = ("GRPO n=4", "GRPO n=8", "Seq-balance", "Est n=8", "async balance")
+ARM_SAMPLING = {
+    "GRPO n=4": ("grpo", 4),
+    "GRPO n=8": ("grpo", 8),
+    "Seq-balance": ("balance", 4),
+    "Est n=8": ("est", 8),
+    "async balance": ("balance", 4),
+}
+"""(preset, n) of every arm."""
+REFERENCE = "GRPO n=4"
+RECOMMENDED = "Est n=8"
+"""docs/choosing.md's preset when prompts need their own answers and GPU hours are paid (the paper's regime)."""
+NO_TRANSFER = "capitals"
+SMOKE_ARMS = ("Est n=8", "async balance")
+MAX_SYNC_GAP = 1e-3
+"""Largest |server − trainer| prompt log-prob accepted after a push (float32 on both sides gives ~1e-6)."""
+
+
+@dataclass
+class Settings:
+    """One benchmark configuration; every field but `seeds`, `families` and `arms` is part of each run's identity."""
+
+    seeds: int = 3
+    families: tuple[str, ...] = ("arithmetic", "capitals")
+    arms: tuple[str, ...] = ARMS
+    budget_s: float = 120.0
+    marks: int = 3
+    steps: int = 10_000  # a ceiling: the wall-clock budget ends a run (the sweep runs a fixed number instead)
+    prompts_per_step: int = 4
+    max_completion_length: int = 32
+    learning_rate: float = 2e-4  # the best of --lr-sweep 1e-5 5e-5 2e-4 for GRPO n=4 on both families
+    trainable_layers: int = 6
+    max_staleness: int = 2
+    eval_k: int = 4
+    selection_samples: int = 16
+    min_correct: int = 1
+    max_pass_rate: float = 0.5
+    train_size: int = 12
+    train_per_kind: int = 12
+    test_per_kind: int = 8
+    train_countries: int = 48
+    control_countries: int = 16
+    task_seed: int = 0
+
+    @classmethod
+    def smoke(cls) -> Settings:
+        return cls(
+            seeds=1,
+            arms=SMOKE_ARMS,
+            budget_s=1.0,
+            marks=1,
+            prompts_per_step=2,
+            max_completion_length=16,
+            eval_k=2,
+            selection_samples=4,
+            min_correct=0,
+            max_pass_rate=1.0,
+            train_size=4,
+            train_per_kind=1,
+            test_per_kind=1,
+            train_countries=4,
+            control_countries=2,
+        )
+
+    def identity(self) -> dict[str, Any]:
+        """The fields a run's result depends on."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("seeds", "families", "arms")}
+
+    def mark_times(self) -> list[float]:
+        return [self.budget_s * (i + 1) / self.marks for i in range(self.marks)]
+
+
+# ---------------------------------------------------------------------------------------------------- tasks
+
+
+@dataclass
+class Family:
+    """A family's prompts: the kept train rows, and the evaluation rows (`split` "test" or "control") with their
+    base pass rates."""
+
+    name: str
+    train: list[dict[str, Any]]
+    evaluation: list[dict[str, Any]]
+    candidates: list[dict[str, Any]]  # every train candidate with its base pass rate (for the histogram)
+
+    def meta(self) -> dict[str, Any]:
+        """What the summary needs: each evaluation row's fact, kind, split and base pass rate; the train facts."""
+        keys = ("fact", "kind", "split", "pass_rate")
+        return {
+            "train": [{k: row[k] for k in ("fact", "kind", "pass_rate")} for row in self.train],
+            "evaluation": [{k: row[k] for k in keys} for row in self.evaluation],
+            "candidates": [{k: row[k] for k in ("fact", "kind", "pass_rate")} for row in self.candidates],
+        }
+
+
+class PassRates:
+    """Base pass rates (correct samples of `samples`) per (family, split, fact), cached in a JSON file; a cache made
+    with other sampling settings is ignored."""
+
+    def __init__(self, path: Path, key: dict[str, Any]):
+        self.path, self.key = path, key
+        saved = json.loads(path.read_text()) if path.is_file() else {}
+        self.counts: dict[str, int] = saved.get("counts", {}) if saved.get("key") == key else {}
+
+    def rates(
+        self, rows: list[dict[str, Any]], split: str, estimate: Callable[[list[dict]], list[int]]
+    ) -> list[float]:
+        """Each row's pass rate; the rows not cached are estimated (`estimate` gives their correct counts)."""
+        names = [f"{row['family']}/{split}/{row['fact']}" for row in rows]
+        todo = [(row, name) for row, name in zip(rows, names, strict=True) if name not in self.counts]
+        if todo:
+            fresh = estimate([row for row, _ in todo])
+            self.counts.update((name, int(count)) for (_, name), count in zip(todo, fresh, strict=True))
+            write_json(self.path, {"key": self.key, "counts": self.counts})
+        return [self.counts[name] / self.key["samples"] for name in names]
+
+
+def capped(rows: list[dict[str, Any]], size: int) -> list[dict[str, Any]]:
+    """At most `size` rows, taken round-robin over their kinds in row order (every kind kept as far as it goes)."""
+    by_kind: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        by_kind.setdefault(row["kind"], []).append(row)
+    picked: list[dict[str, Any]] = []
+    while len(picked) < size and any(by_kind.values()):
+        for queue in by_kind.values():
+            if queue and len(picked) < size:
+                picked.append(queue.pop(0))
+    return picked
+
+
+def prepare_family(name: str, settings: Settings, model: str, server_url: str, cache: PassRates) -> Family:
+    """The family's train candidates scored and filtered, and its evaluation rows with their base pass rates."""
+    from trl_ada.evaluation import SamplingSettings, keep_in_band, score_prompts
+    from trl_ada.real.tasks import arithmetic_task, capitals_task, task_reward
+
+    sampling = SamplingSettings(max_new_tokens=settings.max_completion_length, backend="server", server_url=server_url)
+    reward = task_reward(name)
+
+    def estimate(rows: list[dict]) -> list[int]:
+        from datasets import Dataset
+
+        scored = score_prompts(
+            model, Dataset.from_list(rows), settings.selection_samples, sampling=sampling, reward_func=reward
+        )
+        return list(scored["num_correct"])
+
+    if name == "arithmetic":
+        task = arithmetic_task(settings.train_per_kind, settings.test_per_kind, seed=settings.task_seed)
+    else:
+        task = capitals_task(settings.train_countries, settings.control_countries, seed=settings.task_seed)
+    candidates = [dict(row) for row in task["train"]]
+    for row, rate in zip(candidates, cache.rates(candidates, "train", estimate), strict=True):
+        row["pass_rate"], row["num_correct"] = rate, round(rate * settings.selection_samples)
+    from datasets import Dataset
+
+    band = keep_in_band(Dataset.from_list(candidates), settings.max_pass_rate, settings.min_correct)
+    train = capped([dict(row) for row in band], settings.train_size)
+    if not train:
+        raise RuntimeError(
+            f"No {name} train prompt has a base pass rate in the band (at least {settings.min_correct} of "
+            f"{settings.selection_samples} correct, at most {settings.max_pass_rate}); widen the band."
+        )
+    trained = {row["fact"] for row in train}
+    evaluation = []
+    for split in ("test", "control"):
+        if split not in task:
+            continue
+        rows = [
+            dict(row, split=split)
+            for row in task[split]
+            if split == "control" or name != "capitals" or row["fact"] in trained
+        ]
+        for row, rate in zip(rows, cache.rates(rows, split, estimate), strict=True):
+            row["pass_rate"] = rate
+        evaluation += rows
+    return Family(name, train, evaluation, candidates)
+
+
+def hardest_third(meta: list[dict[str, Any]]) -> list[int]:
+    """Indices of the hardest third (rounded up) of the `test` rows by base pass rate, ties in row order."""
+    test = [i for i, row in enumerate(meta) if row["split"] == "test"]
+    ranked = sorted(test, key=lambda i: (meta[i]["pass_rate"], i))
+    return sorted(ranked[: math.ceil(len(test) / 3)])
+
+
+def train_rows(family: Family, seed: int, epochs: int = 200) -> list[dict[str, Any]]:
+    """The train prompts repeated `epochs` times, each pass in its own seeded order (the arms read them in turn;
+    the asynchronous worker reads the rows in order)."""
+    import random
+
+    rng = random.Random(seed)
+    columns = ("prompt", "answer", "fact", "kind")
+    rows = [{k: row[k] for k in columns} for row in family.train]
+    return [row for _ in range(epochs) for row in rng.sample(rows, len(rows))]
+
+
+# ---------------------------------------------------------------------------------------------------- one run
+
+
+@dataclass
+class Snapshot:
+    """The trainable weights a run had at a wall-time mark: those of its last step ended by then."""
+
+    mark_s: float
+    clock_s: float
+    step: int
+    tokens: float
+    weights: dict[str, Any] = field(repr=False)
+
+    def record(self) -> dict[str, float]:
+        """Where the snapshot was taken: its mark, the training clock, the step and the tokens generated by then."""
+        return {"mark_s": self.mark_s, "clock_s": self.clock_s, "step": self.step, "tokens": self.tokens}
+
+
+class MarkClock:
+    """The training clock of a run (wall time since train begin, minus the time spent here) and its snapshots.
+
+    At every step end: record (clock, step, tokens); every mark the clock has passed gets the weights of the previous
+    step end (the last one at or before the mark); once the last mark is passed, the run stops. A run that ends
+    before its marks (a fixed number of steps) gives the remaining marks its last weights (`finish`).
+    """
+
+    def __init__(self, marks: Sequence[float], weights: Callable[[], dict[str, Any]], tokens: Callable[[], float]):
+        self.marks, self.weights, self.tokens = list(marks), weights, tokens
+        self.steps: list[dict[str, float]] = []
+        self.snapshots: list[Snapshot] = []
+        self.start = self.paused = self.tokens0 = 0.0
+        self.last: tuple[float, int, float, dict[str, Any]] = (0.0, 0, 0.0, {})
+
+    def begin(self) -> None:
+        self.tokens0 = self.tokens()
+        self.last = (0.0, 0, 0.0, self.weights())
+        self.start, self.paused = time.perf_counter(), 0.0
+
+    def step_end(self, step: int) -> bool:
+        """Record the step that just ended; True when the run must stop."""
+        ended = time.perf_counter()
+        clock = ended - self.start - self.paused
+        tokens = self.tokens() - self.tokens0
+        self.steps.append({"step": step, "clock_s": clock, "tokens": tokens})
+        while len(self.snapshots) < len(self.marks) and clock > self.marks[len(self.snapshots)]:
+            self.snapshots.append(Snapshot(self.marks[len(self.snapshots)], *self.last))
+        done = len(self.snapshots) == len(self.marks)
+        if not done:
+            self.last = (clock, step, tokens, self.weights())
+        self.paused += time.perf_counter() - ended
+        return done
+
+    def finish(self) -> None:
+        while len(self.snapshots) < len(self.marks):
+            self.snapshots.append(Snapshot(self.marks[len(self.snapshots)], *self.last))
+
+    def callback(self):
+        """A `TrainerCallback` driving this clock."""
+        from transformers import TrainerCallback
+
+        clock = self
+
+        class Clock(TrainerCallback):
+            def on_train_begin(self, args, state, control, **kwargs):
+                clock.begin()
+
+            def on_step_end(self, args, state, control, **kwargs):
+                if clock.step_end(state.global_step):
+                    control.should_training_stop = True
+
+        return Clock()
+
+
+def train_top_layers(model, layers: int) -> dict[str, Any]:
+    """Freeze every parameter but those of the last `layers` decoder layers and the final norm; returns the
+    trainable parameters by name."""
+    for param in model.parameters():
+        param.requires_grad_(False)
+    for module in [*model.model.layers[-layers:], model.model.norm]:
+        for param in module.parameters():
+            param.requires_grad_(True)
+    return {name: param for name, param in model.named_parameters() if param.requires_grad}
+
+
+def arm_config(arm: str, settings: Settings, server_url: str, output_dir: Path, seed: int):
+    """The trainer config of `arm`: its preset and n, on the settings shared by every arm."""
+    from benchmarks.vllm_step_time import run_fields
+    from trl_ada import ReinforceAdaConfig
+    from trl_ada.async_grpo import AsyncReinforceAdaConfig
+
+    sampling, n = ARM_SAMPLING[arm]
+    shared = dict(
+        **run_fields(output_dir, settings, seed),
+        sampling=sampling,
+        num_generations=n,
+        per_device_train_batch_size=settings.prompts_per_step * n,
+        epsilon=0.2,
+        epsilon_high=0.28,
+        gradient_checkpointing=False,  # TRL's default recomputes the forward pass; memory is not short here
+        vllm_server_base_url=server_url,
+        vllm_server_timeout=120,
+        overwrite_output_dir=True,
+    )
+    if arm == "async balance":  # TRL's asynchronous loss: token-level, clipped, no KL term, no std scaling
+        return AsyncReinforceAdaConfig(**shared, max_staleness=settings.max_staleness, token_budget=0, dtype="float32")
+    return ReinforceAdaConfig(
+        **shared,
+        beta=0.0,
+        loss_type="dapo",
+        scale_rewards="none",
+        use_vllm=True,
+        vllm_mode="server",
+        vllm_importance_sampling_correction=False,  # the push is exact: the correction would cost a forward pass
+    )
+
+
+def arm_trainer(arm: str, settings: Settings, family: Family, model_dir: str, server_url: str, out: Path, seed: int):
+    """A fresh trainer of `arm` on the family's train prompts (trainable parameters not yet restricted)."""
+    from datasets import Dataset
+
+    from trl_ada import ReinforceAdaTrainer
+    from trl_ada.async_grpo import AsyncReinforceAdaTrainer
+    from trl_ada.real.tasks import task_reward
+
+    args = arm_config(arm, settings, server_url, out, seed)
+    dataset = Dataset.from_list(train_rows(family, seed))
+    reward = task_reward(family.name)
+    if arm == "async balance":
+        return AsyncReinforceAdaTrainer(model_dir, reward_funcs=[reward], args=args, train_dataset=dataset)
+    return ReinforceAdaTrainer(model=model_dir, reward_funcs=[reward], args=args, train_dataset=dataset)
+
+
+def push_trainable_only(trainer, names: Iterable[str]) -> None:
+    """The synchronous trainer pushes only the trainable parameters (the server keeps the frozen ones it loaded),
+    as TRL's asynchronous trainer already does."""
+    names = set(names)
+    generation = trainer.vllm_generation
+    every = generation._iter_named_params
+    generation._iter_named_params = lambda: ((name, p) for name, p in every() if name in names)
+
+
+def run_arm(arm: str, settings: Settings, family: Family, probe: Probe, scratch: Path, seed: int) -> dict[str, Any]:
+    """Train one arm for the budget, then evaluate its snapshots; the run's record."""
+    from transformers import PrinterCallback
+
+    from tests.vllm_support.probes import server_metric
+
+    built = time.perf_counter()
+    output_dir = scratch / f"{family.name}-{arm}-{seed}"
+    trainer = arm_trainer(arm, settings, family, probe.model_dir, probe.server_url, output_dir, seed)
+    trainer.remove_callback(PrinterCallback)
+    trainable = train_top_layers(trainer.model, settings.trainable_layers)
+    if arm != "async balance":
+        push_trainable_only(trainer, trainable)
+    clock = MarkClock(
+        settings.mark_times() if settings.budget_s < math.inf else [math.inf],
+        lambda: {name: p.detach().clone() for name, p in trainable.items()},
+        lambda: server_metric(probe.server_url, "vllm:generation_tokens_total"),
+    )
+    trainer.callback_handler.callbacks.insert(0, clock.callback())  # the clock starts before TRL's first push
+    build_s = time.perf_counter() - built
+    started = time.perf_counter()
+    trainer.train()
+    train_s = time.perf_counter() - started
+    clock.finish()
+    logs = [
+        {k: v for k, v in entry.items() if isinstance(v, (int, float))}
+        for entry in trainer.state.log_history
+        if "loss" in entry
+    ]
+    trainable.clear()  # the clock no longer copies: the trainer and its model can go
+    del trainer
+    gc.collect()
+    marks = []
+    for snapshot in clock.snapshots:
+        marks.append({**snapshot.record(), "eval": probe.evaluate(snapshot.weights, family, settings)})
+    return {
+        "family": family.name,
+        "arm": arm,
+        "seed": seed,
+        "settings": settings.identity(),
+        "build_s": build_s,
+        "train_s": train_s,
+        "eval_s": sum(mark["eval"]["seconds"] for mark in marks),
+        "wall_s": time.perf_counter() - built,
+        "steps": clock.steps,
+        "marks": marks,
+        "logs": logs,
+    }
+
+
+def run_base(settings: Settings, family: Family, probe: Probe, seed: int) -> dict[str, Any]:
+    """The base model's evaluation: the point at wall time 0 of every arm of this seed."""
+    evaluation = probe.evaluate(probe.base, family, settings)
+    mark = {"mark_s": 0.0, "clock_s": 0.0, "step": 0, "tokens": 0.0, "eval": evaluation}
+    identity = {"family": family.name, "arm": "base", "seed": seed, "settings": settings.identity()}
+    return {**identity, "wall_s": evaluation["seconds"], "marks": [mark]}
+
+
+class Probe:
+    """Evaluation on the server: a plain copy of the model (trainable as the runs are) whose weights are pushed,
+    checked against the server's log-probs, then sampled on the server."""
+
+    def __init__(self, model_dir: str, server_url: str, trainable_layers: int):
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        from trl_ada.server_requests import served_model
+
+        self.model_dir, self.server_url = model_dir, server_url
+        self.model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
+        self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        self.trainable = train_top_layers(self.model, trainable_layers)
+        self.base = {name: p.detach().clone() for name, p in self.trainable.items()}
+        self.served = served_model(server_url, model_dir)
+
+    def push(self, named_tensors: Iterable[tuple[str, Any]]) -> None:
+        """Reload these tensors on the server and drop the KV cached under the old ones."""
+        import requests
+
+        from trl_ada.async_grpo.weights import post_weights
+
+        with requests.Session() as session:
+            post_weights(session, self.server_url, named_tensors, timeout=600)
+            session.post(f"{self.server_url}/reset_prefix_cache", timeout=60).raise_for_status()
+
+    def reset_server(self, layers_per_push: int = 5) -> None:
+        """Push every parameter of the checkpoint: the runs push only the trainable ones, so the frozen ones must be
+        the checkpoint's (a server that trained something else before holds other weights). Whole decoder layers
+        go `layers_per_push` at a time (one push of the whole model needs gigabytes on both sides)."""
+        self.load(self.base)
+        chunks: dict[int, list[tuple[str, Any]]] = {}
+        for name, param in self.model.named_parameters():
+            parts = name.split(".")
+            layer = int(parts[2]) if parts[:2] == ["model", "layers"] else -layers_per_push
+            chunks.setdefault(layer // layers_per_push, []).append((name, param.detach()))
+        for chunk in chunks.values():
+            self.push(chunk)
+
+    def load(self, weights: dict[str, Any]) -> None:
+        import torch
+
+        with torch.no_grad():
+            for name, value in weights.items():
+                self.trainable[name].copy_(value)
+
+    def evaluate(self, weights: dict[str, Any], family: Family, settings: Settings) -> dict[str, Any]:
+        """Push `weights`, check the push, and sample `eval_k` completions of every evaluation prompt: per prompt the
+        correct count, and the entropy per token over all samples."""
+        from trl.generation.vllm_client import parse_logprobs
+
+        from tests.vllm_support.probes import model_logprobs, server_prompt_logprobs
+        from trl_ada.evaluation import encode_prompts, score_completions
+        from trl_ada.real.tasks import task_reward
+        from trl_ada.server_requests import ServerCompletions
+
+        started = time.perf_counter()
+        self.load(weights)
+        self.push((name, p.detach()) for name, p in self.trainable.items())
+        rows = family.evaluation
+        prompt_ids = encode_prompts(self.tokenizer, [row["prompt"] for row in rows])
+        probe = prompt_ids[0] + self.tokenizer(f" {rows[0]['answer']}.", add_special_tokens=False)["input_ids"]
+        served = server_prompt_logprobs(self.server_url, self.served, probe)
+        gap = max(abs(a - b) for a, b in zip(served, model_logprobs(self.model, probe), strict=True))
+        if gap > MAX_SYNC_GAP:
+            raise RuntimeError(f"The server's log-probs differ from the model's by {gap:.2e} after a push: not exact.")
+        sampling = {"temperature": 1.0, "max_tokens": settings.max_completion_length, "logprobs": 0}
+        server = ServerCompletions(self.server_url, self.served, sampling, parse_logprobs)
+        try:
+            for index, ids in enumerate(prompt_ids):
+                server.submit(index, ids, settings.eval_k)
+            results = {}
+            while server.pending:
+                results.update((result.key, result) for result in server.results())
+        finally:
+            server.close()
+        answers = [results[i] for i in range(len(prompt_ids))]
+        texts = [self.tokenizer.batch_decode(a.completion_ids, skip_special_tokens=True) for a in answers]
+        correct = score_completions(texts, [row["answer"] for row in rows], reward_func=task_reward(family.name))
+        logprobs = [lp for a in answers for sample in a.logprobs for lp in sample]
+        return {
+            "correct": [sum(samples) for samples in correct],
+            "entropy": -statistics.fmean(logprobs) if logprobs else float("nan"),
+            "tokens_per_sample": len(logprobs) / (len(rows) * settings.eval_k),
+            "sync_gap": gap,
+            "seconds": time.perf_counter() - started,
+        }
+
+
+# ---------------------------------------------------------------------------------------------------- runs on disk
+
+
+def run_path(out: Path, family: str, arm: str, seed: int) -> Path:
+    slug = arm.replace(" ", "_").replace("=", "")
+    return out / "runs" / family / f"{slug}-seed{seed}.json"
+
+
+def load_run(path: Path, settings: Settings) -> dict[str, Any] | None:
+    """The saved run at `path`, None if there is none; an error when it was made with other settings."""
+    if not path.is_file():
+        return None
+    run = json.loads(path.read_text())
+    if run["settings"] != settings.identity():
+        raise SystemExit(
+            f"{path} was made with other settings ({_differences(run['settings'], settings.identity())}); use "
+            "another --out, or delete the runs directory to start over."
+        )
+    return run
+
+
+def _differences(saved: dict[str, Any], wanted: dict[str, Any]) -> str:
+    return ", ".join(
+        f"{k}: {saved.get(k)!r} there, {wanted.get(k)!r} now" for k in wanted if saved.get(k) != wanted[k]
+    )
+
+
+def schedule(settings: Settings, first_seed: int) -> list[tuple[int, str, str]]:
+    """(seed, family, arm) in run order: per seed, the base evaluations, then every arm once per family, the arms in
+    an order that rotates from seed to seed."""
+    from benchmarks.vllm_step_time import interleaved
+
+    order: list[tuple[int, str, str]] = []
+    for cycle, arm in interleaved(settings.arms, settings.seeds):
+        seed = first_seed + cycle
+        if not any(s == seed for s, _, _ in order):
+            order += [(seed, family, "base") for family in settings.families]
+        order += [(seed, family, arm) for family in settings.families]
+    return order
+
+
+# ---------------------------------------------------------------------------------------------------- summary
+
+
+def accuracies(correct: Sequence[int], meta: list[dict[str, Any]], k: int) -> dict[str, float]:
+    """avg@k over the test rows and their hardest third, pass@k over the test rows, avg@k over the control rows."""
+    test = [i for i, row in enumerate(meta) if row["split"] == "test"]
+    control = [i for i, row in enumerate(meta) if row["split"] == "control"]
+
+    def avg(indices: list[int]) -> float:
+        return statistics.fmean(correct[i] / k for i in indices) if indices else float("nan")
+
+    return {
+        "avg_at_k": avg(test),
+        "hardest_third": avg(hardest_third(meta)),
+        "pass_at_k": statistics.fmean(float(correct[i] > 0) for i in test),
+        "control": avg(control),
+    }
+
+
+METRICS = ("avg_at_k", "hardest_third", "pass_at_k", "entropy", "control")
+
+
+def points(run: dict[str, Any], base: dict[str, Any], meta: list[dict[str, Any]], k: int) -> list[dict[str, float]]:
+    """The run's curve: the base point at 0 s, then one point per mark (wall-time mark, tokens, metrics)."""
+    curve = []
+    for mark in base["marks"][:1] + run["marks"]:
+        evaluation = mark["eval"]
+        curve.append(
+            {
+                "mark_s": mark["mark_s"],
+                "clock_s": mark["clock_s"],
+                "step": mark["step"],
+                "tokens": mark["tokens"],
+                **accuracies(evaluation["correct"], meta, k),
+                "entropy": evaluation["entropy"],
+            }
+        )
+    return curve
+
+
+def spread(values: Sequence[float]) -> dict[str, Any]:
+    """Mean and (population) std over seeds, and the per-seed values."""
+    finite = [v for v in values if v is not None and math.isfinite(v)]
+    return {
+        "mean": statistics.fmean(finite) if finite else float("nan"),
+        "std": statistics.pstdev(finite) if len(finite) > 1 else 0.0,
+        "values": list(values),
+    }
+
+
+def agreement(mine: Sequence[float], theirs: Sequence[float]) -> dict[str, Any]:
+    """Per seed, mine − theirs: mean ± std, and on how many seeds mine is higher."""
+    differences = [a - b for a, b in zip(mine, theirs, strict=True)]
+    return {**spread(differences), "higher": sum(d > 0 for d in differences), "seeds": len(differences)}
+
+
+def reached(curve: list[dict[str, float]], target: float, metric: str = "hardest_third") -> float:
+    """The first wall-time mark at which the curve's `metric` is at least `target` (inf when never)."""
+    return next((p["mark_s"] for p in curve if p[metric] >= target), math.inf)
+
+
+def summarize(runs: list[dict[str, Any]], meta: dict[str, Any], settings: Settings) -> dict[str, Any]:
+    """Per family: every arm's curve over seeds (mean ± std per mark), the comparisons at equal wall time with GRPO
+    n=4 and n=8, and when each arm reaches GRPO n=4's final hardest third."""
+    k = settings.eval_k
+    summary: dict[str, Any] = {}
+    for family in settings.families:
+        rows = meta[family]["evaluation"]
+        bases = {run["seed"]: run for run in runs if run["family"] == family and run["arm"] == "base"}
+        seeds = sorted(bases)
+        curves = {
+            arm: {
+                run["seed"]: points(run, bases[run["seed"]], rows, k)
+                for run in runs
+                if run["family"] == family and run["arm"] == arm and run["seed"] in bases
+            }
+            for arm in settings.arms
+        }
+        complete = [s for s in seeds if all(s in curves[arm] for arm in settings.arms)]
+        arms = {}
+        for arm in settings.arms:
+            per_seed = [curves[arm][s] for s in complete]
+            arms[arm] = {
+                "curve": [
+                    {
+                        name: spread([curve[i][name] for curve in per_seed])
+                        for name in ("mark_s", "clock_s", "step", "tokens", *METRICS)
+                    }
+                    for i in range(settings.marks + 1)
+                ]
+                if per_seed
+                else [],
+            }
+        comparisons = {}
+        for arm in settings.arms:
+            for reference in ("GRPO n=4", "GRPO n=8"):
+                if arm == reference or reference not in settings.arms or not complete:
+                    continue
+                comparisons[f"{arm} − {reference}"] = {
+                    metric: [
+                        agreement(
+                            [curves[arm][s][i][metric] for s in complete],
+                            [curves[reference][s][i][metric] for s in complete],
+                        )
+                        for i in range(1, settings.marks + 1)
+                    ]
+                    for metric in ("hardest_third", "avg_at_k")
+                }
+        targets = {}
+        if REFERENCE in settings.arms and complete:
+            for arm in settings.arms:
+                times = [reached(curves[arm][s], curves[REFERENCE][s][-1]["hardest_third"]) for s in complete]
+                targets[arm] = {
+                    "marks": times,
+                    "earlier": sum(t < settings.budget_s for t in times),
+                    "seeds": len(times),
+                }
+        summary[family] = {"seeds": complete, "arms": arms, "comparisons": comparisons, "reach_reference": targets}
+    return summary
+
+
+# ---------------------------------------------------------------------------------------------------- tables, figures
+
+
+def _pm(value: dict[str, Any], digits: int = 3) -> str:
+    return f"{value['mean']:.{digits}f} ± {value['std']:.{digits}f}"
+
+
+def tables(summary: dict[str, Any], runs: list[dict[str, Any]], settings: Settings, header: str) -> str:
+    """The markdown of `tables.md`."""
+    lines = [header, ""]
+    for family, result in summary.items():
+        seeds = len(result["seeds"])
+        lines += [f"## {family} ({seeds} seeds, mean ± std)", ""]
+        columns = ["arm", "steps", "tokens", "avg@k", "hardest third", "pass@k", "entropy"]
+        columns += ["unseen countries"] if family == NO_TRANSFER else []
+        body = []
+        for arm, data in result["arms"].items():
+            if not data["curve"]:
+                continue
+            last = data["curve"][-1]
+            row = [
+                arm,
+                f"{last['step']['mean']:.1f}",
+                f"{last['tokens']['mean']:.0f}",
+                _pm(last["avg_at_k"]),
+                _pm(last["hardest_third"]),
+                _pm(last["pass_at_k"]),
+                _pm(last["entropy"], 2),
+            ]
+            body.append(row + ([_pm(last["control"])] if family == NO_TRANSFER else []))
+        base = next(iter(result["arms"].values()))["curve"]
+        if base:
+            first = base[0]
+            row = [
+                "base",
+                "0",
+                "0",
+                _pm(first["avg_at_k"]),
+                _pm(first["hardest_third"]),
+                _pm(first["pass_at_k"]),
+                _pm(first["entropy"], 2),
+            ]
+            body.insert(0, row + ([_pm(first["control"])] if family == NO_TRANSFER else []))
+        lines += [f"At the budget ({settings.budget_s:g} s of training):", "", markdown(columns, body), ""]
+        marks = [f"{t:g} s" for t in settings.mark_times()]
+        body = [
+            [arm, *(_pm(point["hardest_third"]) for point in data["curve"][1:])]
+            for arm, data in result["arms"].items()
+            if data["curve"]
+        ]
+        lines += ["Hardest third against wall time:", "", markdown(["arm", *marks], body), ""]
+        body = [
+            [name, *(f"{_pm(a)} ({a['higher']}/{a['seeds']})" for a in values["hardest_third"])]
+            for name, values in result["comparisons"].items()
+        ]
+        lines += [
+            "Hardest third, difference at equal wall time (higher on k of n seeds):",
+            "",
+            markdown(["comparison", *marks], body),
+            "",
+        ]
+        body = [
+            [
+                arm,
+                ", ".join("never" if math.isinf(t) else f"{t:g} s" for t in data["marks"]),
+                f"{data['earlier']}/{data['seeds']}",
+            ]
+            for arm, data in result["reach_reference"].items()
+        ]
+        lines += [
+            f"Reaching {REFERENCE}'s final hardest third (per seed; before the budget on k of n):",
+            "",
+            markdown(["arm", "mark reached", "earlier"], body),
+            "",
+        ]
+        if RECOMMENDED in result["reach_reference"]:
+            reach = result["reach_reference"][RECOMMENDED]
+            lines += [
+                f"The recommended preset ({RECOMMENDED}) reached it before the budget on {reach['earlier']} of "
+                f"{reach['seeds']} seeds.",
+                "",
+            ]
+    evaluations = [mark["eval"] for run in runs for mark in run["marks"]]
+    if evaluations:
+        lines += [
+            f"Evaluation, off the training clock: {statistics.fmean(e['seconds'] for e in evaluations):.1f} s per "
+            f"snapshot ({len(evaluations)} snapshots, {sum(e['seconds'] for e in evaluations):.0f} s in all); "
+            f"largest push gap {max(e['sync_gap'] for e in evaluations):.1e}. Training: "
+            f"{sum(run.get('train_s', 0.0) for run in runs):.0f} s in all; the runs, setup and evaluation included: "
+            f"{sum(run.get('wall_s', 0.0) for run in runs):.0f} s.",
+            "",
+        ]
+    return "\n".join(lines)
+
+
+def pass_rate_table(meta: dict[str, Any], settings: Settings) -> str:
+    """Per family and split, how many prompts have each base pass rate (of `selection_samples` samples)."""
+    samples = settings.selection_samples
+    columns = ["family", "prompts", *(str(c) for c in range(samples + 1)), "mean"]
+    body = []
+    for family, data in meta.items():
+        groups = [("train candidates", data["candidates"]), ("train (kept)", data["train"])]
+        groups += [(split, [r for r in data["evaluation"] if r["split"] == split]) for split in ("test", "control")]
+        for label, rows in groups:
+            if not rows:
+                continue
+            counts = [sum(round(r["pass_rate"] * samples) == c for r in rows) for c in range(samples + 1)]
+            mean = statistics.fmean(r["pass_rate"] for r in rows)
+            body.append([f"{family} {label}", str(len(rows)), *map(str, counts), f"{mean:.3f}"])
+    return markdown(columns, body)
+
+
+def pass_rate_figure(meta: dict[str, Any], settings: Settings, path: Path) -> Path:
+    """Histograms of the base pass rates per family: train candidates, kept train prompts, test (and control)."""
+    plt = pyplot()
+    fig, axes = plt.subplots(1, len(meta), figsize=(5 * len(meta), 3.4), squeeze=False)
+    bins = [(c - 0.5) / settings.selection_samples for c in range(settings.selection_samples + 2)]
+    for ax, (family, data) in zip(axes[0], meta.items(), strict=True):
+        groups = [("train candidates", data["candidates"]), ("train (kept)", data["train"])]
+        groups += [(split, [r for r in data["evaluation"] if r["split"] == split]) for split in ("test", "control")]
+        for label, rows in groups:
+            if rows:
+                ax.hist([r["pass_rate"] for r in rows], bins=bins, histtype="step", linewidth=1.5, label=label)
+        ax.set_title(f"{family}: base pass rate ({settings.selection_samples} samples)")
+        ax.set_xlabel("pass rate")
+        ax.set_ylabel("prompts")
+        ax.legend(fontsize=8)
+    return save_figure(fig, path)
+
+
+FIGURE_ROWS = (
+    ("hardest_third", "hardest third (avg@k)"),
+    ("avg_at_k", "avg@k, all test prompts"),
+    ("pass_at_k", "pass@k"),
+    ("entropy", "entropy per token (nats)"),
+)
+
+
+def curve_figure(family: str, result: dict[str, Any], path: Path) -> Path:
+    """Hardest third, avg@k, pass@k and entropy against wall time and against generated tokens, mean ± std over
+    seeds."""
+    plt = pyplot()
+    fig, axes = plt.subplots(len(FIGURE_ROWS), 2, figsize=(10, 3 * len(FIGURE_ROWS)), sharey="row", squeeze=False)
+    for arm, data in result["arms"].items():
+        curve = data["curve"]
+        if not curve:
+            continue
+        for row, (metric, _) in enumerate(FIGURE_ROWS):
+            mean = [p[metric]["mean"] for p in curve]
+            std = [p[metric]["std"] for p in curve]
+            for col, x in enumerate(("mark_s", "tokens")):
+                xs = [p[x]["mean"] for p in curve]
+                axes[row][col].errorbar(xs, mean, yerr=std, marker="o", capsize=3, label=arm)
+    for row, (_, label) in enumerate(FIGURE_ROWS):
+        axes[row][0].set_ylabel(label)
+    axes[-1][0].set_xlabel("training wall time (s, real CPU engine)")
+    axes[-1][1].set_xlabel("completion tokens generated")
+    axes[0][0].legend(fontsize=8)
+    fig.suptitle(f"SmolLM2-135M-Instruct, {family}: held-out evaluation, {len(result['seeds'])} seed(s), mean ± std")
+    return save_figure(fig, path)
+
+
+# ---------------------------------------------------------------------------------------------------- main
+
+
+def lr_sweep(
+    rates: list[float],
+    settings: Settings,
+    families: dict[str, Family],
+    probe: Probe,
+    scratch: Path,
+    out: Path,
+    seed: int,
+    quiet: bool,
+) -> dict[str, Any]:
+    """GRPO n=4 at each learning rate for `settings.steps` steps, one seed: held-out avg@k after them (each run and
+    each family's base evaluation saved under `out/lr_sweep/`, and reused)."""
+
+    def saved(path: Path, make: Callable[..., dict[str, Any]], *args: Any) -> dict[str, Any]:
+        if not path.is_file():
+            write_json(path, make(*args))
+        return json.loads(path.read_text())
+
+    rows = []
+    for rate in rates:
+        swept = replace(settings, learning_rate=rate, budget_s=math.inf, marks=1)
+        for family in families.values():
+            if not quiet:
+                print(f"lr sweep: {family.name}, lr {rate:g}", file=sys.stderr, flush=True)
+            folder = out / "lr_sweep"
+            base = saved(folder / f"{family.name}-base.json", run_base, swept, family, probe, seed)
+            run = saved(
+                folder / f"{family.name}-lr{rate:g}.json", run_arm, REFERENCE, swept, family, probe, scratch, seed
+            )
+            start, end = points(run, base, family.meta()["evaluation"], settings.eval_k)
+            rows.append(
+                {
+                    "family": family.name,
+                    "learning_rate": rate,
+                    "steps": end["step"],
+                    "before": start["avg_at_k"],
+                    "after": end["avg_at_k"],
+                    "hardest_before": start["hardest_third"],
+                    "hardest_after": end["hardest_third"],
+                    "control_before": start["control"],
+                    "control_after": end["control"],
+                    "entropy_before": start["entropy"],
+                    "entropy": end["entropy"],
+                }
+            )
+    return {"steps": settings.steps, "seed": seed, "rows": rows}
+
+
+def sweep_table(sweep: dict[str, Any]) -> str:
+    """The learning-rate sweep as a markdown table: held-out accuracy before and after, per family and rate."""
+
+    def pair(row: dict[str, Any], name: str, digits: int = 3) -> str:
+        before, after = row[f"{name}_before"], row[name if name == "entropy" else f"{name}_after"]
+        return "-" if before is None or math.isnan(before) else f"{before:.{digits}f} → {after:.{digits}f}"
+
+    body = [
+        [r["family"], f"{r['learning_rate']:g}", str(r["steps"]), f"{r['before']:.3f} → {r['after']:.3f}",
+         pair(r, "hardest"), pair(r, "control"), pair(r, "entropy", 2)]
+        for r in sweep["rows"]
+    ]  # fmt: skip
+    columns = ["family", "lr", "steps", "avg@k", "hardest third", "unseen countries", "entropy"]
+    return markdown(columns, body)
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = make_parser(__doc__.split("\n\n")[0], _REPO_ROOT / "benchmarks" / "results" / "real_learning", None)
+    parser.add_argument("--server-url", help="use this running server of SmolLM2 (tests/vllm_support's flags)")
+    parser.add_argument(
+        "--budget", type=float, help=f"training wall-clock seconds per run (default: {Settings.budget_s:g})"
+    )
+    parser.add_argument(
+        "--learning-rate", type=float, help=f"the learning rate of every arm (default: {Settings.learning_rate:g})"
+    )
+    parser.add_argument("--lr-sweep", type=float, nargs="+", metavar="LR", help="sweep GRPO n=4 over these rates")
+    parser.add_argument("--sweep-steps", type=int, default=10, help="steps per sweep run (default: 10)")
+    options = parser.parse_args(argv)
+    settings = Settings.smoke() if options.smoke else Settings()
+    settings.seeds = options.seeds or settings.seeds
+    settings.budget_s = options.budget or settings.budget_s
+    settings.learning_rate = options.learning_rate or settings.learning_rate
+
+    from benchmarks.vllm_step_time import quiet_libraries, serving
+
+    quiet_libraries()
+    import tempfile
+
+    import torch
+
+    from trl_ada.real import smollm2_checkpoint
+
+    torch.set_num_threads(2)
+    out = Path(options.out)
+    out.mkdir(parents=True, exist_ok=True)
+    model_dir = str(smollm2_checkpoint())
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory() as scratch, serving(Path(model_dir), out, options.server_url) as server_url:
+        scratch = Path(scratch)
+        probe = Probe(model_dir, server_url, settings.trainable_layers)
+        probe.reset_server()
+        cache = PassRates(
+            out / "pass_rates.json",
+            {
+                "model": "SmolLM2-135M-Instruct",
+                "samples": settings.selection_samples,
+                "temperature": 1.0,
+                "max_tokens": settings.max_completion_length,
+                "task_seed": settings.task_seed,
+                "rewards": {"arithmetic": "math_final", "capitals": "short_answer, every capital as candidate"},
+            },
+        )
+        families = {name: prepare_family(name, settings, model_dir, server_url, cache) for name in settings.families}
+        meta = {name: family.meta() for name, family in families.items()}
+        write_json(out / "tasks.json", meta)
+        (out / "pass_rates.md").write_text(pass_rate_table(meta, settings) + "\n")
+        pass_rate_figure(meta, settings, out / "pass_rates.png")
+        if options.lr_sweep:
+            sweep = lr_sweep(
+                options.lr_sweep,
+                replace(settings, steps=options.sweep_steps),
+                families,
+                probe,
+                scratch,
+                out,
+                options.seed,
+                options.quiet,
+            )
+            text = sweep_table(sweep)
+            print(text)
+            (out / "lr_sweep.md").write_text(text + "\n")
+            write_json(out / "lr_sweep.json", sweep)
+            return sweep
+        runs = []
+        for seed, family, arm in schedule(settings, options.seed):
+            path = run_path(out, family, arm, seed)
+            run = load_run(path, settings)
+            if run is None:
+                if not options.quiet:
+                    print(f"seed {seed}: {family}, {arm}", file=sys.stderr, flush=True)
+                if arm == "base":
+                    run = run_base(settings, families[family], probe, seed)
+                else:
+                    run = run_arm(arm, settings, families[family], probe, scratch, seed)
+                write_json(path, run)
+            runs.append(run)
+    summary = summarize(runs, meta, settings)
+    header = (
+        f"SmolLM2-135M-Instruct on vLLM-CPU (server mode, float32): {settings.prompts_per_step} prompts per step, "
+        f"max {settings.max_completion_length} tokens, lr {settings.learning_rate:g}, top {settings.trainable_layers} "
+        f"layers trained, {settings.budget_s:g} s of training per run, evaluated at {settings.marks} marks "
+        f"(avg@{settings.eval_k}). {machine_description()}. This invocation: {time.perf_counter() - started:.0f} s."
+    )
+    text = tables(summary, runs, settings, header)
+    text += "\n## Base pass rates (prompts per number of correct samples)\n\n" + pass_rate_table(meta, settings) + "\n"
+    print(text)
+    (out / "tables.md").write_text(text)
+    for family, result in summary.items():
+        if result["seeds"]:
+            curve_figure(family, result, out / f"real_{family}.png")
+    results = {"settings": asdict(settings), "machine": machine_description(), "summary": summary, "tasks": meta}
+    write_json(out / "results.json", results)
+    return results
+
+
+if __name__ == "__main__":
+    main()

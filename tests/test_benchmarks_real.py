@@ -1,0 +1,259 @@
+"""The real-model learning benchmark's bookkeeping, without an engine: the wall-clock marks and their snapshots, the
+run order, resuming, the pass-rate cache, the hardest third, the summary and the arms' configs."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from benchmarks import real_learning as rl
+
+
+class FakeClock:
+    """`time.perf_counter` under the test's control."""
+
+    def __init__(self):
+        self.now = 100.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_each_mark_gets_the_weights_of_the_last_step_ended_by_then(monkeypatch):
+    clock = FakeClock()
+    monkeypatch.setattr(rl.time, "perf_counter", clock)
+    tokens = iter(range(0, 1000, 10))
+    state = {"w": 0}
+
+    def weights():
+        clock.now += 0.5  # copying the weights takes time: off the training clock
+        return {"w": state["w"]}
+
+    marks = rl.MarkClock([10.0, 20.0, 30.0], weights, lambda: float(next(tokens)))
+    marks.begin()
+    stops = []
+    for step, training_clock in enumerate([4.0, 9.0, 13.0, 25.0, 31.0], start=1):
+        state["w"] = step
+        clock.now = 100.0 + training_clock + 0.5 * step  # the copies made so far are not training time
+        stops.append(marks.step_end(step))
+    assert stops == [False, False, False, False, True]
+    got = [(s.mark_s, s.clock_s, s.step, s.tokens, s.weights["w"]) for s in marks.snapshots]
+    assert got == [(10.0, 9.0, 2, 20.0, 2), (20.0, 13.0, 3, 30.0, 3), (30.0, 25.0, 4, 40.0, 4)]
+    assert [s["clock_s"] for s in marks.steps] == [4.0, 9.0, 13.0, 25.0, 31.0]
+
+
+def test_a_step_past_several_marks_gives_them_the_same_weights_and_a_short_run_its_last(monkeypatch):
+    clock = FakeClock()
+    monkeypatch.setattr(rl.time, "perf_counter", clock)
+    marks = rl.MarkClock([10.0, 20.0, 30.0], lambda: {"at": clock.now}, lambda: 0.0)
+    marks.begin()
+    clock.now = 125.0
+    assert not marks.step_end(1)  # past 10 and 20: both get the weights at the start
+    assert [s.step for s in marks.snapshots] == [0, 0]
+    marks.finish()  # stopped before 30 (a fixed number of steps): the last weights
+    assert [(s.mark_s, s.step, s.weights["at"]) for s in marks.snapshots] == [
+        (10.0, 0, 100.0),
+        (20.0, 0, 100.0),
+        (30.0, 1, 125.0),
+    ]
+
+
+def test_schedule_evaluates_the_base_first_and_rotates_the_arms_per_seed():
+    settings = rl.Settings(seeds=3, families=("arithmetic", "capitals"), arms=("A", "B", "C"))
+    order = rl.schedule(settings, first_seed=5)
+    assert order[:2] == [(5, "arithmetic", "base"), (5, "capitals", "base")]
+    arms_by_seed = {
+        seed: [arm for s, family, arm in order if s == seed and family == "capitals" and arm != "base"]
+        for seed in (5, 6, 7)
+    }
+    assert arms_by_seed == {5: ["A", "B", "C"], 6: ["B", "C", "A"], 7: ["C", "A", "B"]}
+    assert len(order) == 3 * 2 * (3 + 1)
+    assert len(set(order)) == len(order)
+
+
+def test_a_saved_run_is_reused_and_one_of_other_settings_refused(tmp_path):
+    settings = rl.Settings()
+    path = rl.run_path(tmp_path, "capitals", "GRPO n=4", 2)
+    assert path == tmp_path / "runs" / "capitals" / "GRPO_n4-seed2.json"
+    assert rl.load_run(path, settings) is None
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"settings": settings.identity(), "marks": []}))
+    assert rl.load_run(path, settings) == {"settings": settings.identity(), "marks": []}
+    other = rl.Settings(learning_rate=1e-4)
+    with pytest.raises(SystemExit, match=r"other settings \(learning_rate: 0.0002 there, 0.0001 now\); use another"):
+        rl.load_run(path, other)
+    assert rl.Settings(seeds=5, arms=("GRPO n=4",)).identity() == settings.identity()  # more seeds reuse the runs
+
+
+def test_pass_rates_are_estimated_once_per_prompt_and_cached(tmp_path):
+    key = {"samples": 4, "max_tokens": 32}
+    asked = []
+
+    def estimate(rows):
+        asked.append([row["fact"] for row in rows])
+        return [len(row["fact"]) for row in rows]
+
+    rows = [{"family": "f", "fact": "ab"}, {"family": "f", "fact": "abc"}]
+    cache = rl.PassRates(tmp_path / "rates.json", key)
+    assert cache.rates(rows, "train", estimate) == [0.5, 0.75]
+    again = rl.PassRates(tmp_path / "rates.json", key)
+    assert again.rates(rows + [{"family": "f", "fact": "a"}], "train", estimate) == [0.5, 0.75, 0.25]
+    assert again.rates(rows[:1], "test", estimate) == [0.5]  # another split is another prompt
+    assert asked == [["ab", "abc"], ["a"], ["ab"]]
+    rl.PassRates(tmp_path / "rates.json", {**key, "max_tokens": 48}).rates(rows, "train", estimate)
+    assert asked[-1] == ["ab", "abc"]  # other sampling settings: estimated again
+
+
+def test_capped_takes_the_kinds_in_turn():
+    rows = [{"kind": k, "i": i} for i, k in enumerate("aaabbc")]
+    assert [r["i"] for r in rl.capped(rows, 4)] == [0, 3, 5, 1]
+    assert len(rl.capped(rows, 10)) == 6
+
+
+def meta(rates, splits=None):
+    splits = splits or ["test"] * len(rates)
+    return [
+        {"fact": str(i), "kind": "k", "split": s, "pass_rate": r}
+        for i, (r, s) in enumerate(zip(rates, splits, strict=True))
+    ]
+
+
+def test_hardest_third_and_accuracies():
+    rows = meta([0.5, 0.0, 0.25, 0.0, 0.75, 0.1, 0.0], ["test"] * 6 + ["control"])
+    assert rl.hardest_third(rows) == [1, 3]  # ceil(6 / 3) test rows, ties in row order; control rows excluded
+    correct = [4, 1, 2, 0, 4, 2, 3]  # of k = 4
+    got = rl.accuracies(correct, rows, 4)
+    assert got == {
+        "avg_at_k": pytest.approx((4 + 1 + 2 + 0 + 4 + 2) / 24),
+        "hardest_third": pytest.approx(1 / 8),
+        "pass_at_k": pytest.approx(5 / 6),
+        "control": pytest.approx(0.75),
+    }
+
+
+def fake_run(family, arm, seed, hardest_correct, marks=(10.0, 20.0)):
+    """A run whose evaluations have row 0 (the hardest third of meta([0.0, 0.5, 0.5])) `hardest_correct[i]` of 2
+    correct, the other rows always 1 of 2."""
+    return {
+        "family": family,
+        "arm": arm,
+        "seed": seed,
+        "train_s": 20.0,
+        "marks": [
+            {
+                "mark_s": t,
+                "clock_s": t - 1,
+                "step": i + 1,
+                "tokens": 100.0 * (i + 1),
+                "eval": {"correct": [c, 1, 1], "entropy": 1.0, "seconds": 2.0, "sync_gap": 1e-7},
+            }
+            for i, (t, c) in enumerate(zip(marks, hardest_correct, strict=False))
+        ],
+    }
+
+
+def test_summary_compares_arms_at_equal_wall_time_and_when_they_reach_grpo():
+    settings = rl.Settings(
+        seeds=2, families=("capitals",), arms=("GRPO n=4", "Est n=8"), budget_s=20.0, marks=2, eval_k=2
+    )
+    runs = []
+    for seed in (0, 1):
+        base = fake_run("capitals", "base", seed, [0])
+        base["marks"] = base["marks"][:1]
+        runs += [
+            base,
+            fake_run("capitals", "GRPO n=4", seed, [0, 1]),
+            fake_run("capitals", "Est n=8", seed, [1, 2 - seed]),
+        ]
+    summary = rl.summarize(runs, {"capitals": {"evaluation": meta([0.0, 0.5, 0.5])}}, settings)["capitals"]
+    assert summary["seeds"] == [0, 1]
+    est = summary["arms"]["Est n=8"]["curve"]
+    assert [p["hardest_third"]["mean"] for p in est] == [0.0, 0.5, 0.75]
+    assert est[2]["hardest_third"]["values"] == [1.0, 0.5] and est[2]["hardest_third"]["std"] == 0.25
+    difference = summary["comparisons"]["Est n=8 − GRPO n=4"]["hardest_third"]
+    assert (difference[0]["mean"], difference[0]["higher"]) == (0.5, 2)
+    assert (difference[1]["mean"], difference[1]["higher"], difference[1]["seeds"]) == (0.25, 1, 2)
+    reach = summary["reach_reference"]
+    assert reach["Est n=8"] == {"marks": [10.0, 10.0], "earlier": 2, "seeds": 2}
+    assert reach["GRPO n=4"] == {"marks": [20.0, 20.0], "earlier": 0, "seeds": 2}
+    text = rl.tables({"capitals": summary}, runs, settings, "header")
+    assert "| Est n=8 − GRPO n=4 | 0.500 ± 0.000 (2/2) | 0.250 ± 0.250 (1/2) |" in text
+    assert "| Est n=8 | 10 s, 10 s | 2/2 |" in text
+
+
+def test_every_arm_trains_the_same_way_but_for_its_sampling():
+    from pathlib import Path
+
+    settings = rl.Settings()
+    configs = {arm: rl.arm_config(arm, settings, "http://127.0.0.1:1", Path("unused"), 3) for arm in rl.ARMS}
+    for arm, config in configs.items():
+        sampling, n = rl.ARM_SAMPLING[arm]
+        assert config.sampling == sampling and config.num_generations == n
+        assert config.per_device_train_batch_size == settings.prompts_per_step * n
+        assert (config.learning_rate, config.lr_scheduler_type) == (settings.learning_rate, "constant")
+        assert (config.epsilon, config.epsilon_high, config.temperature) == (0.2, 0.28, 1.0)
+        assert config.max_completion_length == settings.max_completion_length and config.seed == 3
+        assert not config.gradient_checkpointing
+    assert configs["Est n=8"].generation_schedule == "est"
+    assert configs["Seq-balance"].exit_rule == "balance" and configs["GRPO n=8"].exit_rule == "none"
+    assert type(configs["async balance"]).__name__ == "AsyncReinforceAdaConfig"
+    assert configs["async balance"].max_staleness == settings.max_staleness
+    for arm in ("GRPO n=4", "GRPO n=8", "Seq-balance", "Est n=8"):
+        assert (configs[arm].beta, configs[arm].loss_type, configs[arm].scale_rewards) == (0.0, "dapo", "none")
+
+
+def test_only_the_top_layers_train():
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(
+        vocab_size=64,
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=4,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        tie_word_embeddings=True,
+    )
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(config)
+    trainable = rl.train_top_layers(model, 1)
+    assert set(trainable) == {n for n, _ in model.named_parameters() if n.startswith("model.layers.3.")} | {
+        "model.norm.weight"
+    }
+    assert all(p.requires_grad == (n in trainable) for n, p in model.named_parameters())
+
+
+def test_mark_times_split_the_budget():
+    assert rl.Settings(budget_s=120.0, marks=3).mark_times() == [40.0, 80.0, 120.0]
+    assert math.isinf(rl.reached([{"mark_s": 0.0, "hardest_third": 0.1}], 0.2))
+
+
+def test_figures_and_the_pass_rate_table(tmp_path):
+    settings = rl.Settings(
+        seeds=1, families=("capitals",), arms=("GRPO n=4",), budget_s=20.0, marks=2, eval_k=2, selection_samples=4
+    )
+    base = fake_run("capitals", "base", 0, [0])
+    base["marks"] = base["marks"][:1]
+    rows = meta([0.0, 0.5, 0.5], ["test", "test", "control"])
+    summary = rl.summarize(
+        [base, fake_run("capitals", "GRPO n=4", 0, [0, 2])], {"capitals": {"evaluation": rows}}, settings
+    )
+    assert rl.curve_figure("capitals", summary["capitals"], tmp_path / "curve.png").stat().st_size > 0
+    tasks = {"capitals": {"candidates": rows[:2], "train": rows[:1], "evaluation": rows}}
+    assert rl.pass_rate_figure(tasks, settings, tmp_path / "rates.png").stat().st_size > 0
+    table = rl.pass_rate_table(tasks, settings)
+    assert "| capitals train candidates | 2 | 1 | 0 | 1 | 0 | 0 | 0.250 |" in table
+    assert "| capitals control | 1 | 0 | 0 | 1 | 0 | 0 | 0.500 |" in table
+
+
+def test_sweep_table_shows_each_rate_before_and_after():
+    row = {"family": "capitals", "learning_rate": 2e-4, "steps": 10, "before": 0.1875, "after": 0.84375,
+           "hardest_before": 0.09375, "hardest_after": 0.78125, "control_before": 0.078125, "control_after": 0.1484375,
+           "entropy_before": 2.346, "entropy": 1.44}  # fmt: skip
+    arithmetic = {**row, "family": "arithmetic", "control_before": float("nan"), "control_after": float("nan")}
+    table = rl.sweep_table({"rows": [row, arithmetic]}).splitlines()
+    assert table[2] == "| capitals | 0.0002 | 10 | 0.188 → 0.844 | 0.094 → 0.781 | 0.078 → 0.148 | 2.35 → 1.44 |"
+    assert table[3].endswith("| 0.094 → 0.781 | - | 2.35 → 1.44 |")
