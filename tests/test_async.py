@@ -20,12 +20,13 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from trl_ada import _trl
 from trl_ada.async_grpo import AdaptiveRolloutWorker, AsyncReinforceAdaConfig, AsyncReinforceAdaTrainer, PromptRollout
-from trl_ada.async_grpo.trainer import STATE_FILE, _worker_settings, queue_bound
+from trl_ada.async_grpo.trainer import STATE_FILE, _check_reward_funcs, _worker_settings, queue_bound
 from trl_ada.async_grpo.worker import _Prompt, wait_for_server
 from trl_ada.checkpoint_state import MEMORY_FILE
 from trl_ada.est import est_allocation
 from trl_ada.memory import PassRateMemory, prompt_key
 from trl_ada.plan import SamplingPlan
+from trl_ada.rewards import format_reward, math_final_reward, math_reward
 from trl_ada.run_dir import is_complete
 from trl_ada.toy import build_tiny_model, make_toy_dataset
 from trl_ada.trainer import new_memory
@@ -72,6 +73,13 @@ def test_presets_resolve_to_streaming_or_est(tmp_path):
 def test_options_the_async_path_cannot_honour_are_refused_at_construction(tmp_path, fields, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace("[", r"\[")):
         async_config(tmp_path, **fields)
+
+
+def test_registered_reward_names_resolve_as_in_the_synchronous_trainer():
+    assert _check_reward_funcs(["math_final", "format"]) == [math_final_reward, format_reward]
+    assert _check_reward_funcs("trl_ada.rewards:math_reward") == [math_reward]
+    with pytest.raises(ValueError, match="'some/reward-model' is not supported by the asynchronous trainer"):
+        _check_reward_funcs("some/reward-model")
 
 
 # -- the worker against a scripted server -------------------------------------------------------------

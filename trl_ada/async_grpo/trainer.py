@@ -13,6 +13,7 @@ from transformers import AutoConfig, AutoTokenizer, PreTrainedTokenizerBase, Tra
 
 from .. import _trl
 from ..checkpoint_state import MEMORY_FILE
+from ..checks import resolve_reward_funcs
 from ..data import check_train_prompts, model_context
 from ..run_dir import claim_run_dir, complete_checkpoint
 from ..server_requests import completion_sampling
@@ -181,7 +182,10 @@ def queue_bound(queue_maxsize: int, staleness_window: int) -> int:
 
 
 def _check_reward_funcs(reward_funcs: Any) -> list[Callable]:
+    """The reward functions as a list, registered names (`"math_final"`) and import paths resolved as the synchronous
+    trainer resolves them; anything but a callable refused."""
     funcs = reward_funcs if isinstance(reward_funcs, list) else [] if reward_funcs is None else [reward_funcs]
+    funcs = resolve_reward_funcs(funcs)
     if not funcs:
         raise ValueError("reward_funcs is empty: pass at least one reward function (a callable).")
     for func in funcs:
