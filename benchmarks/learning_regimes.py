@@ -30,9 +30,10 @@ import numpy as np
 from benchmarks.common import format_table, mean_and_std, save_figure, seed_stats, write_json
 from benchmarks.gpu_hours import StepPricer, cumulative_hours
 from trl_ada.toy.experiment import MethodSpec, keyed_task, with_rounds
+from trl_ada.toy.results import probe_at, probed_records
 from trl_ada.toy.specs import TaskSettings
 
-__all__ = ["REGIMES", "add_gpu_hours", "build_regime_methods", "regime_report"]
+__all__ = ["REGIMES", "add_gpu_hours", "build_regime_methods", "probe_at", "regime_report"]
 
 REGIMES = {"no transfer": 0.0, "half transfer": 0.5, "full transfer": 1.0}
 PROBE = {"eval_every": 2, "eval_samples": 16}
@@ -90,27 +91,16 @@ def add_gpu_hours(records: list[dict[str, Any]], spec: MethodSpec, pricer: StepP
         record["gpu_hours_table3"] = hours * TABLE_3_SCALE.get(spec.label, 1.0)
 
 
-def _probed(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [r for r in records if not math.isnan(r.get("eval_pass_rate", math.nan))]
-
-
-def probe_at(records: Sequence[dict[str, Any]], axis: str, budget: float) -> dict[str, float]:
-    """The last probe at or within `budget` of `axis` (`cumulative_samples` or `gpu_hours`): what a run had
-    reached with that much spent. NaN when it probed nothing that early."""
-    within = [r for r in _probed(records) if r[axis] <= budget * (1 + 1e-9)]
-    return within[-1] if within else {}
-
-
 def first_reaching(records: Sequence[dict[str, Any]], target: float) -> dict[str, Any]:
     """The first probe whose overall pass rate reaches `target` (empty when none does)."""
-    return next((r for r in _probed(records) if r["eval_pass_rate"] >= target), {})
+    return next((r for r in probed_records(records) if r["eval_pass_rate"] >= target), {})
 
 
 def summarize(per_seed: dict[int, list[dict[str, Any]]], budgets: dict[str, dict[float, float]]) -> dict[str, Any]:
     """One method in one regime: final probe, probes at the equal budgets, and the cost to each target."""
     runs = list(per_seed.values())
     shown = (*SHOWN, ("entropy", "eval_entropy"))
-    final = {name: seed_stats([_probed(r)[-1][field] for r in runs]) for name, field in shown}
+    final = {name: seed_stats([probed_records(r)[-1][field] for r in runs]) for name, field in shown}
 
     def at(axis: str, budget: float) -> dict[str, Any]:
         probes = [probe_at(r, axis, budget) for r in runs]
@@ -202,7 +192,7 @@ def plot_regime(name: str, runs: dict[str, dict[int, list[dict[str, Any]]]]) -> 
 
     figure, axis = plt.subplots(figsize=(7.5, 4.5))
     for label, per_seed in runs.items():
-        probes = [_probed(records) for records in per_seed.values()]
+        probes = [probed_records(records) for records in per_seed.values()]
         length = min(len(p) for p in probes)
         hours = np.mean([[r["gpu_hours"] for r in p[:length]] for p in probes], axis=0)
         values = np.array([[r[HARD] for r in p[:length]] for p in probes])

@@ -4,12 +4,12 @@ TRL with the parameters we rely on: a TRL upgrade that moves one fails here, nam
 from __future__ import annotations
 
 import ast
-import inspect
 from pathlib import Path
 
 import pytest
 import trl
 from trl import GRPOTrainer
+from trl_crossings import trl_self_private_names
 
 from trl_ada import _trl
 
@@ -19,14 +19,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "trl_ada"
 def _trl_private_names() -> set[str]:
     """Every underscore member `GRPOTrainer` defines or sets in its own code (methods and `self._x = ...`)."""
     names = {name for name in dir(GRPOTrainer) if name.startswith("_") and not name.startswith("__")}
-    for cls in GRPOTrainer.__mro__:
-        if not cls.__module__.startswith("trl."):
-            continue
-        for node in ast.walk(ast.parse(inspect.getsource(inspect.getmodule(cls)))):
-            on_self = isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self"
-            if on_self and node.attr.startswith("_") and not node.attr.startswith("__"):
-                names.add(node.attr)
-    return names
+    return names | trl_self_private_names()
 
 
 def test_every_joint_exists_in_the_installed_trl():

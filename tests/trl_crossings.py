@@ -35,8 +35,9 @@ TRL_DIR = os.path.dirname(trl.__file__) + os.sep
 ADA_DIR = os.path.dirname(trl_ada.__file__) + os.sep
 
 
-def trl_private_attributes() -> set[str]:
-    """Underscore attributes TRL's trainer code sets on `self`, and the attribute joints, less methods."""
+def trl_self_private_names() -> set[str]:
+    """Underscore names TRL's trainer code reaches through `self` (`self._x`), read from the source of every TRL
+    class in `GRPOTrainer`'s MRO."""
     names = set()
     for cls in GRPOTrainer.__mro__:
         if not cls.__module__.startswith("trl."):
@@ -45,6 +46,12 @@ def trl_private_attributes() -> set[str]:
             on_self = isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self"
             if on_self and node.attr.startswith("_") and not node.attr.startswith("__"):
                 names.add(node.attr)
+    return names
+
+
+def trl_private_attributes() -> set[str]:
+    """Underscore attributes TRL's trainer code sets on `self`, and the attribute joints, less methods."""
+    names = trl_self_private_names()
     names |= {joint.name for joint in _trl.JOINTS if joint.kind == "attribute"} | {"environments"}
     return {name for name in names if not callable(getattr(GRPOTrainer, name, None))}
 

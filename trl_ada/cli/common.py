@@ -49,12 +49,25 @@ LOG_FORMAT = "[%(asctime)s] %(levelname)s %(name)s: %(message)s"
 logger = logging.getLogger(__name__)
 
 
+class _StderrHandler(logging.StreamHandler):
+    """Writes to the `sys.stderr` of the moment, not the one at setup (a command run in-process, by a test or a
+    notebook, may have replaced it since; a closed one would turn every record into a logging error)."""
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value) -> None:
+        pass
+
+
 def setup_logging(level: int = logging.INFO) -> None:
     """Log records of `trl_ada` at `level` and above to stderr (one handler, added once)."""
     package_logger = logging.getLogger("trl_ada")
     package_logger.setLevel(level)
     if not package_logger.handlers:
-        handler = logging.StreamHandler()
+        handler = _StderrHandler()
         handler.setFormatter(logging.Formatter(LOG_FORMAT, "%H:%M:%S"))
         package_logger.addHandler(handler)
 

@@ -110,17 +110,24 @@ def training_rows(
 
 
 def make_task(
-    settings: TaskSettings, steps: int, seed: int, min_prompts: int = 0, model_dir: str | Path | None = None
+    settings: TaskSettings,
+    steps: int,
+    seed: int,
+    min_prompts: int = 0,
+    model_dir: str | Path | None = None,
+    rows: Sequence[tuple[str, int, str]] | None = None,
 ) -> Dataset:
     """The toy dataset: enough rows for `steps` steps (one epoch, seeded order) and at least `min_prompts`.
 
     Rows cycle through seeded shuffles of the task's distinct prompts ([`training_rows`]; a band filters them on
-    the base model in `model_dir`), so each appears equally often (up to the last, partial cycle).
+    the base model in `model_dir`; `rows` are these prompts when already computed), so each appears equally often
+    (up to the last, partial cycle).
     """
     num_prompts = max(steps * settings.prompts_per_step, min_prompts)
     if settings.family == "letters" and settings.pass_rate_band is None:
         return make_toy_dataset(num_prompts, seed=seed, targets=settings.targets, counts=settings.counts)
-    return rows_dataset(training_rows(settings, model_dir, seed), num_prompts, seed)
+    rows = training_rows(settings, model_dir, seed) if rows is None else list(rows)
+    return rows_dataset(rows, num_prompts, seed)
 
 
 def prepare_model(directory: str | Path, seed: int) -> Path:
@@ -401,6 +408,7 @@ def run_method(
     work_dir: str | Path | None = None,
     report: Callable[[dict], None] | None = None,
     callbacks: Sequence[TrainerCallback] = (),
+    rows: Sequence[tuple[str, int, str]] | None = None,
 ) -> list[dict[str, Any]]:
     """Train `spec` for `steps` steps from `model_dir`; return one record per step.
 
@@ -411,7 +419,8 @@ def run_method(
     (mean reward of the groups that reached the loss), `step_time`, `wall_time` (seconds of training since it
     started, probes excluded), the `ADAPTIVE_METRICS` (NaN for plain GRPO, except `rounds` = 1), the
     `REFILL_METRICS` as `refill_<name>`, and `samples_round_<r>` (completions of round r, r <= `RECORDED_ROUNDS`).
-    `report` is called with each record; `callbacks` are added to the trainer.
+    `report` is called with each record; `callbacks` are added to the trainer. `rows` are the prompts the probe
+    measures when already computed (default: [`training_rows`], which filters a banded task on the model again).
     """
     from transformers import PrinterCallback
 
@@ -425,7 +434,8 @@ def run_method(
         trainer = build_method_trainer(spec, model_dir, dataset, settings, steps, seed, output_dir)
         probe = None
         if settings.eval_every > 0:
-            probe = PassRateProbe(trainer.processing_class, settings, seed, training_rows(settings, model_dir, seed))
+            rows = training_rows(settings, model_dir, seed) if rows is None else list(rows)
+            probe = PassRateProbe(trainer.processing_class, settings, seed, rows)
         recorder = StepRecorder(spec, settings.prompts_per_step, report, probe, settings.eval_every)
         trainer.remove_callback(PrinterCallback)  # it prints every log dict; the recorder reports instead
         trainer.add_callback(recorder)

@@ -22,7 +22,14 @@ __all__ = [
     "moving_average",
     "pass_at_k",
     "plot_curves",
+    "plot_panels",
+    "probe_at",
     "probe_metrics",
+    "probe_reading",
+    "probe_summary",
+    "probe_summary_table",
+    "probe_table",
+    "probed_records",
     "reading",
     "samples_to_reach",
     "steps_to_reach",
@@ -35,6 +42,8 @@ SMOOTHING_WINDOW = 5
 """Steps of the trailing moving average that the summaries and the curves read the first-round reward over."""
 PASS_AT_K = (1, 2, 4, 8, 16)
 """The k of the probe's pass@k (those up to its samples per prompt)."""
+HARDEST_THIRD = "eval_pass_rate_hard"
+"""The probe's pass rate on the hardest third of the prompts by initial pass rate."""
 HARD_SET = (1, 2)
 """The paper's hard set: prompts with 1 or 2 right of `INITIAL_SAMPLES` initial samples."""
 INITIAL_SAMPLES = 16
@@ -114,6 +123,38 @@ def metrics_at_milestones(
         values = {name: float("nan") if record is None else float(record[name]) for name in fields}
         rows.append({"milestone": float(milestone), **values})
     return rows
+
+
+def probed_records(records: Sequence[dict]) -> list[dict]:
+    """The records of the steps the probe measured (`eval_pass_rate` not NaN)."""
+    return [r for r in records if not math.isnan(r.get("eval_pass_rate", float("nan")))]
+
+
+def probe_at(records: Sequence[dict], axis: str, budget: float) -> dict:
+    """The last probed record at or within `budget` of `axis` (e.g. `cumulative_samples`): what a run had reached
+    with that much spent. Empty when it probed nothing that early."""
+    within = [r for r in probed_records(records) if r[axis] <= budget * (1 + 1e-9)]
+    return within[-1] if within else {}
+
+
+PROBE_FIELDS = {
+    "step": "step",
+    "samples": "cumulative_samples",
+    "pass_rate": "eval_pass_rate",
+    "hardest_third": HARDEST_THIRD,
+}
+"""What [`probe_summary`] keeps of a probed record, by the name it keeps it under."""
+
+
+def probe_summary(records: Sequence[dict], budget: float) -> dict[str, dict[str, float]]:
+    """`final`: the last probe; `within_budget`: the last probe within `budget` generated samples (e.g. plain
+    GRPO's whole run). Each as step, samples (cumulative), pass rate and hardest-third pass rate; NaN when none."""
+    probed = probed_records(records)
+    points = {"final": probed[-1] if probed else {}, "within_budget": probe_at(records, "cumulative_samples", budget)}
+    return {
+        name: {key: float(record.get(field, float("nan"))) for key, field in PROBE_FIELDS.items()}
+        for name, record in points.items()
+    }
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -196,6 +237,33 @@ def method_table(spec: MethodSpec, records: Sequence[dict], every: int) -> str:
     return format_table(headers, _window_rows(records, every), title=f"{spec.label}  ({spec.name})")
 
 
+def _probe_rows(records: Sequence[dict]) -> list[list[str]]:
+    """Table rows: one per probe, over the steps since the previous probe (window means), probed after the last."""
+    rows, start = [], 0
+    for record in probed_records(records):
+        end = next(k for k, r in enumerate(records) if r is record) + 1
+        window = records[start:end]
+        rows.append(
+            [
+                f"{window[0]['step']}-{record['step']}",
+                f"{record['eval_pass_rate']:.3f}",
+                f"{record[HARDEST_THIRD]:.3f}",
+                f"{mean(r['frac_reward_zero_std'] for r in window):.2f}",
+                f"{mean(r['samples'] for r in window):.0f}",
+                f"{record['cumulative_samples']:.0f}",
+                f"{record['wall_time']:.1f}",
+            ]
+        )
+        start = end
+    return rows
+
+
+def probe_table(spec: MethodSpec, records: Sequence[dict]) -> str:
+    """Per-method table of the probes: pass rate overall and on the hardest third after each window of steps."""
+    headers = ["steps", "pass rate", "hardest third", "zero-std groups", "samples/step", "cum. samples", "wall s"]
+    return format_table(headers, _probe_rows(records), title=f"{spec.label}  ({spec.name})")
+
+
 def _fmt(value: float, spec: str = ".0f") -> str:
     return "never" if math.isnan(value) else format(value, spec)
 
@@ -258,23 +326,93 @@ def reading(specs: Sequence[MethodSpec], summaries: dict[str, dict], targets: Se
     return "Reading (first step whose 5-step average reaches the target):\n" + "\n".join(f"- {line}" for line in lines)
 
 
-def regime_note(settings: TaskSettings) -> str:
-    """Which regime the task is in, what that means for reading the numbers, and where the guide is."""
-    if settings.family == "letters" or settings.transfer >= 1.0:
-        regime = (
-            "Regime: full transfer. One skill (writing a letter often enough) solves every prompt of this task, so "
-            "what GRPO learns on the easy prompts carries over to the hard ones for free. Here adaptive sampling "
-            "learns faster per step and costs more per generated sample; which axis matters depends on whether your "
-            "step is generation-bound."
+def probe_summary_table(specs: Sequence[MethodSpec], summaries: dict[str, dict], budget_owner: str) -> str:
+    """One row per method: the final probe, the samples generated, and the last probe within `budget_owner`'s
+    samples (from [`probe_summary`])."""
+    headers = ["method", "pass rate", "hardest third", "total samples", "wall s"]
+    headers += [f"hardest third within {budget_owner}'s samples", "at step"]
+    rows = []
+    for spec in specs:
+        final, within = summaries[spec.name]["probe"]["final"], summaries[spec.name]["probe"]["within_budget"]
+        rows.append(
+            [
+                spec.label,
+                _fmt(final["pass_rate"], ".3f"),
+                _fmt(final["hardest_third"], ".3f"),
+                f"{summaries[spec.name]['total_samples']:.0f}",
+                f"{summaries[spec.name]['wall_time']:.0f}",
+                _fmt(within["hardest_third"], ".3f"),
+                _fmt(within["step"]),
+            ]
         )
-    else:
-        regime = (
-            f"Regime: transfer {settings.transfer:g} (keyed task). Each item needs its own answer, so samples spent "
-            "on a hard item teach that item; compare the methods on the hardest third of the items."
+    title = "Summary (pass rates: the last probe; hardest third: the items the initial model solved least, a third)"
+    return format_table(headers, rows, title=title)
+
+
+def _ahead(difference: float) -> str:
+    return "level with" if abs(difference) < 0.0005 else "ahead of" if difference > 0 else "behind"
+
+
+def probe_reading(specs: Sequence[MethodSpec], summaries: dict[str, dict]) -> str:
+    """What the probes say, method by method against plain GRPO, per step and per sample (empty without GRPO)."""
+    base = next((spec for spec in specs if not spec.uses_reinforce_ada), None)
+    if base is None:
+        return ""
+    ref = summaries[base.name]
+    lines = []
+    for spec in specs:
+        if spec is base:
+            continue
+        ours = summaries[spec.name]
+        final, base_final = ours["probe"]["final"], ref["probe"]["final"]
+        within = ours["probe"]["within_budget"]
+        diff = final["hardest_third"] - base_final["hardest_third"]
+        lines.append(
+            f"Per step: after {final['step']:.0f} steps {spec.label} is {_ahead(diff)} {base.label} on the hardest "
+            f"third, {final['hardest_third']:.3f} vs {base_final['hardest_third']:.3f} ({diff:+.3f}; overall "
+            f"{final['pass_rate']:.3f} vs {base_final['pass_rate']:.3f})."
+        )
+        ratio = ours["total_samples"] / ref["total_samples"]
+        if math.isnan(within["step"]):
+            spent = f"it had not reached its first probe within {base.label}'s {ref['total_samples']:.0f} samples"
+        else:
+            diff = within["hardest_third"] - base_final["hardest_third"]
+            spent = (
+                f"within {base.label}'s {ref['total_samples']:.0f} samples ({spec.label}'s probe at step "
+                f"{within['step']:.0f}) "
+                f"it was {_ahead(diff)} {base.label}'s end of run on the hardest third, "
+                f"{within['hardest_third']:.3f} vs {base_final['hardest_third']:.3f}"
+            )
+        lines.append(
+            f"Per sample: {spec.label} generated {ours['total_samples']:.0f} samples ({ratio:.1f}x {base.label}'s); "
+            f"{spent}."
+        )
+    lines.append("One seed, and the hardest third is a few items: one item moves it by a quarter or more.")
+    return "Reading (the probe's pass rate, overall and on the hardest third):\n" + "\n".join(
+        f"- {line}" for line in lines
+    )
+
+
+def regime_note(settings: TaskSettings) -> str:
+    """What the task's regime shows, where adaptive sampling wins and where it loses, and where the guide is."""
+    if settings.family == "letters" or settings.transfer >= 1.0:
+        return (
+            "What this regime shows: learning transfers. One skill (writing a letter often enough) solves every "
+            "prompt, so what GRPO n=4 learns on the easy prompts carries over to the hard ones for free. Adaptive "
+            "sampling learns faster per step and loses per generated sample: it pays here only when optimizer steps, "
+            "not generation, are what you pay for. Over 5 seeds the regimes benchmark (`python -m benchmarks.learning "
+            "--regimes`) finds the same on the keyed task with full transfer: plain GRPO n=4 reaches every target "
+            "with the fewest samples and the fewest modelled GPU hours. See docs/choosing.md."
         )
     return (
-        f"{regime} On a task whose prompts need their own answers the ranking can change: see docs/choosing.md, "
-        "and `python -m benchmarks.learning --regimes`, which measures both regimes in modelled GPU hours too."
+        f"What this regime shows: no transfer (transfer {settings.transfer:g}). Each item needs its own code, like "
+        "the paper's data (problems filtered to those the base model rarely solves), so only samples spent on a hard "
+        "item teach it. Balance's extra rounds find the hard items' rare right answers and turn their groups into a "
+        "gradient: per step it lifts the hardest third. It still costs several times GRPO n=4's samples, and per "
+        "generated sample GRPO n=4 stays ahead. Over 5 seeds (`python -m benchmarks.learning --regimes`, no "
+        "transfer): balance ahead of GRPO n=4 on the hardest third after 60 steps on 5 of 5 seeds; at equal "
+        'modelled GPU hours Seq-balance was not shown to beat GRPO, and the paper\'s Est (`sampling="est"`, n=8) '
+        "beat GRPO n=8 on 5 of 5. See docs/choosing.md."
     )
 
 
@@ -283,13 +421,8 @@ def regime_note(settings: TaskSettings) -> str:
 # ----------------------------------------------------------------------------------------------------------------
 
 
-def plot_curves(curves: dict[str, dict[str, Any]], title: str) -> Any:
-    """A figure with two panels: first-round reward vs step and vs cumulative samples generated, a line per method.
-
-    `curves` maps a label to {"step": [...], "samples": [...], "reward": [...]} (already smoothed), optionally with
-    "low" and "high" (a shaded band). The caller saves and closes the figure (see [`~trl_ada.utils.save_figure`]).
-    """
-    fig, axes = pyplot().subplots(1, 2, figsize=(11, 4), sharey=True)
+def _draw_curves(axes: Any, curves: dict[str, dict[str, Any]], ylabel: str) -> None:
+    """A line per method on a pair of axes: the metric against the step (left) and against samples (right)."""
     for label, curve in curves.items():
         for ax, x in zip(axes, (curve["step"], curve["samples"]), strict=True):
             (line,) = ax.plot(x, curve["reward"], label=label)
@@ -297,11 +430,36 @@ def plot_curves(curves: dict[str, dict[str, Any]], title: str) -> Any:
                 ax.fill_between(x, curve["low"], curve["high"], color=line.get_color(), alpha=0.2, linewidth=0)
     axes[0].set_xlabel("training step")
     axes[1].set_xlabel("completions generated (cumulative)")
-    axes[0].set_ylabel(f"first-round reward ({SMOOTHING_WINDOW}-step moving avg.)")
+    axes[0].set_ylabel(ylabel)
     for ax in axes:
         ax.grid(alpha=0.3)
     axes[0].legend()
-    fig.suptitle(title)
+
+
+REWARD_LABEL = f"first-round reward ({SMOOTHING_WINDOW}-step moving avg.)"
+
+
+def plot_curves(curves: dict[str, dict[str, Any]], title: str) -> Any:
+    """A figure with two panels: first-round reward vs step and vs cumulative samples generated, a line per method.
+
+    `curves` maps a label to {"step": [...], "samples": [...], "reward": [...]} (already smoothed), optionally with
+    "low" and "high" (a shaded band). The caller saves and closes the figure (see [`~trl_ada.utils.save_figure`]).
+    """
+    return plot_panels([(curves, title, REWARD_LABEL)])
+
+
+def plot_panels(rows: Sequence[tuple[dict[str, dict[str, Any]], str, str]]) -> Any:
+    """A figure with a row of two panels (against step, against samples) per (curves, title, y label) in `rows`;
+    `curves` as for [`plot_curves`] (the metric under "reward"). The caller saves and closes the figure."""
+    fig, axes = pyplot().subplots(len(rows), 2, figsize=(11, 4 * len(rows)), sharey="row", squeeze=False)
+    for pair, (curves, title, ylabel) in zip(axes, rows, strict=True):
+        _draw_curves(pair, curves, ylabel)
+        if len(rows) > 1:
+            pair[0].set_title(title, loc="left")
+    if len(rows) == 1:
+        fig.suptitle(rows[0][1])
+    else:
+        fig.subplots_adjust(hspace=0.35)
     return fig
 
 
