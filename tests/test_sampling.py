@@ -451,19 +451,21 @@ def test_statistics_of_a_hand_run():
 
 @st.composite
 def sampling_steps(draw):
-    """A random step: pass rates, n in [2, 8], N in [1, 6], M in [1, 8] with M * N >= n, threshold, rule."""
+    """A random step: pass rates, n in [2, 8], N in [1, 6], M in [1, 8] with M * N >= n (for an adaptive rule),
+    threshold, rule."""
     num_generations = draw(st.integers(2, 8))
     max_rounds = draw(st.integers(1, 6))
     samples_per_round = draw(st.integers(-(-num_generations // max_rounds), 8))
     pass_rates = draw(st.lists(st.sampled_from([0.0, 1.0]) | st.floats(0.0, 1.0), min_size=1, max_size=12))
+    exit_rule = draw(st.sampled_from(["balance", "pos", "none"]))
+    rounds = {} if exit_rule == "none" else {"samples_per_round": samples_per_round, "max_rounds": max_rounds}
     return {
         "pass_rates": pass_rates,
         "seed": draw(st.integers(0, 2**32 - 1)),
         "num_generations": num_generations,
-        "samples_per_round": samples_per_round,
-        "max_rounds": max_rounds,
+        **rounds,  # plain GRPO refuses M and N: it draws one round of exactly n
         "positive_threshold": draw(st.sampled_from([0.5, 0.7]) | st.floats(-0.5, 1.5)),
-        "exit_rule": draw(st.sampled_from(["balance", "pos", "none"])),
+        "exit_rule": exit_rule,
     }
 
 
@@ -767,7 +769,11 @@ def test_default_sampler_reports_no_estimation_metrics():
         ({"first_round": "posterior"}, ["first_round='posterior'", "['fixed', 'prior']"]),
         ({"later_rounds": "big"}, ["later_rounds='big'"]),
         ({"round_confidence": 1.0}, ["round_confidence=1.0", "(0, 1)"]),
-        ({"exit_rule": "none", "sample_budget": 8}, ["exit_rule='none'", "nothing to act on"]),
+        (
+            {"exit_rule": "none", "samples_per_round": 4, "max_rounds": 1, "sample_budget": 8},
+            ["exit_rule='none'", "nothing to act on"],
+        ),
+        ({"exit_rule": "none"}, ["samples_per_round=8 has no effect with exit_rule='none'", "set it to 4"]),
         ({"prior_alpha": [1.0]}, ["prior_alpha must hold one positive number per prompt (2)"]),
         ({"prior_beta": [1.0, 0.0]}, ["prior_beta must hold one positive number per prompt"]),
         ({"memory_hits": [True]}, ["memory_hits must hold one flag per prompt (2)"]),

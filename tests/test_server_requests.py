@@ -191,7 +191,7 @@ def test_the_streaming_schedule_and_the_asynchronous_worker_request_the_same_sam
     )
     expected = {**settings, "min_p": 0.0, "max_tokens": 12, "logprobs": 0}
     assert _trl.server_decoding(SimpleNamespace(vllm_generation=generation))[2] == expected
-    assert _worker_settings(args, "m").sampling == expected
+    assert _worker_settings(args, "m").decoding == expected
     generation.structured_outputs_regex, generation.generation_kwargs = r"\d+", {"top_k": 3, "seed": 1}
     assert _trl.server_decoding(SimpleNamespace(vllm_generation=generation))[2] == {
         **expected,

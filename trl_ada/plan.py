@@ -29,6 +29,7 @@ import functools
 import math
 import numbers
 import typing
+import warnings
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -624,8 +625,11 @@ class SamplingPlan(Record):
         return plan
 
     def replace(self, **changes: Any) -> SamplingPlan:
-        """This plan with some flat fields changed, resolved and validated again as explicit fields."""
-        return resolve({**self.fields(), **changes}, num_generations=changes.get("num_generations", self.n))
+        """This plan with some flat fields changed: `changes` are explicit (None sets a field to None), this plan's
+        fields are the base they win over, so `replace(exit_rule="none")` of a balance plan is plain GRPO."""
+        base = {**self.fields(), **{name: value for name, value in changes.items() if value is None}}
+        explicit = {name: value for name, value in changes.items() if value is not None}
+        return resolve(explicit, num_generations=changes.get("num_generations", self.n), host=Host(base=base))
 
     @property
     def n(self) -> int:
@@ -657,6 +661,39 @@ class SamplingPlan(Record):
         values = {flat_name(f): value for f, value in _leaves(self.section)}
         values["generation_schedule"] = self.generation_schedule
         return values | {flat_name(f): value for f, value in _leaves(self) if f.name != "num_generations"}
+
+    def __getattr__(self, name: str) -> Any:
+        """Deprecated: a flat field read off the plan (`plan.samples_per_round`), as before sections existed."""
+        if name.startswith("_") or name == "section" or name not in _flat_names():
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        warnings.warn(
+            f"SamplingPlan.{name} is deprecated: read plan.fields()[{name!r}], or the field of its section.",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.fields().get(name, _defaults()[name])
+
+
+def _flat_init(init: Callable[..., None]) -> Callable[..., None]:
+    """`SamplingPlan(**flat_fields)`, deprecated: the plan of `SamplingPlan.from_fields(**flat_fields)`."""
+
+    @functools.wraps(init)
+    def __init__(self: SamplingPlan, *args: Any, **kwargs: Any) -> None:
+        if args or "section" in kwargs:
+            return init(self, *args, **kwargs)
+        warnings.warn(
+            "SamplingPlan(**flat_fields) is deprecated: write SamplingPlan.from_fields(**flat_fields), or build the "
+            "schedule's section (e.g. SamplingPlan(Rounds(exit_rule='balance'), num_generations=4)).",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        plan = resolve(kwargs)
+        return init(self, **{f.name: getattr(plan, f.name) for f in dataclasses.fields(plan)})
+
+    return __init__
+
+
+SamplingPlan.__init__ = _flat_init(SamplingPlan.__init__)  # type: ignore[method-assign]
 
 
 # ------------------------------------------------------------------------------------------------------------------
@@ -766,6 +803,10 @@ def _registry() -> dict[str, type[Section]]:
 
 def _defaults() -> dict[str, Any]:
     return {f.name: f.default for f in flat_fields()}
+
+
+def _flat_names() -> set[str]:
+    return {f.name for f in flat_fields()}
 
 
 # ------------------------------------------------------------------------------------------------------------------
