@@ -5,7 +5,7 @@ A model, not a measurement. An engine with continuous batching decodes up to `ca
 GPU far from compute-bound: a full batch costs little more than a small one). Completion lengths are log-normal,
 capped at `max_length`; a completion is right with its prompt's pass rate (the paper's base-model distribution of
 `sampling_efficiency`), independent of its length. The samplers are the library's own: `AdaptiveSampler` for GRPO
-n=4 and round-based balance (M=8, N=4), `StreamingScheduler` over it for streaming balance, with the default window
+n=4 and round-based balance (M=8, N=4), `RequestWindow` over it for streaming balance, with the default window
 (M completions of a prompt in flight) and with the whole cap M·N in flight (`streaming_window=32`). Rounds wait for
 their longest completion; streaming issues and cancels requests as results arrive. Scoring, weight sync and the
 loss are not modelled (they cost the same under both schedules), so the ratios are of engine time only.
@@ -50,12 +50,12 @@ from benchmarks.sampling_efficiency import PROMPT_SETS
 from trl_ada.async_grpo.rollout import PromptRollout, trainable
 from trl_ada.plan import SamplingPlan
 from trl_ada.sampling import AdaptiveSampler
-from trl_ada.schedules.streaming import Request, StreamingScheduler
+from trl_ada.schedules.streaming import Request, RequestWindow
 
 DEFAULT_OUT = Path("benchmarks/results/engine_schedule")
 METHODS = ("GRPO n=4", "balance rounds", "balance streaming", "balance streaming, window M·N")
 WINDOWS = {"balance streaming": None, "balance streaming, window M·N": 32}
-"""`StreamingScheduler(window=...)` of each streaming method: `samples_per_round` (the default), the whole cap."""
+"""`RequestWindow(window=...)` of each streaming method: `samples_per_round` (the default), the whole cap."""
 
 
 @dataclass(frozen=True)
@@ -168,7 +168,7 @@ def run_streaming(
 ) -> int:
     """Requests as prompts need them, results in finishing order; returns the requests cancelled."""
     return drive_streaming(
-        StreamingScheduler(sampler, window=window),
+        RequestWindow(sampler, window=window),
         engine,
         length=lambda request: int(completion_lengths(engine.setting, rng, 1)[0]),
         rewards=lambda request: (rng.random(request.size) < rates[request.prompt]).astype(float),
@@ -176,7 +176,7 @@ def run_streaming(
 
 
 def drive_streaming(
-    scheduler: StreamingScheduler,
+    scheduler: RequestWindow,
     engine: Engine,
     length: Callable[[Request], int],
     rewards: Callable[[Request], np.ndarray],
@@ -347,7 +347,7 @@ def rounds_on_streams(
 
 
 def streaming_on_streams(
-    scheduler: StreamingScheduler, engine: Engine, streams: RewardStreams, prompts: Sequence[int]
+    scheduler: RequestWindow, engine: Engine, streams: RewardStreams, prompts: Sequence[int]
 ) -> None:
     """`run_streaming` with each request's rewards and length read from the streams by its pool indices."""
     drive_streaming(
@@ -366,7 +366,7 @@ def run_sync(method: str, setting: EngineSetting, streams: RewardStreams, steps:
         prompts = range(step * b, (step + 1) * b)
         sampler, engine = new_sampler(method, b), Engine(setting)
         if method in WINDOWS:
-            scheduler = StreamingScheduler(sampler, window=WINDOWS[method])
+            scheduler = RequestWindow(sampler, window=WINDOWS[method])
             streaming_on_streams(scheduler, engine, streams, prompts)
             run.requested += scheduler.requested
         else:

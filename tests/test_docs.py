@@ -291,3 +291,12 @@ def test_readme_quick_start_names_every_preset():
 
     line = next(line for line in README.read_text().splitlines() if "# a preset:" in line)
     assert sorted(re.findall(r'"(\w+)"', line.split("# a preset:")[1])) == sorted(PRESETS)
+
+
+def test_configuration_holds_the_generated_field_tables():
+    from trl_ada.plan import with_fields_markdown
+
+    text = (DOCS / "configuration.md").read_text()
+    assert with_fields_markdown(text) == text, (
+        "docs/configuration.md's sampling field tables are stale: run `python -m trl_ada.plan docs/configuration.md`"
+    )

@@ -1,5 +1,5 @@
 """The streaming schedule's checks, torch-free: the `SamplingPlan` fields of the streaming schedule, the request
-settings (`validate_transport`) and the `StreamingScheduler` constructor. Each refusal is checked word for word."""
+settings (`validate_transport`) and the `RequestWindow` constructor. Each refusal is checked word for word."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 
 from trl_ada.plan import SamplingPlan
 from trl_ada.sampling import AdaptiveSampler
-from trl_ada.schedules.streaming import StreamingScheduler, validate_transport
+from trl_ada.schedules.streaming import RequestWindow, validate_transport
 
 STREAMING = {"generation_schedule": "streaming", "samples_per_round": 4, "max_rounds": 3}
 
@@ -121,18 +121,18 @@ def sampler(**kwargs) -> AdaptiveSampler:
 )
 def test_a_window_or_chunk_below_one_is_refused(window, chunk, message):
     with pytest.raises(ValueError) as refused:
-        StreamingScheduler(sampler(), window=window, chunk=chunk)
+        RequestWindow(sampler(), window=window, chunk=chunk)
     assert str(refused.value) == message
 
 
 def test_the_smallest_window_and_chunk_are_accepted_and_the_plan_gives_the_defaults():
-    assert StreamingScheduler(sampler(), window=1, chunk=1).window == 1
-    scheduler = StreamingScheduler(sampler())
+    assert RequestWindow(sampler(), window=1, chunk=1).window == 1
+    scheduler = RequestWindow(sampler())
     assert (scheduler.window, scheduler.chunk) == (2, 1)  # samples_per_round, one completion per request
 
 
 def test_a_sampler_that_has_drawn_or_planned_is_refused():
-    message = "StreamingScheduler needs a fresh AdaptiveSampler (nothing planned or ingested yet)."
+    message = "RequestWindow needs a fresh AdaptiveSampler (nothing planned or ingested yet)."
     used = sampler()
     used.plan_round()
     used.ingest([1.0, 0.0, 1.0, 0.0])
@@ -142,7 +142,7 @@ def test_a_sampler_that_has_drawn_or_planned_is_refused():
     counted.round = 1  # a round, no completion
     for stale in (used, holding, counted):
         with pytest.raises(ValueError) as refused:
-            StreamingScheduler(stale)
+            RequestWindow(stale)
         assert str(refused.value) == message
 
 
@@ -150,7 +150,7 @@ def test_a_sampler_that_has_drawn_or_planned_is_refused():
 def test_a_prior_sized_sampler_is_refused(name):
     prior = {"prior_alpha": [1.0, 1.0], "prior_beta": [1.0, 1.0], "memory_hits": [True, True]}
     with pytest.raises(ValueError) as refused:
-        StreamingScheduler(sampler(**{name: "prior"}, **prior))
+        RequestWindow(sampler(**{name: "prior"}, **prior))
     assert str(refused.value) == (
         f"{name}='prior' sizes rounds, but generation_schedule='streaming' has none: it keeps a window of "
         f"completions of each active prompt in flight. Use {name}='fixed', or generation_schedule='rounds'."

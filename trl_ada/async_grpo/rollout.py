@@ -14,7 +14,7 @@ lets each finish on its own, so its state is one `PromptRollout` per prompt:
     rollout.kept(), rollout.advantages(scale), rollout.pass_rate
     groups, metrics = trained_wave(finished_rollouts, live_version, max_staleness, scale)   # what the worker pushes
 
-Both are the streaming schedule's `StreamingScheduler` over a one-prompt sampler (`AdaptiveSampler`, or the Est
+Both are the streaming schedule's `RequestWindow` over a one-prompt sampler (`AdaptiveSampler`, or the Est
 schedule's `EstSampler` with the prompt's allocation, so Est's counts and groups are written once): completions are
 used in request order, so the exit decision and the kept group do not depend on the order the engine finishes them
 in. Every completion remembers the policy version that was live when it was requested (`versions`).
@@ -43,7 +43,7 @@ from ..objectives import advantage_weights
 from ..plan import Host, SamplingPlan
 from ..sampling import AdaptiveSampler, PromptPools
 from ..schedules.est import Est, EstSampler
-from ..schedules.streaming import InFlight, Request, Requests, StreamingScheduler, Update
+from ..schedules.streaming import InFlight, Request, Requests, RequestWindow, Update
 
 __all__ = [
     "ASYNCHRONOUS",
@@ -93,7 +93,7 @@ name it."""
 
 class PromptRollout:
     """The sampling state of one prompt (see the module docstring): Seq with `allocation=None`, else Est with that
-    many samples. Either way a `StreamingScheduler` drives the prompt's sampler (`AdaptiveSampler`, or `EstSampler`
+    many samples. Either way a `RequestWindow` drives the prompt's sampler (`AdaptiveSampler`, or `EstSampler`
     whose cap is its allocation) from results that arrive in any order."""
 
     def __init__(
@@ -116,10 +116,10 @@ class PromptRollout:
         alpha, beta = prior
         if allocation is None:
             self.sampler: PromptPools = AdaptiveSampler(1, plan, prior_alpha=[alpha], prior_beta=[beta])
-            self.scheduler = StreamingScheduler(self.sampler)
+            self.scheduler = RequestWindow(self.sampler)
         else:
             sampler = EstSampler(1, plan, prior_alpha=[alpha], prior_beta=[beta], allocation=[allocation])
-            self.sampler, self.scheduler = sampler, StreamingScheduler(sampler, window=allocation)
+            self.sampler, self.scheduler = sampler, RequestWindow(sampler, window=allocation)
 
     # -- events --------------------------------------------------------------------------------
 

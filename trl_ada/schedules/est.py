@@ -14,7 +14,7 @@ is its group, so the pool baseline is r̄_x, the mean of the prompt's samples in
 The section, `Est`, holds the bounds [N_min, N_max]. The trainer's `EstSchedule` is the rounds loop with one round,
 split over the processes at sample level like any round; the asynchronous worker allocates a wave of prompts
 together (`est_allocation`) and lets each prompt's `EstSampler` take its results as they arrive
-(`schedules.streaming.StreamingScheduler`, whose cap for the prompt is its allocation). Loads without torch.
+(`schedules.streaming.RequestWindow`, whose cap for the prompt is its allocation). Loads without torch.
 """
 
 from __future__ import annotations
@@ -107,7 +107,7 @@ class EstSampler(PromptPools):
     The interface of [`AdaptiveSampler`] with one round: `plan_round` plans every prompt with its allocation
     (`est_allocation` of the posterior means, or the given `allocation`), and after `ingest` every prompt has exited
     (round 1) and keeps its whole pool. Results that arrive one by one (`add_sample`, driven by a
-    `StreamingScheduler`) fill each prompt's allocation the same way.
+    `RequestWindow`) fill each prompt's allocation the same way.
     """
 
     def __init__(

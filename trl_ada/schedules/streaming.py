@@ -1,10 +1,10 @@
 """The streaming schedule (vLLM server mode): Reinforce-Ada's exits without a round barrier.
 
 The rounds of `AdaptiveSampler` wait for a round's longest completion before any prompt gets more samples. A
-`StreamingScheduler` instead keeps a few completions of every active prompt in flight, takes results in whatever
+`RequestWindow` instead keeps a few completions of every active prompt in flight, takes results in whatever
 order the engine finishes them, and issues more as soon as a prompt needs them:
 
-    scheduler = StreamingScheduler(sampler)             # a fresh AdaptiveSampler of the step
+    scheduler = RequestWindow(sampler)                  # a fresh AdaptiveSampler of the step
     send(scheduler.start())                             # the first requests
     while not scheduler.done:
         request, rewards = wait_for_any_result()
@@ -23,7 +23,7 @@ The asynchronous worker drives one prompt's `EstSampler` the same way (its alloc
 
 The section, `Streaming`, is `InFlight` (the exits of `Seq`, a window of completions per prompt, the requests'
 chunk and retries) with a step budget and a request timeout. `ServerStreamingSchedule` runs it in the trainer: every
-process holds the same `StreamingScheduler`; the main process alone talks to the server; each batch of results it
+process holds the same `RequestWindow`; the main process alone talks to the server; each batch of results it
 receives is broadcast, split over the processes at row level for decoding and scoring (TRL's `_generate` fed the
 server's answers, and `_calculate_rewards`), and the gathered rewards drive every process's scheduler alike.
 Requests of prompts that exited are cancelled on the server. The scheduler and the sections load without torch.
@@ -52,7 +52,7 @@ __all__ = [
     "Requests",
     "ServerStreamingSchedule",
     "Streaming",
-    "StreamingScheduler",
+    "RequestWindow",
     "Update",
     "send_requests",
     "validate_transport",
@@ -184,7 +184,7 @@ class Update:
     exited: list[int] = field(default_factory=list)
 
 
-class StreamingScheduler:
+class RequestWindow:
     """Drives one step's sampler (an `AdaptiveSampler`, or a `schedules.est.EstSampler` whose allocation is each
     prompt's cap) from results that arrive in any order (see the module docstring).
 
@@ -199,7 +199,7 @@ class StreamingScheduler:
 
     def __init__(self, sampler: PromptPools, window: int | None = None, chunk: int | None = None):
         if sampler.samples_drawn or sampler.round:
-            raise ValueError("StreamingScheduler needs a fresh AdaptiveSampler (nothing planned or ingested yet).")
+            raise ValueError("RequestWindow needs a fresh AdaptiveSampler (nothing planned or ingested yet).")
         if sampler.sizes_rounds_from_prior:
             name = "first_round" if sampler.first_round == "prior" else "later_rounds"
             raise ValueError(
@@ -342,7 +342,7 @@ class ServerStreamingSchedule(Schedule):
         trainer = self.trainer
         self._returned_tokens = 0
         inputs, sampler = self.new_sampler(step_inputs)
-        scheduler = StreamingScheduler(sampler)
+        scheduler = RequestWindow(sampler)
         outcome = StepOutcome(inputs, sampler)
         prompt_rows = _trl.round_prompts(trainer, [dict(x) for x in inputs])
         prompt_ids = _trl.tokenize_prompts(trainer, prompt_rows)
@@ -395,7 +395,7 @@ class ServerStreamingSchedule(Schedule):
             max_retries=streaming.max_retries,
         )
 
-    def _next_results(self, requests: ServerCompletions | None, scheduler: StreamingScheduler) -> list:
+    def _next_results(self, requests: ServerCompletions | None, scheduler: RequestWindow) -> list:
         """The next results the scheduler still waits for, received by the main process and shared with the others.
 
         A failure on the main process (retries spent, nothing left running) is raised on every process alike.
