@@ -31,6 +31,8 @@ FEATURES: dict[str, tuple[str, dict]] = {
         "generation_schedule",
         {"generation_schedule": "streaming", "use_vllm": True, "vllm_mode": "server"},
     ),
+    "est": ("generation_schedule", {"generation_schedule": "est", "pass_rate_memory": True}),
+    "log objective": ("objective", {"objective": "log"}),
     "group baseline": ("advantage_baseline", {"advantage_baseline": "group"}),
     "std scaling": ("scale_rewards", {"scale_rewards": "group"}),
 }
@@ -44,9 +46,14 @@ CONFLICTS = {
         ("exit none", "rounds per prompt"),
         *(("streaming", other) for other in ("first round prior", "later rounds prior")),
         *(("streaming", other) for other in ("oversampling", "rounds per prompt", "skip")),
+        *(("est", f"exit {rule}") for rule in ("none", "pos", "mixed")),
+        *(("est", other) for other in ("first round prior", "later rounds prior", "futility", "budget")),
+        *(("est", other) for other in ("oversampling", "rounds per prompt", "skip")),
     ]
 }
-"""The pairs that cannot work together."""
+"""The pairs that cannot work together. Every section meets every other: the rounds' (exit rules, prior sizing,
+budget, candidates), streaming's, Est's, the memory's and the objective's. (Streaming and Est both set
+`generation_schedule`; the later one wins, as in a recipe.)"""
 
 PAIRS = list(itertools.combinations(FEATURES, 2))
 

@@ -175,3 +175,15 @@ def test_pass_rate_memory_must_be_a_boolean(flag):
     with pytest.raises(ValueError) as refused:
         SamplingPlan.from_fields(pass_rate_memory=flag)
     assert str(refused.value) == f"pass_rate_memory={flag!r}: must be True or False."
+
+
+def test_flat_construction_and_flat_reads_still_work_with_a_warning_naming_the_new_spelling():
+    with pytest.warns(DeprecationWarning, match=r"^SamplingPlan\(\*\*flat_fields\) is deprecated: write"):
+        plan = SamplingPlan(num_generations=4, exit_rule="pos", samples_per_round=8, max_rounds=2)
+    assert plan == SamplingPlan.from_fields(num_generations=4, exit_rule="pos", samples_per_round=8, max_rounds=2)
+    with pytest.warns(DeprecationWarning, match=r"^SamplingPlan\.max_rounds is deprecated: read plan\.fields\(\)"):
+        assert plan.max_rounds == 2
+    with pytest.warns(DeprecationWarning, match="memory_decay"):
+        assert plan.memory_decay == 0.5  # a shared record's field, by its flat name
+    with pytest.raises(AttributeError, match="no attribute 'sampels_per_round'"):
+        plan.sampels_per_round  # noqa: B018

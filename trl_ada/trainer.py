@@ -1,6 +1,6 @@
 """`ReinforceAdaTrainer`: TRL's `GRPOTrainer` with Reinforce-Ada's adaptive sampling.
 
-Glue only. The sampling decisions live in the pure core (`plan.py`, `sampling.py`, `refill.py`, `streaming.py`,
+Glue only. The sampling decisions live in the pure core (`plan.py`, `sampling.py`, `candidates.py`,
 `memory.py`, `advantages.py`), the generation schedules in `schedules/`, and every joint with TRL's private surface in
 `_trl.py` (`docs/architecture.md`). Per training step, `training_batch` (TRL asks for a generation batch):
 
