@@ -5,7 +5,7 @@ A model, not a measurement. An engine with continuous batching decodes up to `ca
 GPU far from compute-bound: a full batch costs little more than a small one). Completion lengths are log-normal,
 capped at `max_length`; a completion is right with its prompt's pass rate (the paper's base-model distribution of
 `sampling_efficiency`), independent of its length. The samplers are the library's own: `AdaptiveSampler` for GRPO
-n=4 and round-based balance (M=8, N=4), `StreamingScheduler` over it for streaming balance, with the default window
+n=4 and round-based balance (M=8, N=4), `RequestWindow` over it for streaming balance, with the default window
 (M completions of a prompt in flight) and with the whole cap M·N in flight (`streaming_window=32`). Rounds wait for
 their longest completion; streaming issues and cancels requests as results arrive. Scoring, weight sync and the
 loss are not modelled (they cost the same under both schedules), so the ratios are of engine time only.
@@ -50,12 +50,12 @@ from benchmarks.sampling_efficiency import PROMPT_SETS
 from trl_ada.async_grpo.rollout import PromptRollout, trainable
 from trl_ada.plan import SamplingPlan
 from trl_ada.sampling import AdaptiveSampler
-from trl_ada.streaming import Request, StreamingScheduler
+from trl_ada.schedules.streaming import Request, RequestWindow
 
 DEFAULT_OUT = Path("benchmarks/results/engine_schedule")
 METHODS = ("GRPO n=4", "balance rounds", "balance streaming", "balance streaming, window M·N")
 WINDOWS = {"balance streaming": None, "balance streaming, window M·N": 32}
-"""`StreamingScheduler(window=...)` of each streaming method: `samples_per_round` (the default), the whole cap."""
+"""`RequestWindow(window=...)` of each streaming method: `samples_per_round` (the default), the whole cap."""
 
 
 @dataclass(frozen=True)
@@ -141,8 +141,8 @@ def completion_lengths(setting: EngineSetting, rng: np.random.Generator, size: i
 
 
 PLANS = {
-    "GRPO n=4": SamplingPlan(num_generations=4, exit_rule="none"),
-    "balance": SamplingPlan(num_generations=4, samples_per_round=8, max_rounds=4, exit_rule="balance"),
+    "GRPO n=4": SamplingPlan.from_fields(num_generations=4, exit_rule="none"),
+    "balance": SamplingPlan.from_fields(num_generations=4, samples_per_round=8, max_rounds=4, exit_rule="balance"),
 }
 """The plan of each method family (streaming methods sample as balance does)."""
 
@@ -168,7 +168,7 @@ def run_streaming(
 ) -> int:
     """Requests as prompts need them, results in finishing order; returns the requests cancelled."""
     return drive_streaming(
-        StreamingScheduler(sampler, window=window),
+        RequestWindow(sampler, window=window),
         engine,
         length=lambda request: int(completion_lengths(engine.setting, rng, 1)[0]),
         rewards=lambda request: (rng.random(request.size) < rates[request.prompt]).astype(float),
@@ -176,7 +176,7 @@ def run_streaming(
 
 
 def drive_streaming(
-    scheduler: StreamingScheduler,
+    scheduler: RequestWindow,
     engine: Engine,
     length: Callable[[Request], int],
     rewards: Callable[[Request], np.ndarray],
@@ -279,7 +279,7 @@ class RewardStreams:
     """Each prompt's fixed draws, by seed: its pass rate, and the reward and length of its i-th requested completion
     (i < M·N), whatever the schedule or the order the engine finishes them in."""
 
-    def __init__(self, setting: EngineSetting, seed: int, cap: int = PLANS["balance"].cap):
+    def __init__(self, setting: EngineSetting, seed: int, cap: int = PLANS["balance"].section.cap):
         self.setting, self.seed, self.cap = setting, seed, cap
         self._draws: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
@@ -347,7 +347,7 @@ def rounds_on_streams(
 
 
 def streaming_on_streams(
-    scheduler: StreamingScheduler, engine: Engine, streams: RewardStreams, prompts: Sequence[int]
+    scheduler: RequestWindow, engine: Engine, streams: RewardStreams, prompts: Sequence[int]
 ) -> None:
     """`run_streaming` with each request's rewards and length read from the streams by its pool indices."""
     drive_streaming(
@@ -366,7 +366,7 @@ def run_sync(method: str, setting: EngineSetting, streams: RewardStreams, steps:
         prompts = range(step * b, (step + 1) * b)
         sampler, engine = new_sampler(method, b), Engine(setting)
         if method in WINDOWS:
-            scheduler = StreamingScheduler(sampler, window=WINDOWS[method])
+            scheduler = RequestWindow(sampler, window=WINDOWS[method])
             streaming_on_streams(scheduler, engine, streams, prompts)
             run.requested += scheduler.requested
         else:
@@ -522,7 +522,7 @@ def warmup_steps(setting: EngineSetting, in_flight: int) -> int:
 
 def prompts_in_flight(family: str, setting: EngineSetting, multiple: int) -> int:
     """`multiple` x ceil(capacity / window): prompts whose completions in flight fill the engine's batch once."""
-    window = PLANS[family].num_generations if family == "GRPO n=4" else PLANS[family].window
+    window = PLANS[family].num_generations if family == "GRPO n=4" else PLANS[family].section.samples_per_round
     return multiple * math.ceil(setting.capacity / window)
 
 

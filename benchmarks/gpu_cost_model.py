@@ -12,7 +12,8 @@ part (15 s, 85 s). The other rows of Table 3 are then predicted, not fitted, and
 
 - Seq-pos and Seq-balance: rounds of M=8 up to N=4 (`exit_rule="pos"` / `"balance"`), n=4 trained per prompt.
 - Est (the paper's Algorithm 1, `sampling="est"`): one round of 8 completions per prompt on average, every one
-  trained, split over the prompts by `trl_ada.est.EstSampler` from Ada-EMA estimates after one earlier visit of 8.
+  trained, split over the prompts by `trl_ada.schedules.est.EstSampler` from Ada-EMA estimates after one earlier visit
+  of 8.
 
     python -m benchmarks.gpu_cost_model            # 2 prompt sets x 4 methods x 5 seeds: seconds
     python -m benchmarks.gpu_cost_model --smoke    # a small engine, 1 seed
@@ -33,9 +34,9 @@ import numpy as np
 from benchmarks.common import derive_seed, format_table, machine_description, make_parser, mean_and_std, write_json
 from benchmarks.engine_schedule import Engine, EngineSetting, run_rounds
 from benchmarks.sampling_efficiency import PROMPT_SETS
-from trl_ada.est import EstSampler
 from trl_ada.plan import PRESETS, SamplingPlan
 from trl_ada.sampling import AdaptiveSampler
+from trl_ada.schedules.est import EstSampler
 
 DEFAULT_OUT = Path("benchmarks/results/gpu_cost_model")
 
@@ -50,10 +51,16 @@ class Method:
 
 
 METHODS = (
-    Method("GRPO n=4", SamplingPlan(num_generations=4, exit_rule="none"), 4),
-    Method("Seq-pos", SamplingPlan(num_generations=4, samples_per_round=8, max_rounds=4, exit_rule="pos"), 4),
-    Method("Seq-balance", SamplingPlan(num_generations=4, samples_per_round=8, max_rounds=4, exit_rule="balance"), 4),
-    Method("Est", SamplingPlan(num_generations=8, **PRESETS["est"].fields(8)), 8),
+    Method("GRPO n=4", SamplingPlan.from_fields(num_generations=4, exit_rule="none"), 4),
+    Method(
+        "Seq-pos", SamplingPlan.from_fields(num_generations=4, samples_per_round=8, max_rounds=4, exit_rule="pos"), 4
+    ),
+    Method(
+        "Seq-balance",
+        SamplingPlan.from_fields(num_generations=4, samples_per_round=8, max_rounds=4, exit_rule="balance"),
+        4,
+    ),
+    Method("Est", SamplingPlan.from_fields(num_generations=8, **PRESETS["est"].fields(8)), 8),
 )
 EST_PREVIOUS_VISIT = 8  # samples of the one earlier visit Est's estimates come from
 BASELINE = "GRPO n=4"
@@ -100,8 +107,8 @@ def new_sampler(plan: SamplingPlan, rates: np.ndarray, rng: np.random.Generator)
     if plan.schedule != "est":
         return AdaptiveSampler(rates.size, plan)
     right = rng.binomial(EST_PREVIOUS_VISIT, rates)
-    alpha = plan.memory_prior_alpha + right
-    beta = plan.memory_prior_beta + EST_PREVIOUS_VISIT - right
+    alpha = plan.memory.prior_alpha + right
+    beta = plan.memory.prior_beta + EST_PREVIOUS_VISIT - right
     return EstSampler(rates.size, plan, prior_alpha=alpha, prior_beta=beta)
 
 

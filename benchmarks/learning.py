@@ -60,8 +60,8 @@ from benchmarks.common import (
 )
 from benchmarks.gpu_hours import StepPricer
 from benchmarks.learning_regimes import REGIMES, add_gpu_hours, build_regime_methods, regime_report, regime_settings
+from trl_ada.candidates import num_candidates
 from trl_ada.evaluation import encode_prompts
-from trl_ada.refill import num_candidates
 from trl_ada.toy.experiment import (
     MethodSpec,
     TaskSettings,

@@ -35,9 +35,9 @@ from benchmarks.common import (
     write_csv,
     write_json,
 )
+from trl_ada.candidates import HARD_PASS_RATE
 from trl_ada.memory import PassRateMemory
-from trl_ada.plan import SamplingPlan, preset_fields
-from trl_ada.refill import HARD_PASS_RATE
+from trl_ada.plan import SamplingPlan
 from trl_ada.simulation import SimulatedPolicy, simulate_step
 
 POSITIVE_THRESHOLD = 0.7
@@ -119,13 +119,15 @@ class SamplerSpec:
         """The library's sampling plan of this sampler: every parameter, the ones the spec leaves at their default
         (`round_confidence`, `memory_decay`, ...) included; family est: the `sampling="est"` preset's plan."""
         if self.family == "est":
-            preset = preset_fields("est", self.num_generations, {})
-            return SamplingPlan(num_generations=self.num_generations, positive_threshold=POSITIVE_THRESHOLD, **preset)
-        return SamplingPlan(
+            return SamplingPlan.from_fields(
+                sampling="est", num_generations=self.num_generations, positive_threshold=POSITIVE_THRESHOLD
+            )
+        return SamplingPlan.from_fields(
             num_generations=self.num_generations,
             exit_rule=self.exit_rule,
-            samples_per_round=self.samples_per_round,
-            max_rounds=self.max_rounds,
+            # plain GRPO draws one round of n whatever the spec's rounds say (the DAPO rows refill by their own loop)
+            samples_per_round=self.num_generations if self.exit_rule == "none" else self.samples_per_round,
+            max_rounds=1 if self.exit_rule == "none" else self.max_rounds,
             positive_threshold=POSITIVE_THRESHOLD,
             pass_rate_memory=self.memory,
             first_round=self.first_round,

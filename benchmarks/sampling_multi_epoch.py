@@ -59,9 +59,9 @@ from benchmarks.sampling_efficiency import (
     run_adaptive_step,
     seed_metrics,
 )
+from trl_ada.candidates import all_right_probability, all_wrong_probability, num_candidates, skip_before_rollout
 from trl_ada.memory import PassRateMemory
 from trl_ada.plan import SamplingPlan
-from trl_ada.refill import all_right_probability, all_wrong_probability, num_candidates, skip_before_rollout
 from trl_ada.simulation import LearningPrompts, SimulatedPolicy, SkipRule, simulate_refill_step
 
 MULTI_EPOCH_SIZES = {"dataset": 1024, "num_prompts": 256, "epochs": 4, "seeds": 5}
@@ -239,9 +239,9 @@ def draw_from_dataset(rates: np.ndarray, rng: np.random.Generator, size: int) ->
 
 def new_memory(plan: SamplingPlan) -> PassRateMemory | None:
     """The pass-rate memory a trainer with `plan` keeps across steps (its decay and prior), or None without one."""
-    if not plan.pass_rate_memory:
+    if not plan.memory.enabled:
         return None
-    return PassRateMemory(decay=plan.memory_decay, prior=(plan.memory_prior_alpha, plan.memory_prior_beta))
+    return PassRateMemory(decay=plan.memory.decay, prior=plan.memory.prior)
 
 
 def run_multi_epoch(spec: SamplerSpec, prompt_set: PromptSet, seed: int, sizes: dict[str, int]) -> list[StepResult]:
@@ -510,8 +510,9 @@ def skip_rule_before_fix(
     prompts count as futile, and no skip streak brings them back."""
     n = plan.num_generations
     no_signal = all_right_probability(alpha, beta, n) + all_wrong_probability(alpha, beta, n)
-    explored = np.asarray(uniforms) < plan.skip_exploration
-    return np.asarray(memory_hits, dtype=bool) & (no_signal >= plan.skip_threshold) & ~explored
+    candidates = plan.section.candidates
+    explored = np.asarray(uniforms) < candidates.skip_exploration
+    return np.asarray(memory_hits, dtype=bool) & (no_signal >= candidates.skip_threshold) & ~explored
 
 
 @dataclass(frozen=True)

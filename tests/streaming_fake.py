@@ -98,6 +98,7 @@ def attach_scripted_server(trainer, server: ScriptedCompletions | None) -> Count
     `server=None`: this process must never open a connection (only the main process talks to the server).
     """
     generation = CountingGeneration()
+    trainer.args.use_vllm, trainer.args.vllm_mode = True, "server"  # read by TRL at construction only
     trainer.args.generation_schedule = "streaming"
     trainer.schedule = ServerStreamingSchedule(trainer)
     trainer.use_vllm, trainer.vllm_generation, trainer._last_loaded_step = True, generation, -1

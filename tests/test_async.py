@@ -23,11 +23,11 @@ from trl_ada.async_grpo import AdaptiveRolloutWorker, AsyncReinforceAdaConfig, A
 from trl_ada.async_grpo.trainer import STATE_FILE, _check_reward_funcs, _worker_settings, queue_bound
 from trl_ada.async_grpo.worker import _Prompt, wait_for_server
 from trl_ada.checkpoint_state import MEMORY_FILE
-from trl_ada.est import est_allocation
 from trl_ada.memory import PassRateMemory, prompt_key
 from trl_ada.plan import SamplingPlan
 from trl_ada.rewards import format_reward, math_final_reward, math_reward
 from trl_ada.run_dir import is_complete
+from trl_ada.schedules.est import est_allocation
 from trl_ada.toy import build_tiny_model, make_toy_dataset
 from trl_ada.trainer import new_memory
 
@@ -50,8 +50,8 @@ def async_config(tmp_path, **fields) -> AsyncReinforceAdaConfig:
 def test_presets_resolve_to_streaming_or_est(tmp_path):
     assert async_config(tmp_path).sampling_plan.generation_schedule == "streaming"
     est = async_config(tmp_path, sampling="est").sampling_plan
-    assert (est.generation_schedule, est.pass_rate_memory, est.objective) == ("est", True, "log")
-    assert async_config(tmp_path, sampling="pos").sampling_plan.exit_rule == "pos"
+    assert (est.generation_schedule, est.memory.enabled, est.objective.function) == ("est", True, "log")
+    assert async_config(tmp_path, sampling="pos").sampling_plan.section.exit_rule == "pos"
 
 
 @pytest.mark.parametrize(
@@ -134,7 +134,7 @@ def replay(tokenizer, dataset, group: int, plan: SamplingPlan) -> PromptRollout:
     """What the worker must have computed for `group`: its scripted completions fed in request order."""
     row = dataset[group % len(dataset)]
     prompt_ids = tokenizer.apply_chat_template(row["prompt"], add_generation_prompt=True, return_dict=False)
-    stream = parity_reward([scripted_completion(prompt_ids, i, len(tokenizer), 4) for i in range(plan.cap)])
+    stream = parity_reward([scripted_completion(prompt_ids, i, len(tokenizer), 4) for i in range(plan.section.cap)])
     rollout = PromptRollout(group, plan, 0)
     feed(rollout, stream)
     return rollout

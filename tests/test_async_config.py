@@ -87,7 +87,8 @@ def test_explicit_is_explicit_asynchronously_too(tmp_path):
     )
     assert config(tmp_path, sampling="est").sampling_plan.generation_schedule == "est"
     assert config(tmp_path).sampling_plan.generation_schedule == "streaming"  # the asynchronous base default
-    assert config(tmp_path, prompt_oversampling=1.0).sampling_plan.prompt_oversampling == 1.0  # off, stated
+    off = config(tmp_path, prompt_oversampling=1.0).sampling_plan  # off, stated: accepted, nothing to turn off
+    assert off.generation_schedule == "streaming" and "prompt_oversampling" not in off.fields()
 
 
 def test_the_asynchronous_trainer_refuses_a_prompt_longer_than_the_context_before_the_model_loads(

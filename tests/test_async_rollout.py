@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 
 from trl_ada.async_grpo.rollout import PromptRollout, trainable, trained_wave
 from trl_ada.plan import SamplingPlan
-from trl_ada.streaming import Update
+from trl_ada.schedules.streaming import Update
 
-BALANCE = SamplingPlan(num_generations=4, generation_schedule="streaming")
+BALANCE = SamplingPlan.from_fields(num_generations=4, generation_schedule="streaming")
 
 
 def feed(rollout: PromptRollout, stream: list[float], rng: random.Random | None = None) -> None:
@@ -78,7 +78,7 @@ def test_the_pool_is_the_request_order_prefix_at_which_the_exit_rule_holds(exit_
     feed(rollout, stream, random.Random(5))
     oracle = AdaptiveSampler(1, plan)
     for reward in stream:  # one completion at a time, in request order, until the rule (or the cap) stops it
-        if oracle.add_sample(0, reward) or len(oracle.pools[0]) == plan.cap:
+        if oracle.add_sample(0, reward) or len(oracle.pools[0]) == plan.section.cap:
             break
     assert rollout.pool == oracle.pools[0]
     assert len(rollout.pool) == {"balance": 8, "pos": 6, "mixed": 6}[exit_rule]

@@ -106,7 +106,7 @@ def test_the_issues_stale_example_drops_the_group_whole_and_its_visit_reaches_th
     assert worker._visits == {}
     key = prompt_key("hello")
     alpha, beta, _ = worker.memory.posterior([key])
-    prior_alpha, prior_beta = worker.settings.plan.memory_prior_alpha, worker.settings.plan.memory_prior_beta
+    prior_alpha, prior_beta = worker.settings.plan.memory.prior
     assert (alpha[0] - prior_alpha, beta[0] - prior_beta) == pytest.approx((2.0, 4.0))
 
 

@@ -139,7 +139,7 @@ def test_multi_epoch_mode_writes_every_sampler_with_consistent_numbers(multi_epo
     assert list(results) == list(specs) == list(data["results"]["base"])
     for name, values in results.items():
         spec = specs[name]
-        memory = spec.plan.pass_rate_memory
+        memory = spec.plan.memory.enabled
         trained = values["samples_per_prompt"] if spec.family == "est" else spec.num_generations
         if spec.family == "dapo":  # n per filled slot; a batch left short after the last round trains fewer
             assert values["trained_per_prompt"] <= trained
@@ -190,7 +190,7 @@ def test_est_allocates_exactly_b_times_n_every_step_from_the_memory(multi_epoch)
 
     spec = next(s for s in multi_epoch.build_multi_epoch_samplers() if s.name == multi_epoch.EST_PAPER)
     plan = spec.plan
-    assert (plan.schedule, plan.num_generations, plan.memory_decay, plan.objective) == ("est", 8, 0.9, "log")
+    assert (plan.schedule, plan.num_generations, plan.memory.decay, plan.objective.function) == ("est", 8, 0.9, "log")
     memory = multi_epoch.new_memory(plan)
     assert memory.decay == 0.9 and memory.prior == (1.0, 1.0)
     rng = np.random.default_rng(0)

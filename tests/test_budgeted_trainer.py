@@ -117,7 +117,7 @@ def test_defaults_leave_the_estimation_off(tmp_path):
     assert PassRateMemory().decay == config.memory_decay  # the memory's own default is the config's
     plan = config.sampling_plan
     estimation = ("first_round", "later_rounds", "round_confidence", "futility_threshold", "sample_budget")
-    assert {name: getattr(plan, name) for name in estimation} == {
+    assert {name: plan.fields()[name] for name in estimation} == {
         "first_round": "fixed",
         "later_rounds": "fixed",
         "round_confidence": 0.5,

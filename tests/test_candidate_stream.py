@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trl_ada.refill import CandidateStream
+from trl_ada.candidates import CandidateStream
 
 
 def permutation(seed: int, epoch: int, size: int) -> list[int]:

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from trl_ada.candidates import CandidateStream
 from trl_ada.checkpoint_state import (
     CANDIDATE_STREAM_FILE,
     STREAM_FORMAT,
@@ -13,7 +14,6 @@ from trl_ada.checkpoint_state import (
     load_candidate_stream,
     save_candidate_stream,
 )
-from trl_ada.refill import CandidateStream
 
 OLD_RELEASE = {"size": 8, "seed": 0, "epoch": 1, "position": 3}
 """What the previous release wrote (no format name, no version)."""

@@ -11,6 +11,7 @@ import yaml
 
 from trl_ada import ReinforceAdaConfig
 from trl_ada.plan import BASE_FIELDS, PRESETS, SamplingPlan
+from trl_ada.schedules.rounds import Rounds
 
 RUN = {"report_to": "none", "use_cpu": True}
 
@@ -30,6 +31,8 @@ FEATURES: dict[str, tuple[str, dict]] = {
         "generation_schedule",
         {"generation_schedule": "streaming", "use_vllm": True, "vllm_mode": "server"},
     ),
+    "est": ("generation_schedule", {"generation_schedule": "est", "pass_rate_memory": True}),
+    "log objective": ("objective", {"objective": "log"}),
     "group baseline": ("advantage_baseline", {"advantage_baseline": "group"}),
     "std scaling": ("scale_rewards", {"scale_rewards": "group"}),
 }
@@ -43,9 +46,14 @@ CONFLICTS = {
         ("exit none", "rounds per prompt"),
         *(("streaming", other) for other in ("first round prior", "later rounds prior")),
         *(("streaming", other) for other in ("oversampling", "rounds per prompt", "skip")),
+        *(("est", f"exit {rule}") for rule in ("none", "pos", "mixed")),
+        *(("est", other) for other in ("first round prior", "later rounds prior", "futility", "budget")),
+        *(("est", other) for other in ("oversampling", "rounds per prompt", "skip")),
     ]
 }
-"""The pairs that cannot work together."""
+"""The pairs that cannot work together. Every section meets every other: the rounds' (exit rules, prior sizing,
+budget, candidates), streaming's, Est's, the memory's and the objective's. (Streaming and Est both set
+`generation_schedule`; the later one wins, as in a recipe.)"""
 
 PAIRS = list(itertools.combinations(FEATURES, 2))
 
@@ -71,7 +79,11 @@ def test_the_conflicts_are_pairs_of_known_options():
 
 
 def test_a_streaming_window_without_streaming_is_refused(tmp_path):
-    with pytest.raises(ValueError, match=r"streaming_window=16 with generation_schedule='rounds'.*Set .*or remove"):
+    with pytest.raises(
+        ValueError,
+        match=r"streaming_window=16 has no effect under generation_schedule='rounds'.*Remove streaming_window, or use "
+        r"generation_schedule='streaming'",
+    ):
         ReinforceAdaConfig(output_dir=str(tmp_path), **RUN, streaming_window=16)
 
 
@@ -135,7 +147,7 @@ def test_a_value_of_the_wrong_type_is_refused_naming_the_field(tmp_path, field, 
 )
 def test_a_preset_fills_the_fields_of_its_variant(tmp_path, preset, expected):
     plan = ReinforceAdaConfig(output_dir=str(tmp_path), **RUN, sampling=preset).sampling_plan
-    assert {name: getattr(plan, name) for name in expected} == expected
+    assert {name: plan.schedule if name == "schedule" else plan.fields()[name] for name in expected} == expected
 
 
 def test_every_preset_builds_and_is_documented(tmp_path):
@@ -193,8 +205,13 @@ def test_the_preset_comes_from_yaml_and_the_command_line(tmp_path):
 
 
 def test_the_plan_is_pure_and_validates_without_a_config():
-    plan = SamplingPlan(exit_rule="none", num_generations=8, samples_per_round=2, max_rounds=9)
-    assert (plan.samples_per_round, plan.max_rounds, plan.cap, plan.schedule) == (8, 1, 8, "rounds")
+    plan = SamplingPlan(Rounds(exit_rule="none", samples_per_round=2, max_rounds=9), num_generations=8)
+    assert (plan.section.samples_per_round, plan.section.max_rounds, plan.section.cap, plan.schedule) == (
+        8,
+        1,
+        8,
+        "rounds",
+    )
     with pytest.raises(ValueError, match="rounds_per_prompt=1 with exit_rule='none'"):
         plan.replace(rounds_per_prompt=1)
 
@@ -238,7 +255,7 @@ def test_an_explicit_field_est_has_no_use_for_is_refused_even_at_its_default(tmp
     )
     assert ReinforceAdaConfig(output_dir=str(tmp_path), **RUN, sampling="est").sampling_plan.schedule == "est"
     rounds = ReinforceAdaConfig(output_dir=str(tmp_path), **RUN, sampling="balance", **{name: value})
-    assert getattr(rounds.sampling_plan, name) == value  # the other advice: the same field in rounds
+    assert rounds.sampling_plan.fields()[name] == value  # the other advice: the same field in rounds
 
 
 def test_exit_rule_pos_and_balance_under_est_get_the_same_answer(tmp_path):
@@ -265,9 +282,9 @@ def test_grpo_refuses_rounds_it_would_not_draw_and_accepts_the_ones_it_draws(tmp
         ReinforceAdaConfig(output_dir=str(tmp_path), **RUN, exit_rule="none", max_rounds=4)
     for advice in ({}, {"samples_per_round": 4}, {"samples_per_round": 4, "max_rounds": 1}):
         plan = ReinforceAdaConfig(output_dir=str(tmp_path), **RUN, sampling="grpo", **advice).sampling_plan
-        assert (plan.samples_per_round, plan.max_rounds, plan.cap) == (4, 1, 4)
+        assert (plan.section.samples_per_round, plan.section.max_rounds, plan.section.cap) == (4, 1, 4)
     balance = ReinforceAdaConfig(output_dir=str(tmp_path), **RUN, sampling="balance", samples_per_round=16)
-    assert balance.sampling_plan.samples_per_round == 16
+    assert balance.sampling_plan.section.samples_per_round == 16
 
 
 def test_est_accepts_an_explicit_off_and_keeps_the_fields_it_does_not_use_unset(tmp_path):
@@ -342,7 +359,7 @@ def test_a_default_valued_field_is_explicit_from_yaml_and_from_a_flag(tmp_path):
         (
             {"streaming_chunk": "2"},  # checked although the rounds schedule does not read it
             "streaming_chunk='2': must be an integer, not a str; write streaming_chunk=2.",
-            {"streaming_chunk": 2},
+            {"streaming_chunk": 2, "generation_schedule": "streaming", "use_vllm": True, "vllm_mode": "server"},
         ),
         (
             {"sampling": "est", "est_max_samples": "16"},
@@ -369,7 +386,7 @@ def test_est_with_a_group_of_one_names_the_group_size_not_a_bound_that_cannot_be
     assert str(refused.value).startswith("num_generations=1: the group size n must be an integer >= 2")
     assert "est_min_samples" not in str(refused.value)
     est = ReinforceAdaConfig(output_dir=str(tmp_path), **RUN, sampling="est", num_generations=2)
-    assert est.sampling_plan.est_bounds == (2, 8)
+    assert est.sampling_plan.section.bounds(2) == (2, 8)
 
 
 @pytest.mark.parametrize(

@@ -248,11 +248,11 @@ def est_and_objective_metric_names() -> set[str]:
     """Every key an Est step's sampler and the objective weights emit."""
     import numpy as np
 
-    from trl_ada.est import EstSampler
     from trl_ada.objectives import advantage_weights
     from trl_ada.plan import SamplingPlan
+    from trl_ada.schedules.est import EstSampler
 
-    plan = SamplingPlan(
+    plan = SamplingPlan.from_fields(
         generation_schedule="est", pass_rate_memory=True, objective="log", objective_weighting="hybrid"
     )
     sampler = EstSampler(2, plan, prior_alpha=[1.0, 1.0], prior_beta=[1.0, 3.0])
@@ -291,3 +291,12 @@ def test_readme_quick_start_names_every_preset():
 
     line = next(line for line in README.read_text().splitlines() if "# a preset:" in line)
     assert sorted(re.findall(r'"(\w+)"', line.split("# a preset:")[1])) == sorted(PRESETS)
+
+
+def test_configuration_holds_the_generated_field_tables():
+    from trl_ada.plan import with_fields_markdown
+
+    text = (DOCS / "configuration.md").read_text()
+    assert with_fields_markdown(text) == text, (
+        "docs/configuration.md's sampling field tables are stale: run `python -m trl_ada.plan docs/configuration.md`"
+    )

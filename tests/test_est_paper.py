@@ -146,13 +146,13 @@ def test_bad_est_or_objective_config_names_fields_values_and_fix(tmp_path, overr
 def test_est_preset_resolves_to_the_papers_algorithm(tmp_path):
     config = ReinforceAdaConfig(output_dir=str(tmp_path), report_to="none", use_cpu=True, sampling="est")
     plan = config.sampling_plan
-    assert plan.schedule == "est" and plan.pass_rate_memory and plan.memory_decay == 0.9
-    assert (plan.objective, plan.objective_weighting, plan.objective_epsilon) == ("log", "hybrid", 0.05)
-    assert plan.est_bounds == (2, 16)  # N_max defaults to 4n
+    assert plan.schedule == "est" and plan.memory.enabled and plan.memory.decay == 0.9
+    assert (plan.objective.function, plan.objective.weighting, plan.objective.epsilon) == ("log", "hybrid", 0.05)
+    assert plan.section.bounds(plan.n) == (2, 16)  # N_max defaults to 4n
     explicit = ReinforceAdaConfig(
         output_dir=str(tmp_path), report_to="none", use_cpu=True, sampling="est", objective_weighting="explicit"
     )
-    assert explicit.sampling_plan.objective_weighting == "explicit"  # uniform n with 1/p̂: the reference branch
+    assert explicit.sampling_plan.objective.weighting == "explicit"  # uniform n with 1/p̂: the reference branch
 
 
 @pytest.mark.parametrize(

@@ -52,3 +52,18 @@ def test_the_benchmarks_do_not_edit_sys_path():
 def test_no_schedule_imports_the_trainer(path):
     """A schedule sees its trainer only as `schedules.base.StepHost`."""
     assert not {name for name in imported_modules(path) if name.startswith("trl_ada.trainer")}
+
+
+def test_the_trl_joints_import_nothing_of_the_asynchronous_trainer():
+    """`_trl.py` holds the synchronous trainer's joints; the asynchronous trainer's own code imports them, not the
+    other way round."""
+    assert not {name for name in imported_modules(PACKAGE / "_trl.py") if name.startswith("trl_ada.async_grpo")}
+
+
+def test_the_one_exception_that_steers_trl_stays_in_the_joints():
+    """`_PromptsReady` stops TRL's preamble for rows with environments, tools or images (`docs/architecture.md`): it is
+    raised and caught in `_trl.py` only, in one function and the hook it stops."""
+    holders = sorted(
+        str(path.relative_to(ROOT)) for path in PACKAGE.rglob("*.py") if "_PromptsReady" in path.read_text()
+    )
+    assert holders == ["trl_ada/_trl.py"]

@@ -11,7 +11,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from trl_ada.advantages import compute_advantages, normalize_then_sum_advantages, ragged_advantages
-from trl_ada.est import EstSampler, est_allocation
 from trl_ada.objectives import (
     advantage_weights,
     allocate,
@@ -21,8 +20,9 @@ from trl_ada.objectives import (
     sample_weight,
 )
 from trl_ada.plan import SamplingPlan
+from trl_ada.schedules.est import EstSampler, est_allocation
 
-EST = SamplingPlan(
+EST = SamplingPlan.from_fields(
     num_generations=4,
     generation_schedule="est",
     pass_rate_memory=True,
@@ -208,7 +208,7 @@ def test_groups_of_one_size_give_the_rectangular_advantages(b, n, data):
 
 
 def test_advantage_weights_of_a_step_by_hand():
-    plan = SamplingPlan(objective="log")  # explicit 1/(p + 0.05)
+    plan = SamplingPlan.from_fields(objective="log")  # explicit 1/(p + 0.05)
     advantages = [np.array([0.5, -0.5, 0.5, -0.5]), np.zeros(4), np.array([0.98, -0.02])]
     weights, metrics = advantage_weights(plan, [0.5, 0.0, 0.02], advantages)
     raw = np.array([1 / 0.55, 1 / 0.05, 1 / 0.07])
@@ -217,16 +217,16 @@ def test_advantage_weights_of_a_step_by_hand():
     assert metrics["weight_mean"] == pytest.approx(mean)
     assert metrics["weight_max"] == pytest.approx(raw[2] / mean)
     assert metrics["floored_fraction"] == 0.5  # of the two prompts with signal, one is below ε = 0.05
-    linear, _ = advantage_weights(SamplingPlan(), [0.5, 0.0, 0.02], advantages)
+    linear, _ = advantage_weights(SamplingPlan.from_fields(), [0.5, 0.0, 0.02], advantages)
     np.testing.assert_array_equal(linear, [1.0, 1.0, 1.0])
 
 
 def test_advantage_weights_without_signal_and_under_the_power_objective():
     flat = [np.zeros(4), np.zeros(2)]
-    weights, metrics = advantage_weights(SamplingPlan(objective="log"), [0.0, 1.0], flat)
+    weights, metrics = advantage_weights(SamplingPlan.from_fields(objective="log"), [0.0, 1.0], flat)
     np.testing.assert_array_equal(weights, [1.0, 1.0])  # nothing carries gradient: nothing to weigh
     assert all(math.isnan(value) for value in metrics.values())
-    plan = SamplingPlan(objective="power", objective_alpha=0.25, objective_epsilon=0.1)
+    plan = SamplingPlan.from_fields(objective="power", objective_alpha=0.25, objective_epsilon=0.1)
     advantages = [np.array([0.5, -0.5]), np.array([0.75, -0.25, -0.25, -0.25])]
     weights, metrics = advantage_weights(plan, [0.5, 0.25], advantages)
     raw = 0.25 * np.array([0.6, 0.35]) ** -0.75  # α (p + ε)^(α − 1)

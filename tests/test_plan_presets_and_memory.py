@@ -3,12 +3,12 @@
 
 from __future__ import annotations
 
-import dataclasses
 from types import SimpleNamespace
 
 import pytest
 
-from trl_ada.plan import BASE_FIELDS, PRESETS, SamplingPlan, preset_fields, require_memory
+from trl_ada.plan import BASE_FIELDS, PRESETS, Memory, SamplingPlan, flat_fields, preset_fields
+from trl_ada.schedules.rounds import require_memory
 
 
 def test_without_a_preset_the_fields_resolve_to_the_base_defaults():
@@ -43,55 +43,55 @@ def test_an_unknown_preset_names_the_choices():
 
 def test_the_trainer_needs_the_memory_for_a_prior_first_round_and_for_skipping():
     with pytest.raises(ValueError) as refused:
-        require_memory(SamplingPlan(first_round="prior"))
+        require_memory(SamplingPlan.from_fields(first_round="prior"))
     assert str(refused.value) == (
         "first_round='prior' sizes the first round from the pass-rate memory, but pass_rate_memory=False. Set "
         "pass_rate_memory=True, or use first_round='fixed'."
     )
     with pytest.raises(ValueError) as refused:
-        require_memory(SamplingPlan(skip_threshold=0.9, prompt_oversampling=2.0))
+        require_memory(SamplingPlan.from_fields(skip_threshold=0.9, prompt_oversampling=2.0))
     assert str(refused.value) == (
         "skip_threshold=0.9 skips candidates from the pass-rate memory, but pass_rate_memory=False. Set "
         "pass_rate_memory=True, or skip_threshold=None."
     )
     for plan in (
-        SamplingPlan(first_round="prior", pass_rate_memory=True),
-        SamplingPlan(later_rounds="prior"),  # later rounds read the step's own pool
-        SamplingPlan(skip_threshold=0.9, prompt_oversampling=2.0, pass_rate_memory=True),
+        SamplingPlan.from_fields(first_round="prior", pass_rate_memory=True),
+        SamplingPlan.from_fields(later_rounds="prior"),  # later rounds read the step's own pool
+        SamplingPlan.from_fields(skip_threshold=0.9, prompt_oversampling=2.0, pass_rate_memory=True),
     ):
         assert require_memory(plan) is None
 
 
 def test_from_config_reads_every_field_and_checks_the_memory():
-    fields = {f.name: f.default for f in dataclasses.fields(SamplingPlan)}
+    fields = {spec.name: spec.unset for spec in flat_fields()} | {"num_generations": 4}  # a config's, nothing given
     config = SimpleNamespace(**{**fields, "samples_per_round": 4, "max_rounds": 2, "unrelated": "ignored"})
-    assert SamplingPlan.from_config(config) == SamplingPlan(samples_per_round=4, max_rounds=2)
+    assert SamplingPlan.from_config(config) == SamplingPlan.from_fields(samples_per_round=4, max_rounds=2)
     with pytest.raises(ValueError, match=r"^first_round='prior' sizes the first round"):
         SamplingPlan.from_config(SimpleNamespace(**{**fields, "first_round": "prior"}))
 
 
 def test_replace_changes_a_field_and_validates_again():
-    plan = SamplingPlan(samples_per_round=4)
-    assert plan.replace(max_rounds=2) == SamplingPlan(samples_per_round=4, max_rounds=2)
-    assert plan.samples_per_round == 4 and plan.max_rounds == 4  # the original is unchanged
+    plan = SamplingPlan.from_fields(samples_per_round=4)
+    assert plan.replace(max_rounds=2) == SamplingPlan.from_fields(samples_per_round=4, max_rounds=2)
+    assert plan.section.samples_per_round == 4 and plan.section.max_rounds == 4  # the original is unchanged
     with pytest.raises(ValueError, match=r"^samples_per_round=0"):
         plan.replace(samples_per_round=0)
 
 
 def test_rounds_per_prompt_needs_rounds_to_cap():
     with pytest.raises(ValueError) as refused:
-        SamplingPlan(exit_rule="none", rounds_per_prompt=1)
+        SamplingPlan.from_fields(exit_rule="none", rounds_per_prompt=1)
     assert str(refused.value) == (
         "rounds_per_prompt=1 with exit_rule='none': plain GRPO samples one round per prompt, so there are no rounds "
         "to cap. Remove rounds_per_prompt, or use an adaptive exit rule."
     )
     with pytest.raises(ValueError) as refused:
-        SamplingPlan(max_rounds=2, rounds_per_prompt=3)
+        SamplingPlan.from_fields(max_rounds=2, rounds_per_prompt=3)
     assert str(refused.value) == (
         "rounds_per_prompt=3 is more than max_rounds=2, the rounds of the whole step. Lower rounds_per_prompt, or "
         "raise max_rounds."
     )
-    assert SamplingPlan(max_rounds=2, rounds_per_prompt=2).rounds_per_prompt == 2
+    assert SamplingPlan.from_fields(max_rounds=2, rounds_per_prompt=2).section.candidates.rounds_per_prompt == 2
 
 
 @pytest.mark.parametrize(
@@ -120,7 +120,7 @@ def test_rounds_per_prompt_needs_rounds_to_cap():
 )
 def test_an_impossible_plan_gets_the_exact_reason(fields, message):
     with pytest.raises(ValueError) as refused:
-        SamplingPlan(**fields)
+        SamplingPlan.from_fields(**fields)
     assert str(refused.value) == message
 
 
@@ -140,19 +140,19 @@ def test_an_impossible_plan_gets_the_exact_reason(fields, message):
 )
 def test_every_field_is_type_checked_whatever_the_schedule_with_how_to_write_it(fields, message):
     with pytest.raises(ValueError) as refused:  # the rounds schedule reads neither the window nor Est's bounds
-        SamplingPlan(**fields)
+        SamplingPlan.from_fields(**fields)
     assert str(refused.value) == message
 
 
 def test_an_unknown_exit_rule_is_refused_by_the_plan():
     with pytest.raises(ValueError, match=r"^exit_rule='balanse' is not a known exit rule.*Did you mean 'balance'\?"):
-        SamplingPlan(exit_rule="balanse")
+        SamplingPlan.from_fields(exit_rule="balanse")
 
 
 @pytest.mark.parametrize("decay", [0.0, -0.5, 1.5, float("nan")])
 def test_memory_decay_must_be_in_zero_one(decay):
     with pytest.raises(ValueError) as refused:
-        SamplingPlan(memory_decay=decay)
+        SamplingPlan.from_fields(memory_decay=decay)
     assert str(refused.value) == (
         f"memory_decay={decay!r}: must be in (0, 1] (a number); 1 keeps all past evidence, 0.5 halves the weight of "
         "earlier visits at each visit."
@@ -161,11 +161,29 @@ def test_memory_decay_must_be_in_zero_one(decay):
 
 @pytest.mark.parametrize("decay", [1.0, 0.5, 1e-6])
 def test_memory_decay_in_zero_one_is_accepted(decay):
-    assert SamplingPlan(memory_decay=decay).memory_decay == decay
+    assert SamplingPlan.from_fields(memory_decay=decay).memory.decay == decay
 
 
 @pytest.mark.parametrize("flag", [1, "yes", None])
 def test_pass_rate_memory_must_be_a_boolean(flag):
     with pytest.raises(ValueError) as refused:
-        SamplingPlan(pass_rate_memory=flag)
+        Memory(enabled=flag)
     assert str(refused.value) == f"pass_rate_memory={flag!r}: must be True or False."
+    if flag is None:  # a flat field given as None is not given: the config's and the recipes' spelling of unset
+        assert SamplingPlan.from_fields(pass_rate_memory=None).memory.enabled is False
+        return
+    with pytest.raises(ValueError) as refused:
+        SamplingPlan.from_fields(pass_rate_memory=flag)
+    assert str(refused.value) == f"pass_rate_memory={flag!r}: must be True or False."
+
+
+def test_flat_construction_and_flat_reads_still_work_with_a_warning_naming_the_new_spelling():
+    with pytest.warns(DeprecationWarning, match=r"^SamplingPlan\(\*\*flat_fields\) is deprecated: write"):
+        plan = SamplingPlan(num_generations=4, exit_rule="pos", samples_per_round=8, max_rounds=2)
+    assert plan == SamplingPlan.from_fields(num_generations=4, exit_rule="pos", samples_per_round=8, max_rounds=2)
+    with pytest.warns(DeprecationWarning, match=r"^SamplingPlan\.max_rounds is deprecated: read plan\.fields\(\)"):
+        assert plan.max_rounds == 2
+    with pytest.warns(DeprecationWarning, match="memory_decay"):
+        assert plan.memory_decay == 0.5  # a shared record's field, by its flat name
+    with pytest.raises(AttributeError, match="no attribute 'sampels_per_round'"):
+        plan.sampels_per_round  # noqa: B018

@@ -129,8 +129,8 @@ def test_est_recipe_is_the_papers_algorithm_at_8_per_prompt_with_the_reference_b
     _, args, _ = _parse(path, tmp_path)
     plan = args.sampling_plan
     assert args.sampling == "est" and plan.schedule == "est" and args.num_generations == 8
-    assert (plan.objective, plan.objective_weighting, plan.memory_decay) == ("log", "hybrid", 0.9)
-    assert (plan.memory_prior_alpha, plan.memory_prior_beta, plan.est_bounds) == (1.0, 1.0, (2, 32))
+    assert (plan.objective.function, plan.objective.weighting, plan.memory.decay) == ("log", "hybrid", 0.9)
+    assert (plan.memory.prior, plan.section.bounds(plan.n)) == ((1.0, 1.0), (2, 32))
     assert args.generation_batch_size == PROMPTS_PER_GENERATION * 8
     assert updates_per_generation(args, TRAINING_GPUS) == UPDATES_PER_GENERATION
     assert args.max_steps == 600 * UPDATES_PER_GENERATION and args.learning_rate == 1e-6
@@ -202,7 +202,7 @@ def test_async_balance_recipe_is_the_papers_setting_with_512_completions_per_ste
     (path,) = ASYNC_RECIPES
     _, args, model_args = _parse_async(path, tmp_path)
     plan = args.sampling_plan
-    assert (plan.exit_rule, args.num_generations, plan.generation_schedule) == ("balance", 4, "streaming")
+    assert (plan.section.exit_rule, args.num_generations, plan.generation_schedule) == ("balance", 4, "streaming")
     assert (args.samples_per_round, args.max_rounds, args.positive_threshold) == (8, 4, 0.7)
     assert args.advantage_baseline == "pool" and args.scale_rewards == "none"
     assert (args.epsilon, args.epsilon_high, args.learning_rate, args.max_steps) == (0.2, 0.28, 1e-6, 2400)

@@ -8,15 +8,15 @@ from conftest import DAPO, run_scripted
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trl_ada.memory import PassRateMemory
-from trl_ada.plan import SamplingPlan
-from trl_ada.refill import (
+from trl_ada.candidates import (
     RefillSampler,
     all_right_probability,
     all_wrong_probability,
     num_candidates,
     skip_before_rollout,
 )
+from trl_ada.memory import PassRateMemory
+from trl_ada.plan import SamplingPlan
 from trl_ada.sampling import AdaptiveSampler
 from trl_ada.simulation import SimulatedPolicy, simulate_refill_step
 
@@ -109,7 +109,7 @@ def test_all_right_and_all_wrong_probabilities_are_the_beta_binomial_ends():
 
 
 # Hand-built posteriors, n = 4, skip_threshold = 0.6, skip_unsolvable_draws = 64, skip_max_consecutive = 4.
-SKIP_PLAN = SamplingPlan(num_generations=4, skip_threshold=0.6, skip_exploration=0.05)
+SKIP_PLAN = SamplingPlan.from_fields(num_generations=4, skip_threshold=0.6, skip_exploration=0.05)
 POSTERIORS = {  # (alpha, beta): P(4 right), P(4 wrong), P(64 wrong)
     "easy": (9.0, 1.0),  # 9/13 = 0.69 ≥ 0.6: skipped
     "hard": (1.0, 9.0),  # P(4 wrong) = 9/13 = 0.69 (skipped before the fix), P(64 wrong) = 9/73: sampled
@@ -147,7 +147,9 @@ def test_an_unsolvable_prompt_is_skipped_only_after_the_evidence_and_revisited_a
     # P(64 wrong) = (1 + 32 v) / (65 + 32 v) = 0.34, 0.50, 0.60 after 1, 2, 3 visits: skipped from the 4th turn on,
     # 4 times in a row (skip_max_consecutive), sampled at the 5th, then skipped again.
     memory = PassRateMemory(decay=1.0)
-    plan = SamplingPlan(num_generations=4, samples_per_round=8, max_rounds=4, skip_threshold=0.6, skip_exploration=0)
+    plan = SamplingPlan.from_fields(
+        num_generations=4, samples_per_round=8, max_rounds=4, skip_threshold=0.6, skip_exploration=0
+    )
     turns = []
     for step in range(9):
         sampler = simulate_refill_step(SimulatedPolicy([0.0, 0.5], seed=step), 1, memory, [0, 1], plan)
@@ -165,7 +167,7 @@ def test_an_unsolvable_prompt_is_skipped_only_after_the_evidence_and_revisited_a
 )
 def test_no_prompt_is_skipped_more_than_skip_max_consecutive_times_in_a_row(rates, limit, seed):
     memory = PassRateMemory(decay=1.0)
-    plan = SamplingPlan(
+    plan = SamplingPlan.from_fields(
         num_generations=2,
         exit_rule="mixed",
         samples_per_round=4,
@@ -309,5 +311,7 @@ def test_dapo_dynamic_sampling_is_a_valid_configuration(tmp_path):
         max_rounds=4,
         prompt_oversampling=3.0,
     )
-    assert config.uses_candidates and config.samples_adaptively
-    assert not ReinforceAdaConfig(output_dir=str(tmp_path), report_to="none", use_cpu=True).uses_candidates
+    assert config.sampling_plan.schedule == "refill" and config.sampling_plan.section.exit_rule != "none"
+    assert (
+        ReinforceAdaConfig(output_dir=str(tmp_path), report_to="none", use_cpu=True).sampling_plan.schedule == "rounds"
+    )

@@ -9,8 +9,8 @@ from conftest import DAPO, run_scripted
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from trl_ada.candidates import RefillSampler, num_candidates, skip_before_rollout, validate_refill
 from trl_ada.plan import SamplingPlan
-from trl_ada.refill import RefillSampler, num_candidates, skip_before_rollout, validate_refill
 from trl_ada.simulation import SimulatedPolicy
 
 
@@ -311,7 +311,9 @@ def test_skip_threshold_exploration_and_streak_are_inclusive_bounds():
     # Beta(1, 1), n = 2: P(both right) = 1/3 (the all-wrong side is judged on skip_unsolvable_draws, off here).
     alpha, beta, hits = np.ones(4), np.ones(4), [1, 1, 0, 1]
     uniforms, streaks = np.array([0.25, 0.5, 0.9, 0.5]), np.array([0, 1, 0, 2])
-    plan = SamplingPlan(num_generations=2, skip_exploration=0.25, skip_unsolvable_draws=None, skip_max_consecutive=2)
+    plan = SamplingPlan.from_fields(
+        num_generations=2, skip_exploration=0.25, skip_unsolvable_draws=None, skip_max_consecutive=2
+    )
 
     def skip(**changes):
         return skip_before_rollout(plan.replace(**changes), alpha, beta, hits, streaks, uniforms)
@@ -324,7 +326,9 @@ def test_skip_threshold_exploration_and_streak_are_inclusive_bounds():
 
 
 def test_a_refill_sampler_takes_a_plan_and_reports_refill_metrics():
-    plan = SamplingPlan(num_generations=2, samples_per_round=2, max_rounds=3, exit_rule="mixed", rounds_per_prompt=1)
+    plan = SamplingPlan.from_fields(
+        num_generations=2, samples_per_round=2, max_rounds=3, exit_rule="mixed", rounds_per_prompt=1
+    )
     sampler = RefillSampler(3, plan, num_kept=1)
     assert sampler.plan is plan and sampler.cap == 2
     plans = run_scripted(sampler, {0: [0.0, 0.0], 1: [1.0, 0.0], 2: [1.0, 0.0]})

@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from trl_ada import sampling
+from trl_ada.plan import SamplingPlan
 from trl_ada.sampling import (
     AdaptiveSampler,
     QuotaRule,
@@ -22,6 +23,7 @@ from trl_ada.sampling import (
     select_group,
     validate_sampling,
 )
+from trl_ada.schedules.rounds import Rounds
 from trl_ada.simulation import SimulatedPolicy, simulate_step
 
 
@@ -183,7 +185,8 @@ def test_unresolved_prompts_stop_at_max_rounds():
 
 
 def test_none_rule_is_one_round_of_exactly_n():
-    sampler = AdaptiveSampler(num_prompts=2, num_generations=4, samples_per_round=8, max_rounds=4, exit_rule="none")
+    plan = SamplingPlan(Rounds(exit_rule="none", samples_per_round=8, max_rounds=4), num_generations=4)  # resolved
+    sampler = AdaptiveSampler(2, plan)
     assert (sampler.samples_per_round, sampler.max_rounds) == (4, 1)
     assert run_rounds(sampler, [0, 0, 0, 0, 1, 0, 1, 1]) == [[0, 1]]
     assert sampler.done
@@ -448,19 +451,21 @@ def test_statistics_of_a_hand_run():
 
 @st.composite
 def sampling_steps(draw):
-    """A random step: pass rates, n in [2, 8], N in [1, 6], M in [1, 8] with M * N >= n, threshold, rule."""
+    """A random step: pass rates, n in [2, 8], N in [1, 6], M in [1, 8] with M * N >= n (for an adaptive rule),
+    threshold, rule."""
     num_generations = draw(st.integers(2, 8))
     max_rounds = draw(st.integers(1, 6))
     samples_per_round = draw(st.integers(-(-num_generations // max_rounds), 8))
     pass_rates = draw(st.lists(st.sampled_from([0.0, 1.0]) | st.floats(0.0, 1.0), min_size=1, max_size=12))
+    exit_rule = draw(st.sampled_from(["balance", "pos", "none"]))
+    rounds = {} if exit_rule == "none" else {"samples_per_round": samples_per_round, "max_rounds": max_rounds}
     return {
         "pass_rates": pass_rates,
         "seed": draw(st.integers(0, 2**32 - 1)),
         "num_generations": num_generations,
-        "samples_per_round": samples_per_round,
-        "max_rounds": max_rounds,
+        **rounds,  # plain GRPO refuses M and N: it draws one round of exactly n
         "positive_threshold": draw(st.sampled_from([0.5, 0.7]) | st.floats(-0.5, 1.5)),
-        "exit_rule": draw(st.sampled_from(["balance", "pos", "none"])),
+        "exit_rule": exit_rule,
     }
 
 
@@ -764,7 +769,11 @@ def test_default_sampler_reports_no_estimation_metrics():
         ({"first_round": "posterior"}, ["first_round='posterior'", "['fixed', 'prior']"]),
         ({"later_rounds": "big"}, ["later_rounds='big'"]),
         ({"round_confidence": 1.0}, ["round_confidence=1.0", "(0, 1)"]),
-        ({"exit_rule": "none", "sample_budget": 8}, ["exit_rule='none'", "nothing to act on"]),
+        (
+            {"exit_rule": "none", "samples_per_round": 4, "max_rounds": 1, "sample_budget": 8},
+            ["exit_rule='none'", "nothing to act on"],
+        ),
+        ({"exit_rule": "none"}, ["samples_per_round=8 has no effect with exit_rule='none'", "set it to 4"]),
         ({"prior_alpha": [1.0]}, ["prior_alpha must hold one positive number per prompt (2)"]),
         ({"prior_beta": [1.0, 0.0]}, ["prior_beta must hold one positive number per prompt"]),
         ({"memory_hits": [True]}, ["memory_hits must hold one flag per prompt (2)"]),
@@ -856,7 +865,7 @@ def test_a_prompt_at_its_cap_ends_the_step_without_empty_rounds():
 def test_estimation_metrics_leave_out_what_does_not_apply_and_warn_about_nothing():
     import warnings
 
-    from trl_ada.refill import RefillSampler
+    from trl_ada.candidates import RefillSampler
 
     # Remembered candidates 2 and 3 are never sampled (the batch keeps 2), and no budget is set.
     sampler = RefillSampler(

@@ -394,9 +394,9 @@ def test_a_step_needs_an_integer_number_of_prompts(num_prompts):
 
 
 def test_fields_given_with_a_plan_replace_its_fields():
-    plan = SamplingPlan(num_generations=2, samples_per_round=2, max_rounds=3)
+    plan = SamplingPlan.from_fields(num_generations=2, samples_per_round=2, max_rounds=3)
     sampler = AdaptiveSampler(2, plan, max_rounds=1)
-    assert sampler.plan == plan.replace(max_rounds=1) and sampler.max_rounds == 1 and plan.max_rounds == 3
+    assert sampler.plan == plan.replace(max_rounds=1) and sampler.max_rounds == 1 and plan.section.max_rounds == 3
     assert AdaptiveSampler(2, plan).plan is plan
 
 

@@ -190,10 +190,10 @@ def test_the_streaming_schedule_and_the_asynchronous_worker_request_the_same_sam
         vllm_client=client,
     )
     expected = {**settings, "min_p": 0.0, "max_tokens": 12, "logprobs": 0}
-    assert _trl.server_sampling(SimpleNamespace(vllm_generation=generation))[2] == expected
-    assert _worker_settings(args, "m").sampling == expected
+    assert _trl.server_decoding(SimpleNamespace(vllm_generation=generation))[2] == expected
+    assert _worker_settings(args, "m").decoding == expected
     generation.structured_outputs_regex, generation.generation_kwargs = r"\d+", {"top_k": 3, "seed": 1}
-    assert _trl.server_sampling(SimpleNamespace(vllm_generation=generation))[2] == {
+    assert _trl.server_decoding(SimpleNamespace(vllm_generation=generation))[2] == {
         **expected,
         "structured_outputs": {"regex": r"\d+"},
         "top_k": 3,  # generation_kwargs override the rest, as in TRL's client

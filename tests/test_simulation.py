@@ -60,7 +60,7 @@ def test_mid_pass_round_one_exit_rate_matches_the_binomial(seed):
 
 
 def test_plain_grpo_draws_exactly_n_per_prompt():
-    sampler = simulate_step(SimulatedPolicy([0.0, 0.3, 1.0], seed=0), **{**PAPER, "exit_rule": "none"})
+    sampler = simulate_step(SimulatedPolicy([0.0, 0.3, 1.0], seed=0), num_generations=4, exit_rule="none")
     assert [len(pool) for pool in sampler.pools] == [4, 4, 4]
     assert sampler.statistics().samples == 12
 

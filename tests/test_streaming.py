@@ -13,10 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from trl_ada.sampling import AdaptiveSampler, get_exit_rule
-from trl_ada.streaming import StreamingScheduler
+from trl_ada.schedules.streaming import RequestWindow
 
 
-def run(scheduler: StreamingScheduler, reward, pick) -> tuple[list, list[int]]:
+def run(scheduler: RequestWindow, reward, pick) -> tuple[list, list[int]]:
     """Serve the scheduler's requests; `pick(in_flight)` chooses which finishes next. Returns (log, cancelled ids)."""
     in_flight = {r.id: r for r in scheduler.start()}
     served, cancelled = [], []
@@ -64,10 +64,10 @@ def test_any_arrival_order_gives_the_in_order_pools_exits_and_groups(table, wind
     def reward(prompt, index):
         return table[prompt][index]
 
-    in_order = StreamingScheduler(make(len(table), exit_rule=rule), window=window, chunk=chunk)
+    in_order = RequestWindow(make(len(table), exit_rule=rule), window=window, chunk=chunk)
     run(in_order, reward, first_issued)
     rng = random.Random(seed)
-    shuffled = StreamingScheduler(make(len(table), exit_rule=rule), window=window, chunk=chunk)
+    shuffled = RequestWindow(make(len(table), exit_rule=rule), window=window, chunk=chunk)
     run(shuffled, reward, rng.choice)
 
     a, b = in_order.sampler, shuffled.sampler
@@ -96,7 +96,7 @@ def test_a_short_completion_that_finishes_first_does_not_exit_its_prompt_early()
     def shortest_first(requests):
         return min(requests, key=lambda r: (lengths[r.first], r.id))
 
-    scheduler = StreamingScheduler(make(1, m=8, rounds=1), window=8)
+    scheduler = RequestWindow(make(1, m=8, rounds=1), window=8)
     served, cancelled = run(scheduler, reward, shortest_first)
     assert [r.first for r in served[:4]] == [2, 3, 4, 5]  # the shorts arrived first ...
     assert scheduler.sampler.pools == [[1.0, 1.0, 0.0, 0.0]]  # ... but the pool is the request-order prefix
@@ -106,7 +106,7 @@ def test_a_short_completion_that_finishes_first_does_not_exit_its_prompt_early()
 
 
 def test_exit_cancels_what_is_in_flight_and_ignores_late_results():
-    scheduler = StreamingScheduler(make(2, m=4, rounds=3), window=6)
+    scheduler = RequestWindow(make(2, m=4, rounds=3), window=6)
     first = scheduler.start()
     assert [(r.prompt, r.first) for r in first] == [(0, k) for k in range(6)] + [(1, k) for k in range(6)]
     for r in first[:4]:  # prompt 0: 1, 0, 1, 0 -> balance met after four
@@ -120,7 +120,7 @@ def test_exit_cancels_what_is_in_flight_and_ignores_late_results():
 
 
 def test_unresolved_prompt_draws_exactly_its_cap_and_the_statistics_count_rounds():
-    scheduler = StreamingScheduler(make(2, m=4, rounds=3))
+    scheduler = RequestWindow(make(2, m=4, rounds=3))
     run(scheduler, lambda p, i: 1.0 if p == 0 else float(i % 2), first_issued)
     sampler = scheduler.sampler
     assert [len(pool) for pool in sampler.pools] == [12, 4]
@@ -133,7 +133,7 @@ def test_unresolved_prompt_draws_exactly_its_cap_and_the_statistics_count_rounds
 
 def test_budget_bounds_the_completions_requested():
     sampler = make(4, m=4, rounds=3, sample_budget=6.0)  # 24 completions for 4 prompts, 16 of them owed to groups
-    scheduler = StreamingScheduler(sampler, window=4)
+    scheduler = RequestWindow(sampler, window=4)
     run(scheduler, lambda p, i: 0.0, random.Random(0).choice)  # never exits: every prompt wants its cap
     assert scheduler.requested_total == 24
     assert all(len(pool) >= 4 for pool in sampler.pools)
@@ -142,14 +142,14 @@ def test_budget_bounds_the_completions_requested():
 
 def test_futility_stops_and_cancels():
     sampler = make(1, m=4, rounds=3, futility_threshold=0.5)
-    scheduler = StreamingScheduler(sampler, window=8)
+    scheduler = RequestWindow(sampler, window=8)
     run(scheduler, lambda p, i: 0.0, first_issued)
     assert sampler.stopped == [True] and len(sampler.pools[0]) < 12
 
 
 def test_prior_sized_rounds_are_refused():
     with pytest.raises(ValueError, match="first_round='prior'.*generation_schedule='streaming'.*'fixed'"):
-        StreamingScheduler(make(2, first_round="prior"))
+        RequestWindow(make(2, first_round="prior"))
 
 
 def config(**fields):
@@ -170,7 +170,9 @@ def test_config_streaming_needs_the_vllm_server():
         config(generation_schedule="streaming", use_vllm=True, vllm_mode="server", later_rounds="prior")
     with pytest.raises(ValueError, match="streaming_max_retries=-1"):
         config(generation_schedule="streaming", use_vllm=True, vllm_mode="server", streaming_max_retries=-1)
-    with pytest.raises(ValueError, match=r"'streaming' with prompt_oversampling=2.0.*generation_schedule='rounds'"):
+    with pytest.raises(
+        ValueError, match=r"prompt_oversampling=2.0 has no effect under generation_schedule='streaming'"
+    ):
         config(generation_schedule="streaming", use_vllm=True, vllm_mode="server", prompt_oversampling=2.0)
     with pytest.raises(
         ValueError, match=r"streaming_window=33.*\[streaming_chunk=1, samples_per_round \* max_rounds=32\]"

@@ -1,16 +1,16 @@
 """trl_ada: Reinforce-Ada adaptive sampling (arXiv 2510.04996) for TRL's GRPOTrainer.
 
-The pure core (`PURE_CORE`: the plan, exit rules, groups, Beta maths, samplers, streaming scheduler, memory,
-advantages, objectives and Est's allocation, the asynchronous worker's per-prompt core and record of trained groups,
-simulation) imports neither torch nor TRL; the trainer, the config and
+The pure core (`PURE_CORE`: the plan, exit rules, groups, Beta maths, samplers, candidates, memory, advantages,
+objectives, the schedules' sections and decisions (streaming scheduler, Est's allocation), the asynchronous worker's
+per-prompt core and record of trained groups, simulation) imports neither torch nor TRL; the trainer, the config and
 the rewards are loaded on first use, so `import trl_ada` stays cheap. The `if TYPE_CHECKING:` imports below give type
 checkers and IDEs the real types of the lazily loaded names.
 
-Layout (`docs/architecture.md`): `plan` holds every sampling parameter; the pure core decides; `schedules/` run a
-step's generation; `_trl` is the only module that touches TRL's private surface; `config` and `trainer` are the glue.
-Around them: `data`, `rewards/`, `evaluation/`, `checks`, `checkpoint_state`, `run_dir`, `server_requests`; `toy/` is
-the tiny offline model, the toy task and the experiments on them; `cli/` is the `trl-ada` command line, which nothing
-else imports.
+Layout (`docs/architecture.md`): `plan` holds the shared sampling parameters and the section machinery; each module of
+`schedules/` holds one schedule's section, decisions and runner; `_trl` is the only module that touches TRL's private
+surface; `config` and `trainer` are the glue. Around them: `data`, `rewards/`, `evaluation/`, `checks`,
+`checkpoint_state`, `run_dir`, `server_requests`; `toy/` is the tiny offline model, the toy task and the experiments on
+them; `cli/` is the `trl-ada` command line, which nothing else imports.
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .advantages import compute_advantages
+    from .candidates import RefillSampler
     from .config import ReinforceAdaConfig
     from .memory import PassRateMemory
     from .plan import PRESETS, SamplingPlan
-    from .refill import RefillSampler
     from .rewards import get_reward_funcs, math_reward, register_reward
     from .sampling import AdaptiveSampler, ExitRule, QuotaRule, SamplingStatistics, get_exit_rule, register_exit_rule
     from .trainer import ReinforceAdaTrainer
@@ -36,18 +36,22 @@ PURE_CORE = (
     "trl_ada.groups",
     "trl_ada.beta",
     "trl_ada.sampling",
-    "trl_ada.refill",
-    "trl_ada.streaming",
+    "trl_ada.candidates",
     "trl_ada.memory",
     "trl_ada.advantages",
     "trl_ada.objectives",
-    "trl_ada.est",
+    "trl_ada.schedules.base",
+    "trl_ada.schedules.outcome",
+    "trl_ada.schedules.rounds",
+    "trl_ada.schedules.streaming",
+    "trl_ada.schedules.est",
     "trl_ada.async_grpo.rollout",
     "trl_ada.async_grpo.trained",
     "trl_ada.simulation",
     "trl_ada.utils",
 )
-"""Modules that load without torch and TRL (numpy at most; the plan and `utils` not even numpy)."""
+"""Modules that load without torch and TRL (numpy at most; the plan and `utils` not even numpy). The schedules are
+among them: their sections are part of the plan, and what runs a step imports `_trl` when it runs."""
 
 _LAZY = {
     "ReinforceAdaConfig": "config",
@@ -59,7 +63,7 @@ _LAZY = {
     "get_exit_rule": "sampling",
     "register_exit_rule": "sampling",
     "PassRateMemory": "memory",
-    "RefillSampler": "refill",
+    "RefillSampler": "candidates",
     "SamplingPlan": "plan",
     "PRESETS": "plan",
     "compute_advantages": "advantages",

@@ -25,7 +25,7 @@ import trl
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from trl import GRPOTrainer
 
-from .server_requests import completion_sampling
+from .server_requests import decoding_params
 
 __all__ = [
     "JOINTS",
@@ -53,7 +53,7 @@ __all__ = [
     "round_prompts",
     "row_statistics",
     "score_rows",
-    "server_sampling",
+    "server_decoding",
     "sync_weights_once",
     "take_extra_logs",
     "tokenize_prompts",
@@ -388,12 +388,12 @@ def rollout_features(trainer: GRPOJoints) -> dict[str, bool]:
 # ----------------------------------------------------------------------------------------------------------------
 
 
-def server_sampling(trainer: GRPOJoints) -> tuple[str, str, dict[str, Any], Callable]:
-    """(base URL, model, sampling settings, log-prob parser) of TRL's vLLM server client (`VLLMGeneration`'s)."""
+def server_decoding(trainer: GRPOJoints) -> tuple[str, str, dict[str, Any], Callable]:
+    """(base URL, model, decoding settings, log-prob parser) of TRL's vLLM server client (`VLLMGeneration`'s)."""
     from trl.generation.vllm_client import parse_logprobs
 
     generation = trainer.vllm_generation
-    sampling = completion_sampling(
+    decoding = decoding_params(
         temperature=generation.temperature,
         top_p=generation.top_p,
         top_k=generation.top_k,
@@ -404,7 +404,7 @@ def server_sampling(trainer: GRPOJoints) -> tuple[str, str, dict[str, Any], Call
         generation_kwargs=generation.generation_kwargs,
     )
     client = generation.vllm_client
-    return client.base_url, client.model, sampling, parse_logprobs
+    return client.base_url, client.model, decoding, parse_logprobs
 
 
 def sync_weights_once(trainer: GRPOJoints) -> None:
@@ -566,13 +566,12 @@ def async_joints() -> type:
     - `resuming_worker(checkpoint)`: before training starts from `checkpoint` (a path, or None);
     - `set_groups_before_resume(count)`.
 
-    Its `_trained_groups` is a `TrainedGroups`: a group counts once all its rows were trained, not when collated
-    (TRL's collator adds a micro-batch's groups when it collates it, one micro-batch ahead of training, and a group's
-    rows may straddle micro-batches); `training_step` counts the oldest collated micro-batch.
+    Its `_trained_groups` is set by the subclass to a record whose `take_next()` counts the oldest collated
+    micro-batch as trained (`async_grpo.trained.TrainedGroups`: a group counts once all its rows were trained, not
+    when collated; TRL's collator adds a micro-batch's groups when it collates it, one micro-batch ahead of training,
+    and a group's rows may straddle micro-batches); `training_step` calls it.
     """
     from trl.experimental.async_grpo import AsyncGRPOTrainer
-
-    from .async_grpo.trained import TrainedGroups
 
     class AsyncGRPOJoints(AsyncGRPOTrainer):
         _tag_names = [*GRPOJoints._tag_names, "async"]
@@ -583,10 +582,6 @@ def async_joints() -> type:
             save()
 
         def resuming_worker(self, checkpoint: str | None) -> None: ...
-
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, **kwargs)
-            self._trained_groups = TrainedGroups()
 
         def training_step(self, model, inputs, num_items_in_batch=None):
             self._trained_groups.take_next()
@@ -614,15 +609,13 @@ def check_async_joints(trainer: Any = None) -> list[str]:
 
 
 @contextmanager
-def async_trainer_on_device(device: torch.device) -> Iterator[None]:
+def async_trainer_on_device(device: torch.device, tree_attention: Callable) -> Iterator[None]:
     """Build an `AsyncGRPOTrainer` that can train off CUDA: TRL reads the GPU's name for its MFU metric
     (`trl/trainer/utils.py`, `get_peak_flops_per_device`) and attends with a FlashAttention-3 kernel
     (`trl/experimental/async_grpo/packing.py`, `tree_attention`); off CUDA the MFU metric is off and the tree
-    attention is `tree_attention_reference`."""
+    attention is `tree_attention` (the caller's implementation of TRL's kernel)."""
     from transformers import AttentionInterface
     from trl.experimental.async_grpo import async_grpo_trainer, packing
-
-    from .async_grpo.cpu_attention import tree_attention_reference
 
     if device.type == "cuda":
         yield
@@ -633,4 +626,4 @@ def async_trainer_on_device(device: torch.device) -> Iterator[None]:
         yield
     finally:
         async_grpo_trainer.get_peak_flops_per_device = original
-        AttentionInterface.register(packing.TREE_ATTENTION, tree_attention_reference)
+        AttentionInterface.register(packing.TREE_ATTENTION, tree_attention)

@@ -12,8 +12,8 @@ import json
 import os
 from typing import Any
 
+from .candidates import CandidateStream
 from .memory import PassRateMemory
-from .refill import CandidateStream
 
 __all__ = [
     "CANDIDATE_STREAM_FILE",

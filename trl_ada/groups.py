@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["aggregate_rewards", "check_rewards", "select_group", "split_by_class"]
+__all__ = ["aggregate_rewards", "reward_values", "select_group", "split_by_class"]
 
 
 def aggregate_rewards(rewards_per_func: np.ndarray, weights: Sequence[float]) -> np.ndarray:
@@ -30,7 +30,8 @@ def aggregate_rewards(rewards_per_func: np.ndarray, weights: Sequence[float]) ->
     return rewards
 
 
-def check_rewards(rewards: Sequence[float], expected: int) -> np.ndarray:
+def reward_values(rewards: Sequence[float], expected: int) -> np.ndarray:
+    """`rewards` as a float array of `expected` finite values or NaN (a completion no reward function scored)."""
     values = np.asarray(rewards, dtype=np.float64).reshape(-1)
     if values.shape[0] != expected:
         raise ValueError(

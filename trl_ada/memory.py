@@ -16,7 +16,7 @@ Identity. A prompt is keyed by `prompt_key`: the first 8 bytes of BLAKE2b over i
 list of chat messages; keys sorted, no whitespace, UTF-8), read as a little-endian unsigned 64-bit integer, with 0
 reserved for empty slots. The same prompt text or messages always gets the same key, on every machine and run.
 
-Skip streaks. Pre-rollout skipping (`trl_ada.refill.skip_before_rollout`) records each skip of a remembered prompt
+Skip streaks. Pre-rollout skipping (`trl_ada.candidates.skip_before_rollout`) records each skip of a remembered prompt
 (`record_skips`); a visit ends the streak. The streak is what guarantees a skipped prompt is sampled again
 (`skip_max_consecutive`), and it lives here so that a checkpoint keeps it.
 

@@ -147,8 +147,8 @@ def advantage_weights(
     """Each kept prompt's gradient weight under the plan's objective, normalised over the step (`normalize`), and
     the weight metrics: raw mean over the samples with signal, normalised max, and the share of prompts with signal
     whose pass rate is below the floor ε."""
-    p = np.asarray(pass_rates, dtype=np.float64)
-    raw = gradient_weight(p, plan.objective, plan.objective_weighting, plan.objective_alpha, plan.objective_epsilon)
+    p, objective = np.asarray(pass_rates, dtype=np.float64), plan.objective
+    raw = gradient_weight(p, objective.function, objective.weighting, objective.alpha, objective.epsilon)
     sizes = np.array([a.size for a in advantages])
     signal = np.array([bool(np.any(a != 0)) for a in advantages])
     weights = normalize(raw, sizes, signal)
@@ -156,6 +156,6 @@ def advantage_weights(
     metrics = {
         "weight_mean": float(np.dot(raw, rows) / rows.sum()) if rows.sum() else float("nan"),
         "weight_max": float(weights[signal].max()) if signal.any() else float("nan"),
-        "floored_fraction": float(np.mean(p[signal] < plan.objective_epsilon)) if signal.any() else float("nan"),
+        "floored_fraction": float(np.mean(p[signal] < objective.epsilon)) if signal.any() else float("nan"),
     }
     return weights, metrics

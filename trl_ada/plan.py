@@ -1,13 +1,25 @@
-"""`SamplingPlan`: every parameter of a step's sampling decisions, validated once, and the presets that fill it.
+"""The sampling plan: a small shared part and one section per generation schedule, whose type is the schedule.
 
-Pure Python (no numpy, no torch, no TRL). A `ReinforceAdaConfig` builds its plan in one place
-(`ReinforceAdaConfig.sampling_plan`); the samplers, the streaming scheduler, the simulation, the toy experiments and
-the benchmarks all take a plan, so no other module lists these parameters again. A plan is the *resolved* view: with
-`exit_rule="none"` it samples one round of exactly n (`samples_per_round = n`, `max_rounds = 1`), whatever the
-fields of the config said.
+Pure Python (no numpy, no torch, no TRL).
 
-Every check here raises one `ValueError` that names the field (or both fields of a pair that cannot work together),
-the value and the fix.
+    SamplingPlan(section, num_generations, positive_threshold, advantage_baseline, memory, objective)
+
+The shared part is what every schedule reads: the group size n, what counts as positive, the advantage baseline, the
+pass-rate memory (`Memory`) and the objective (`Objective`). The section is the schedule's own, a frozen dataclass in
+the schedule's module: `Rounds` (`schedules/rounds.py`), `Streaming` (`schedules/streaming.py`), `Est`
+(`schedules/est.py`); `schedules.SCHEDULES` registers them by the name `generation_schedule` takes. Sections that
+decide exits derive from `Seq` (here): the exit rule, M samples per round, the round cap N and the futility stop,
+which `AdaptiveSampler` reads. A plan is the *resolved* view: with `exit_rule="none"` it samples one round of exactly
+n (`samples_per_round = n`, `max_rounds = 1`).
+
+Every field carries its default, its help and its flat name (the spelling of the config, the recipes and the command
+line) as dataclass metadata (`option`). `flat_fields()` lists them; the config's fields, `--help` and the table in
+`docs/configuration.md` are built from that list. `resolve` turns flat fields (a config's, `SamplingPlan.from_fields`,
+a preset's) into a plan and refuses, in one line, a field the resolved schedule has no use for, whatever its value
+(explicit is explicit): the section knows its fields, so no list of refusals exists outside it.
+
+Every check raises one `ValueError` that names the field (or both fields of a pair that cannot work together), the
+value and the fix.
 """
 
 from __future__ import annotations
@@ -17,387 +29,83 @@ import functools
 import math
 import numbers
 import typing
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any
+import warnings
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 from .exit_rules import exit_rule_names, get_exit_rule
+from .utils import closest_name
 
 __all__ = [
     "ADVANTAGE_BASELINES",
-    "GENERATION_SCHEDULES",
+    "CANDIDATES",
+    "GROUPS",
+    "MEMORY",
+    "OBJECTIVE",
+    "SAMPLING",
+    "SCHEDULING",
     "OBJECTIVES",
     "OBJECTIVE_WEIGHTINGS",
-    "PLAN_DEFAULTS",
     "PRESETS",
     "PRESET_FIELDS",
     "ROUND_SIZINGS",
+    "FlatField",
+    "Host",
+    "Memory",
+    "Objective",
     "Preset",
+    "PriorSizing",
     "SamplingPlan",
+    "Section",
+    "Seq",
     "check_field_types",
     "check_group_size",
+    "check_integer",
     "check_preset",
+    "budget_option",
     "check_type",
-    "config_fields",
+    "fields_markdown",
+    "flat_fields",
+    "is_int",
+    "is_number",
+    "option",
     "preset_fields",
-    "require_memory",
-    "unused_fields",
+    "resolve",
     "validate_estimation",
     "validate_objective",
-    "validate_refill",
     "validate_sampling",
-    "validate_transport",
 ]
 
 ADVANTAGE_BASELINES = ("pool", "group")
-GENERATION_SCHEDULES = ("rounds", "streaming", "est")
 ROUND_SIZINGS = ("fixed", "prior")  # "fixed": samples_per_round per round; "prior": sized from the posterior
 OBJECTIVES = ("linear", "log", "power")  # f(p) = p, log p, p^alpha (`objectives.py`)
 OBJECTIVE_WEIGHTINGS = ("explicit", "implicit", "hybrid", "variance")  # where f'(p) goes (`objectives.py`)
 
-
-@dataclass(frozen=True)
-class SamplingPlan:
-    """The parameters of every sampling decision of a step (see `ReinforceAdaConfig` for each field's meaning)."""
-
-    num_generations: int = 4
-    exit_rule: str = "balance"
-    samples_per_round: int = 8
-    max_rounds: int = 4
-    positive_threshold: float = 0.7
-    advantage_baseline: str = "pool"
-    # Budgeted rounds: a pass-rate memory across steps, rounds sized from it, futility stop, step budget
-    pass_rate_memory: bool = False
-    memory_decay: float = 0.5
-    memory_prior_alpha: float = 1.0
-    memory_prior_beta: float = 1.0
-    first_round: str = "fixed"
-    later_rounds: str = "fixed"
-    round_confidence: float = 0.5
-    futility_threshold: float = 0.0
-    sample_budget: float | None = None
-    # Candidates beyond the batch: refill and pre-rollout skipping
-    prompt_oversampling: float = 1.0
-    rounds_per_prompt: int | None = None
-    skip_threshold: float | None = None
-    skip_exploration: float = 0.05
-    skip_unsolvable_draws: int | None = 64
-    skip_max_consecutive: int = 4
-    # How generation is scheduled
-    generation_schedule: str = "rounds"
-    streaming_chunk: int = 1
-    streaming_window: int | None = None
-    # Reinforce-Ada-Est: one round allocated from the memory's estimates (generation_schedule="est")
-    est_min_samples: int = 2
-    est_max_samples: int | None = None
-    # The objective: each prompt's weight f'(p), realised in the advantages and/or the allocation
-    objective: str = "linear"
-    objective_alpha: float = 0.5
-    objective_weighting: str = "explicit"
-    objective_epsilon: float = 0.05
-
-    def __post_init__(self) -> None:
-        check_group_size(self.num_generations)
-        check_field_types({f.name: getattr(self, f.name) for f in dataclasses.fields(self)})
-        if self.exit_rule not in exit_rule_names():
-            get_exit_rule(self.exit_rule)  # a ValueError listing the valid names
-        if self.advantage_baseline not in ADVANTAGE_BASELINES:
-            raise ValueError(
-                f"advantage_baseline={self.advantage_baseline!r} is not supported; choose one of "
-                f"{list(ADVANTAGE_BASELINES)}."
-            )
-        if not self.samples_adaptively:  # plain GRPO: one round of exactly n, whatever M and N said
-            object.__setattr__(self, "samples_per_round", self.num_generations)
-            object.__setattr__(self, "max_rounds", 1)
-        if self.generation_schedule == "est":
-            _validate_est(self)  # before the round checks, which do not apply to one allocated round
-        validate_sampling(
-            self.num_generations,
-            self.samples_per_round,
-            self.max_rounds,
-            self.positive_threshold,
-            rounds=self.generation_schedule != "est",
-        )
-        _validate_memory(self)
-        validate_objective(self.objective, self.objective_alpha, self.objective_weighting, self.objective_epsilon)
-        validate_estimation(
-            self.num_generations,
-            self.exit_rule,
-            self.first_round,
-            self.later_rounds,
-            self.round_confidence,
-            self.futility_threshold,
-            self.sample_budget,
-        )
-        validate_refill(
-            self.prompt_oversampling,
-            self.skip_threshold,
-            self.skip_exploration,
-            self.rounds_per_prompt,
-            self.skip_unsolvable_draws,
-            self.skip_max_consecutive,
-        )
-        _validate_candidates(self)
-        _validate_schedule(self)
-        _validate_weighting(self)
-
-    @classmethod
-    def from_config(cls, config: Any) -> SamplingPlan:
-        """The plan of a `ReinforceAdaConfig` (or any object with the same attributes), with the trainer's needs
-        checked too: the priors of prior-sized first rounds and of skipping come from its pass-rate memory. A
-        preset-settable field the config holds as None (unset, or unused by its schedule) takes the base default."""
-        values = {f.name: getattr(config, f.name) for f in dataclasses.fields(cls)}
-        values.update({name: BASE_FIELDS[name] for name in PRESET_FIELDS if values[name] is None})
-        plan = cls(**values)
-        require_memory(plan)
-        return plan
-
-    def replace(self, **changes: Any) -> SamplingPlan:
-        """This plan with some fields changed (validated again)."""
-        return dataclasses.replace(self, **changes)
-
-    @property
-    def samples_adaptively(self) -> bool:
-        """True unless `exit_rule="none"` (plain GRPO: one round of exactly n per prompt)."""
-        return self.exit_rule != "none"
-
-    @property
-    def uses_candidates(self) -> bool:
-        """True when a step samples over candidates beyond its batch or may skip some (the refill schedule)."""
-        return self.prompt_oversampling > 1.0 or self.skip_threshold is not None or self.rounds_per_prompt is not None
-
-    @property
-    def sizes_rounds_from_prior(self) -> bool:
-        """True when some round is sized from the pass-rate posterior instead of `samples_per_round`."""
-        return "prior" in (self.first_round, self.later_rounds)
-
-    @property
-    def estimates(self) -> bool:
-        """True when a step reads a pass-rate posterior: memory, prior-sized rounds, futility stop or a budget."""
-        return (
-            self.pass_rate_memory
-            or self.sizes_rounds_from_prior
-            or self.futility_threshold > 0
-            or self.sample_budget is not None
-        )
-
-    @property
-    def cap(self) -> int:
-        """M·N: the most completions one prompt may draw in a step."""
-        return self.samples_per_round * self.max_rounds
-
-    @property
-    def candidate_rounds(self) -> int:
-        """Rounds one candidate may sample: `rounds_per_prompt`, or `max_rounds` when it is None."""
-        return self.max_rounds if self.rounds_per_prompt is None else min(self.rounds_per_prompt, self.max_rounds)
-
-    @property
-    def window(self) -> int:
-        """Streaming: completions of one prompt in flight at most (`streaming_window`, default M)."""
-        return self.samples_per_round if self.streaming_window is None else self.streaming_window
-
-    @property
-    def schedule(self) -> str:
-        """The generation schedule that runs a step: `"rounds"`, `"refill"` (rounds over candidates), `"streaming"`
-        or `"est"` (one round allocated from the pass-rate estimates)."""
-        if self.generation_schedule in ("streaming", "est"):
-            return self.generation_schedule
-        return "refill" if self.uses_candidates else "rounds"
-
-    @property
-    def est_bounds(self) -> tuple[int, int]:
-        """[N_min, N_max]: the fewest and most samples Est allocates to one prompt (N_max defaults to 4n)."""
-        high = 4 * self.num_generations if self.est_max_samples is None else self.est_max_samples
-        return self.est_min_samples, high
-
-    @property
-    def weights_gradients(self) -> bool:
-        """True when the objective puts a weight other than 1 on some prompt's advantages."""
-        return self.objective != "linear" and self.objective_weighting != "implicit"
-
-
-# ------------------------------------------------------------------------------------------------------------------
-# Presets
-# ------------------------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Preset:
-    """A named variant: the plan fields it sets, as a function of the group size n."""
-
-    description: str
-    fields: Callable[[int], dict[str, Any]]
-
-
-PRESETS: dict[str, Preset] = {
-    "grpo": Preset(
-        "plain GRPO sampling through the trainer's code path: one round of exactly n per prompt",
-        lambda n: {"exit_rule": "none"},
-    ),
-    "balance": Preset(
-        "Reinforce-Ada-Seq, balance (the paper's best variant): rounds of M=8 up to N=4 until ⌊n/2⌋ positives "
-        "and n − ⌊n/2⌋ negatives",
-        lambda n: {"exit_rule": "balance", "samples_per_round": 8, "max_rounds": 4},
-    ),
-    "pos": Preset(
-        "Reinforce-Ada-Seq, pos: rounds of M=8 up to N=4 until one positive",
-        lambda n: {"exit_rule": "pos", "samples_per_round": 8, "max_rounds": 4},
-    ),
-    "dapo": Preset(
-        "DAPO's dynamic sampling: one round of n per candidate, 3x candidates, groups without signal refilled "
-        "for up to 4 rounds",
-        lambda n: {
-            "exit_rule": "mixed",
-            "samples_per_round": n,
-            "max_rounds": 4,
-            "rounds_per_prompt": 1,
-            "prompt_oversampling": 3.0,
-        },
-    ),
-    "budgeted_balance": Preset(
-        "balance rounds on a budget (this package's design): rounds sized from a pass-rate memory across steps, "
-        "futile prompts stopped, at most 2n completions per prompt on average",
-        lambda n: {
-            "exit_rule": "balance",
-            "samples_per_round": 8,
-            "max_rounds": 3,
-            "pass_rate_memory": True,
-            "first_round": "prior",
-            "later_rounds": "prior",
-            "futility_threshold": 0.05,
-            "sample_budget": float(2 * n),
-        },
-    ),
-    "est": Preset(
-        "Reinforce-Ada-Est (the paper's Algorithm 1): one round per step, n·B samples split over the prompts "
-        "∝ 1/√(p̂ + ε) from an Ada-EMA estimate (λ = 0.9, Beta(1, 1) prior), every sample trained, advantages "
-        "weighted by 1/√(p + ε): the log objective, hybrid weighting",
-        lambda n: {
-            "generation_schedule": "est",
-            "pass_rate_memory": True,
-            "memory_decay": 0.9,
-            "objective": "log",
-            "objective_weighting": "hybrid",
-        },
-    ),
-}
-
-PLAN_DEFAULTS: dict[str, Any] = {f.name: f.default for f in dataclasses.fields(SamplingPlan)}
-"""Every plan field's base default: the one place they are written (`SamplingPlan`'s own defaults)."""
-
-PRESET_FIELDS: tuple[str, ...] = (
-    "exit_rule",
-    "samples_per_round",
-    "max_rounds",
-    "pass_rate_memory",
-    "first_round",
-    "later_rounds",
-    "futility_threshold",
-    "sample_budget",
-    "prompt_oversampling",
-    "rounds_per_prompt",
-    "memory_decay",
-    "generation_schedule",
-    "objective",
-    "objective_weighting",
+GROUPS = (
+    "adaptive sampling (Reinforce-Ada, arXiv 2510.04996)",
+    "the pass-rate memory and budgeted rounds (all off by default)",
+    "dynamic sampling: candidates, refill and pre-rollout skipping (all off by default)",
+    "how generation is scheduled",
+    "the objective (arXiv 2510.04996v3: J_f = E[f(p)], prompt weight f'(p))",
 )
-"""The fields a preset may set. A config holds them as None until they are resolved: None means "unset"."""
-
-BASE_FIELDS: dict[str, Any] = {name: PLAN_DEFAULTS[name] for name in PRESET_FIELDS}
-"""What a preset-settable field resolves to when neither the user nor a preset sets it (today's balance rounds)."""
+"""The groups of the sampling fields, in the order `--help` and `docs/configuration.md` show them."""
+SAMPLING, MEMORY, CANDIDATES, SCHEDULING, OBJECTIVE = GROUPS
 
 
-def check_preset(sampling: Any) -> None:
-    """A ValueError naming the presets unless `sampling` is one of their names or None."""
-    if sampling is None:
-        return
-    if not isinstance(sampling, str):
-        raise ValueError(
-            f"sampling={sampling!r}: must be the name of one preset (a string), one of {sorted(PRESETS)}, e.g. "
-            "sampling='est'; or None for no preset."
-        )
-    if sampling not in PRESETS:
-        raise ValueError(
-            f"sampling={sampling!r} is not a preset; choose one of {sorted(PRESETS)}, or leave it unset (None) and "
-            "set the fields yourself."
-        )
-
-
-def preset_fields(
-    sampling: str | None, num_generations: int, given: Mapping[str, Any], base: Mapping[str, Any] | None = None
-) -> dict[str, Any]:
-    """The resolved values of the preset-settable fields: `given` (a user's explicit value; None means not given)
-    wins over the preset `sampling`, which wins over `base` (a trainer's own defaults), then the base defaults."""
-    check_preset(sampling)
-    check_group_size(num_generations)
-    check_field_types({name: value for name, value in given.items() if value is not None})
-    preset = PRESETS[sampling].fields(num_generations) if sampling is not None else {}
-    defaults = {**BASE_FIELDS, **(base or {})}
-    return {
-        name: given[name] if given.get(name) is not None else preset.get(name, defaults[name])
-        for name in PRESET_FIELDS
-    }
-
-
-def unused_fields(resolved: Mapping[str, Any]) -> dict[str, Any]:
-    """The preset-settable fields that the schedule of `resolved` (resolved fields and `num_generations`) has no
-    use for, each with the one value that says what the schedule does anyway (None: no value does)."""
-    if resolved["generation_schedule"] == "est":  # one allocated round, every sample kept
-        return {name: _EST_AGREES.get(name) for name in _EST_UNUSED}
-    if resolved["exit_rule"] == "none":  # plain GRPO: one round of exactly n
-        return {"samples_per_round": resolved["num_generations"], "max_rounds": 1}
-    return {}
-
-
-_EST_UNUSED = ("exit_rule", "samples_per_round", "max_rounds", "first_round", "later_rounds", "futility_threshold")
-_EST_UNUSED += ("sample_budget", "prompt_oversampling", "rounds_per_prompt")
-_EST_AGREES = {"futility_threshold": 0.0, "prompt_oversampling": 1.0}  # "off": what one allocated round does anyway
-
-
-def config_fields(
-    sampling: str | None, num_generations: int, given: Mapping[str, Any], base: Mapping[str, Any] | None = None
-) -> dict[str, Any]:
-    """The preset-settable fields as a config holds them: [`preset_fields`], with None for the fields the resolved
-    schedule has no use for ([`unused_fields`]).
-
-    Explicit is explicit: a field given (not None) that the schedule has no use for is refused, whatever its value
-    (unless it says what the schedule does anyway), with one line naming the field, what sets the schedule, and
-    the fix.
-    """
-    resolved = preset_fields(sampling, num_generations, given, base)
-    unused = unused_fields({**resolved, "num_generations": num_generations})
-    for name, agrees in unused.items():
-        value = given.get(name)
-        if value is not None and value != agrees:
-            raise ValueError(_unused_message(name, value, agrees, resolved, given, num_generations))
-    return {name: None if name in unused else value for name, value in resolved.items()}
-
-
-def _unused_message(
-    name: str, value: Any, agrees: Any, resolved: Mapping[str, Any], given: Mapping[str, Any], n: int
-) -> str:
-    alternative = "" if agrees is None else f" (or set it to {agrees!r})"
-    if resolved["generation_schedule"] == "est":
-        source = "" if given.get("generation_schedule") is not None else " (set by sampling='est')"
-        return (
-            f"{name}={value!r} has no effect under generation_schedule='est'{source}: Est samples one allocated "
-            f"round per step and trains every sample (no exit rule, rounds or candidates). Remove {name}"
-            f"{alternative}, or sample in rounds (sampling='balance', or generation_schedule='rounds')."
-        )
-    source = "exit_rule='none'" if given.get("exit_rule") is not None else "sampling='grpo' (exit_rule='none')"
-    return (
-        f"{name}={value!r} has no effect with {source}: plain GRPO samples one round of exactly "
-        f"num_generations={n} per prompt. Remove {name}{alternative}, or choose an adaptive exit rule (e.g. "
-        "sampling='balance') to sample in rounds."
-    )
+def option(default: Any, help: str, *, flat: str | None = None, group: str | None = None, off: bool = False) -> Any:
+    """A plan field: its default and `help`, its `flat` name where the config spells it otherwise (`memory_decay`
+    for `Memory.decay`), its `group` (default: its record's) and whether the default means "off" (`off`: an explicit
+    default is accepted by a schedule that has no use for the field, since it asks for nothing)."""
+    return field(default=default, metadata={"help": help, "flat": flat, "group": group, "off": off})
 
 
 # ------------------------------------------------------------------------------------------------------------------
-# Validation: single fields
+# Validation
 # ------------------------------------------------------------------------------------------------------------------
 
 
-def _check_integer(name: str, value: Any, minimum: int, fix: str) -> None:
+def check_integer(name: str, value: Any, minimum: int, fix: str) -> None:
     if isinstance(value, bool):  # bool is an int subclass: True would pass as 1
         raise ValueError(f"{name}={value!r}: must be an integer, not a boolean.")
     if not isinstance(value, int) or value < minimum:
@@ -408,25 +116,15 @@ def check_group_size(num_generations: Any) -> None:
     """n must be an integer >= 2: checked first, since every other check and every preset reads it."""
     if isinstance(num_generations, bool):
         raise ValueError(f"num_generations={num_generations!r}: must be an integer, not a boolean.")
-    if not _is_int(num_generations) or num_generations < 2:
+    if not is_int(num_generations) or num_generations < 2:
         raise ValueError(
             f"num_generations={num_generations!r}: the group size n must be an integer >= 2, since a group of one "
             "completion has no baseline."
         )
 
 
-@functools.cache
-def _field_kinds() -> dict[str, tuple[type, bool]]:
-    """Each plan field's type (int, float, bool or str) and whether it may be None, read from `SamplingPlan`."""
-    kinds = {}
-    for name, hint in typing.get_type_hints(SamplingPlan).items():
-        members = typing.get_args(hint) or (hint,)
-        kinds[name] = (next(m for m in members if m is not type(None)), type(None) in members)
-    return kinds
-
-
 _KINDS: dict[type, tuple[str, Callable[[Any], bool]]] = {
-    int: ("an integer", lambda value: _is_int(value)),
+    int: ("an integer", lambda value: is_int(value)),
     float: ("a number", lambda value: isinstance(value, numbers.Real) and not isinstance(value, bool)),
     bool: ("True or False", lambda value: isinstance(value, bool)),
     str: ("a string", lambda value: isinstance(value, str)),
@@ -434,12 +132,16 @@ _KINDS: dict[type, tuple[str, Callable[[Any], bool]]] = {
 
 
 def check_field_types(values: Mapping[str, Any]) -> None:
-    """A ValueError naming the first plan field in `values` whose value is not of its type (an integer, a number,
+    """A ValueError naming the first flat field in `values` whose value is not of its type (an integer, a number,
     True/False or a string; or None where allowed), its value and how to write it."""
-    kinds = _field_kinds()
+    specs = {f.name: f for f in flat_fields()}
     for name, value in values.items():
-        kind, optional = kinds[name]
-        check_type(name, value, kind, optional, PLAN_DEFAULTS[name])
+        spec = specs.get(name)
+        if spec is None:
+            close = closest_name(name, specs)
+            hint = f" Did you mean {close!r}?" if close else ""
+            raise ValueError(f"{name}={value!r}: not a sampling field (`trl_ada.plan.flat_fields()`).{hint}")
+        check_type(name, value, spec.kind, spec.optional, spec.default)
 
 
 def check_type(name: str, value: Any, kind: type, optional: bool = False, example: Any = None) -> None:
@@ -468,11 +170,11 @@ def _how_to_write(name: str, value: Any, kind: type, example: Any) -> str:
     return "" if example is None else f" (e.g. {name}={example!r})"
 
 
-def _is_int(value: Any) -> bool:
+def is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)  # bool is an int subclass: True would pass as 1
 
 
-def _is_number(value: Any) -> bool:
+def is_number(value: Any) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
 
 
@@ -482,15 +184,15 @@ def validate_sampling(
     """Raise a ValueError naming the parameter, the value and the fix for an impossible sampling plan (`rounds`:
     the plan samples in rounds, so M·N must fill a group)."""
     check_group_size(num_generations)
-    _check_integer("samples_per_round", samples_per_round, 1, " (the paper uses 8).")
-    _check_integer("max_rounds", max_rounds, 1, " (the paper uses 4).")
+    check_integer("samples_per_round", samples_per_round, 1, " (the paper uses 8).")
+    check_integer("max_rounds", max_rounds, 1, " (the paper uses 4).")
     if rounds and samples_per_round * max_rounds < num_generations:
         raise ValueError(
             f"samples_per_round * max_rounds = {samples_per_round} * {max_rounds} = {samples_per_round * max_rounds} "
             f"is smaller than num_generations={num_generations}: a prompt could never fill its group. Raise "
             f"samples_per_round or max_rounds so that their product is at least {num_generations}."
         )
-    if not _is_number(positive_threshold):
+    if not is_number(positive_threshold):
         raise ValueError(
             f"positive_threshold={positive_threshold!r}: must be a finite number (0.7 for 0/1 rewards; a "
             "completion is positive when its reward is strictly greater)."
@@ -513,17 +215,17 @@ def validate_estimation(
                 f"{name}={value!r}: choose one of {list(ROUND_SIZINGS)} ('fixed': rounds of samples_per_round; "
                 "'prior': rounds sized from the pass-rate posterior)."
             )
-    if not _is_number(round_confidence) or not 0.0 < round_confidence < 1.0:
+    if not is_number(round_confidence) or not 0.0 < round_confidence < 1.0:
         raise ValueError(
             f"round_confidence={round_confidence!r}: must be in (0, 1), the probability with which a prior-sized "
             "round should meet the exit rule (e.g. 0.5)."
         )
-    if not _is_number(futility_threshold) or not 0.0 <= futility_threshold < 1.0:
+    if not is_number(futility_threshold) or not 0.0 <= futility_threshold < 1.0:
         raise ValueError(
             f"futility_threshold={futility_threshold!r}: must be in [0, 1); 0 turns the futility stop off, e.g. 0.05 "
             "stops a prompt whose chance to meet its exit rule within its remaining cap is below 5%."
         )
-    if sample_budget is not None and (not _is_number(sample_budget) or sample_budget < num_generations):
+    if sample_budget is not None and (not is_number(sample_budget) or sample_budget < num_generations):
         raise ValueError(
             f"sample_budget={sample_budget!r}: the average completions per prompt a step may draw must be a number >= "
             f"num_generations={num_generations} (every prompt keeps n completions), or None for no budget."
@@ -536,61 +238,6 @@ def validate_estimation(
         )
 
 
-def validate_refill(
-    prompt_oversampling: float,
-    skip_threshold: float | None,
-    skip_exploration: float,
-    rounds_per_prompt: int | None,
-    skip_unsolvable_draws: int | None,
-    skip_max_consecutive: int,
-) -> None:
-    """Raise a ValueError naming the field, the value and the fix for an impossible candidate plan."""
-    if not _is_number(prompt_oversampling) or prompt_oversampling < 1.0:
-        raise ValueError(
-            f"prompt_oversampling={prompt_oversampling!r}: must be >= 1.0 (a number); it is how many candidate "
-            "prompts a step draws per prompt it trains on (1.0 = none beyond the batch, 3.0 = DAPO's usual refill "
-            "reserve)."
-        )
-    if skip_threshold is not None and (not _is_number(skip_threshold) or not 0.0 < skip_threshold <= 1):
-        raise ValueError(
-            f"skip_threshold={skip_threshold!r}: must be in (0, 1] (e.g. 0.9 skips a candidate whose posterior chance "
-            "of a group all right, or of skip_unsolvable_draws completions all wrong, is at least 90%), or None to "
-            "never skip."
-        )
-    if not _is_number(skip_exploration) or not 0.0 <= skip_exploration <= 1.0:
-        raise ValueError(
-            f"skip_exploration={skip_exploration!r}: must be a probability in [0, 1] (e.g. 0.05: one skippable "
-            "candidate in 20 is sampled anyway)."
-        )
-    if skip_unsolvable_draws is not None and (not _is_int(skip_unsolvable_draws) or skip_unsolvable_draws < 1):
-        raise ValueError(
-            f"skip_unsolvable_draws={skip_unsolvable_draws!r}: must be an integer >= 1 (e.g. 64: a prompt counts as "
-            "unsolvable when 64 more completions would all be wrong with probability skip_threshold), or None to "
-            "never skip a prompt for being hard."
-        )
-    if not _is_int(skip_max_consecutive) or skip_max_consecutive < 1:
-        raise ValueError(
-            f"skip_max_consecutive={skip_max_consecutive!r}: must be an integer >= 1 (e.g. 4: a prompt skipped 4 "
-            "times in a row is sampled at its next turn, so the memory sees it again)."
-        )
-    if rounds_per_prompt is not None and (not _is_int(rounds_per_prompt) or rounds_per_prompt < 1):
-        raise ValueError(
-            f"rounds_per_prompt={rounds_per_prompt!r}: must be an integer >= 1 (1 = DAPO: one round per candidate), "
-            "or None for max_rounds."
-        )
-
-
-def validate_transport(max_retries: Any, request_timeout: Any) -> None:
-    """Streaming's request settings: retries an integer >= 0, the timeout a number of seconds > 0."""
-    if not _is_int(max_retries) or max_retries < 0:
-        raise ValueError(f"streaming_max_retries={max_retries!r}: must be an integer >= 0 (e.g. 2).")
-    if not _is_number(request_timeout) or request_timeout <= 0:
-        raise ValueError(
-            f"streaming_request_timeout={request_timeout!r}: must be a number of seconds > 0 (e.g. 600.0), not a "
-            f"{type(request_timeout).__name__}."
-        )
-
-
 def validate_objective(objective: Any, alpha: Any, weighting: Any, epsilon: Any) -> None:
     """The objective f, its exponent, how its weight is split, and the floor ε of the pass rate it reads."""
     if objective not in OBJECTIVES:
@@ -598,7 +245,7 @@ def validate_objective(objective: Any, alpha: Any, weighting: Any, epsilon: Any)
             f"objective={objective!r}: choose one of {list(OBJECTIVES)} ('linear': GRPO's E[p]; 'log': E[log p], "
             "weight 1/p; 'power': E[p^objective_alpha])."
         )
-    if objective == "power" and (not _is_number(alpha) or alpha <= 0):
+    if objective == "power" and (not is_number(alpha) or alpha <= 0):
         raise ValueError(
             f"objective_alpha={alpha!r}: objective='power' maximises E[p^alpha] and needs alpha > 0 (0 < alpha < 1 "
             "favours hard prompts, e.g. 0.5; 1 is the linear objective)."
@@ -614,160 +261,886 @@ def validate_objective(objective: Any, alpha: Any, weighting: Any, epsilon: Any)
             f"objective_weighting='variance' splits the log objective's weight 1/p, but objective={objective!r}. "
             "Set objective='log', or choose another objective_weighting."
         )
-    if not _is_number(epsilon) or not 0.0 < epsilon <= 1.0:
+    if not is_number(epsilon) or not 0.0 < epsilon <= 1.0:
         raise ValueError(
             f"objective_epsilon={epsilon!r}: the floor added to a pass rate before weighting must be in (0, 1] "
             "(e.g. 0.05: the log objective's weight is then at most 1/0.05 = 20)."
         )
 
 
-def _validate_memory(plan: SamplingPlan) -> None:
-    if not isinstance(plan.pass_rate_memory, bool):
-        raise ValueError(f"pass_rate_memory={plan.pass_rate_memory!r}: must be True or False.")
-    if not _is_number(plan.memory_decay) or not 0.0 < plan.memory_decay <= 1.0:
-        raise ValueError(
-            f"memory_decay={plan.memory_decay!r}: must be in (0, 1] (a number); 1 keeps all past evidence, 0.5 halves "
-            "the weight of earlier visits at each visit."
-        )
-    for name in ("memory_prior_alpha", "memory_prior_beta"):
-        value = getattr(plan, name)
-        if not _is_number(value) or value <= 0:
-            raise ValueError(
-                f"{name}={value!r}: the Beta prior of an unseen prompt's pass rate needs positive parameters (e.g. "
-                "1 and 1: uniform; 1 and 16: most prompts are hard)."
-            )
-
-
 # ------------------------------------------------------------------------------------------------------------------
-# Validation: options that cannot work together
+# Reading records
 # ------------------------------------------------------------------------------------------------------------------
 
 
-def require_memory(plan: SamplingPlan) -> None:
-    """A trainer's priors come from its pass-rate memory: prior-sized first rounds and skipping need it on. (A sampler
-    built directly takes its priors from the caller instead.)"""
-    if plan.first_round == "prior" and not plan.pass_rate_memory:
-        raise ValueError(
-            "first_round='prior' sizes the first round from the pass-rate memory, but pass_rate_memory=False. Set "
-            "pass_rate_memory=True, or use first_round='fixed'."
-        )
-    if plan.skip_threshold is not None and not plan.pass_rate_memory:
-        raise ValueError(
-            f"skip_threshold={plan.skip_threshold!r} skips candidates from the pass-rate memory, but "
-            "pass_rate_memory=False. Set pass_rate_memory=True, or skip_threshold=None."
-        )
+def flat_name(f: dataclasses.Field) -> str:
+    """The config's name of a record's field."""
+    return f.metadata.get("flat") or f.name
 
 
-def _validate_candidates(plan: SamplingPlan) -> None:
-    if plan.rounds_per_prompt is None:
-        return
-    if not plan.samples_adaptively:
-        raise ValueError(
-            f"rounds_per_prompt={plan.rounds_per_prompt!r} with exit_rule='none': plain GRPO samples one round per "
-            "prompt, so there are no rounds to cap. Remove rounds_per_prompt, or use an adaptive exit rule."
-        )
-    if plan.rounds_per_prompt > plan.max_rounds:
-        raise ValueError(
-            f"rounds_per_prompt={plan.rounds_per_prompt} is more than max_rounds={plan.max_rounds}, the rounds of "
-            "the whole step. Lower rounds_per_prompt, or raise max_rounds."
-        )
-    if plan.samples_per_round * plan.rounds_per_prompt < plan.num_generations:
-        raise ValueError(
-            f"samples_per_round * rounds_per_prompt = {plan.samples_per_round} * {plan.rounds_per_prompt} is "
-            f"smaller than num_generations={plan.num_generations}: a candidate could never fill its group. Raise "
-            "rounds_per_prompt or samples_per_round."
-        )
+@functools.cache
+def _record_kinds(record: type) -> tuple[tuple[dataclasses.Field, type | None, bool], ...]:
+    """Each field of a record with its type (int, float, bool or str; None for a sub-record) and whether it may be
+    None, read from the type hints."""
+    hints = typing.get_type_hints(record)
+    kinds = []
+    for f in dataclasses.fields(record):
+        members = typing.get_args(hints[f.name]) or (hints[f.name],)
+        kind = next(m for m in members if m is not type(None))
+        kinds.append((f, kind if kind in _KINDS else None, type(None) in members))
+    return tuple(kinds)
 
 
-def _validate_est(plan: SamplingPlan) -> None:
-    """Est samples one allocated round from the memory: bounds that can meet the total, nothing it would ignore."""
-    n = plan.num_generations
-    if not plan.pass_rate_memory:
-        raise ValueError(
-            "generation_schedule='est' allocates each step from the pass-rate memory's estimates, but "
-            "pass_rate_memory=False. Set pass_rate_memory=True (sampling='est' does), or use "
-            "generation_schedule='rounds'."
-        )
-    for name, value in ((name, getattr(plan, name)) for name in _EST_UNUSED):
-        if value != BASE_FIELDS[name]:  # a plan holds resolved values: one that differs from the default was set
+# ------------------------------------------------------------------------------------------------------------------
+# Records: frozen dataclasses whose fields are type-checked at construction
+# ------------------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Record:
+    """A frozen part of the plan. Its fields are checked against their types when it is built (an integer, a
+    number, True/False, a string; or None where the type allows it), naming the flat field."""
+
+    group: ClassVar[str] = SAMPLING
+
+    def __post_init__(self) -> None:
+        for f, kind, optional in _record_kinds(type(self)):
+            if kind is not None:
+                check_type(flat_name(f), getattr(self, f.name), kind, optional, f.default)
+
+
+@dataclass(frozen=True)
+class Memory(Record):
+    """The pass-rate memory across steps: a decayed Beta posterior of each prompt's pass rate (Ada-EMA)."""
+
+    group: ClassVar[str] = MEMORY
+
+    enabled: bool = option(
+        False,
+        "Keep a Beta posterior of each prompt's pass rate across steps, keyed by a hash of the prompt, saved in "
+        "every checkpoint (`pass_rate_memory.npz`) and restored on resume: the paper's Ada-EMA estimator. It feeds "
+        'Est\'s allocation, `first_round="prior"`, `later_rounds="prior"`, skipping, the futility stop and the '
+        "budget's priorities.",
+        flat="pass_rate_memory",
+    )
+    decay: float = option(
+        0.5,
+        "λ in (0, 1]: at each visit the evidence of a prompt's earlier visits is multiplied by λ (1 keeps "
+        'everything; the policy moves). `sampling="est"` sets 0.9.',
+        flat="memory_decay",
+    )
+    prior_alpha: float = option(
+        1.0,
+        "α of the Beta(α, β) prior of a prompt the memory has not seen: p̂ = (N_pos + α) / (N_total + α + β).",
+        flat="memory_prior_alpha",
+    )
+    prior_beta: float = option(
+        1.0,
+        "β of that prior. Beta(1, 16) (most prompts hard) is the reference code's experimental choice, for data "
+        "filtered to hard prompts.",
+        flat="memory_prior_beta",
+    )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not is_number(self.decay) or not 0.0 < self.decay <= 1.0:
             raise ValueError(
-                f"generation_schedule='est' samples one allocated round and keeps every sample, so {name}={value!r} "
-                f"would be ignored. Remove {name} (Est has no exit rule, rounds or candidates), or use "
-                "generation_schedule='rounds'."
+                f"memory_decay={self.decay!r}: must be in (0, 1] (a number); 1 keeps all past evidence, 0.5 halves "
+                "the weight of earlier visits at each visit."
             )
-    for name, value in (("skip_threshold", plan.skip_threshold), ("streaming_window", plan.streaming_window)):
-        if value is not None:
+        for name, value in (("memory_prior_alpha", self.prior_alpha), ("memory_prior_beta", self.prior_beta)):
+            if not is_number(value) or value <= 0:
+                raise ValueError(
+                    f"{name}={value!r}: the Beta prior of an unseen prompt's pass rate needs positive parameters "
+                    "(e.g. 1 and 1: uniform; 1 and 16: most prompts are hard)."
+                )
+
+    @property
+    def prior(self) -> tuple[float, float]:
+        """The Beta prior (α, β) of a prompt the memory has not seen."""
+        return self.prior_alpha, self.prior_beta
+
+
+@dataclass(frozen=True)
+class Objective(Record):
+    """What training maximises, J_f = E[f(p)], and where the prompt weight f'(p) goes (`objectives.py`)."""
+
+    group: ClassVar[str] = OBJECTIVE
+
+    function: str = option(
+        "linear",
+        '`"linear"`: E[p], GRPO\'s (weight 1). `"log"`: E[log p] (weight 1/p). `"power"`: E[p^α] (weight '
+        "α·p^(α−1), α = `objective_alpha`). Every weight reads p + `objective_epsilon`.",
+        flat="objective",
+    )
+    alpha: float = option(0.5, 'α > 0 of `objective="power"`.', flat="objective_alpha")
+    weighting: str = option(
+        "explicit",
+        '`"explicit"`: the advantages of a prompt are multiplied by its weight at the pass rate of its samples in '
+        'the step (every schedule; with `balance` and `"log"` this is Reinforce-Ada-Seq\'s 1/p̂). Est only: '
+        '`"implicit"` (samples ∝ weight), `"hybrid"` (samples and advantages ∝ √weight) and `"variance"` (log '
+        "objective: the variance-optimal split). Advantage weights are normalised so that their mean over the "
+        "step's trained samples with signal is 1.",
+        flat="objective_weighting",
+    )
+    epsilon: float = option(
+        0.05,
+        'The floor ε in (0, 1] added to a pass rate before weighting: no weight exceeds f′(ε) (20 under `"log"`).',
+        flat="objective_epsilon",
+    )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        validate_objective(self.function, self.alpha, self.weighting, self.epsilon)
+
+    @property
+    def weights_gradients(self) -> bool:
+        """True when the objective puts a weight other than 1 on some prompt's advantages."""
+        return self.function != "linear" and self.weighting != "implicit"
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# Sections: one per schedule
+# ------------------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Section(Record):
+    """A schedule's own parameters. A subclass is one schedule: it is registered in `schedules.SCHEDULES` by `name`
+    and names the class that runs it (`schedule_class`); the config builds it from the flat fields it owns."""
+
+    name: ClassVar[str]
+    """The value of `generation_schedule` that selects it."""
+    summary: ClassVar[str]
+    """What the schedule does, as refusals of a field it has no use for explain it."""
+    choose: ClassVar[str]
+    """How to select this schedule, as the fix of a refusal of one of its fields."""
+    allocates_samples: ClassVar[bool] = False
+    """The schedule sizes each prompt's samples by the objective's weight (weightings other than explicit)."""
+
+    @property
+    def schedule(self) -> str:
+        """The schedule that runs a step (the refill schedule is rounds over candidates)."""
+        return self.name
+
+    @property
+    def samples_adaptively(self) -> bool:
+        """False when the schedule is plain GRPO sampling (one round of exactly n per prompt)."""
+        return True
+
+    def schedule_class(self) -> type:
+        """The `schedules.base.Schedule` subclass that runs this section in `ReinforceAdaTrainer`."""
+        raise NotImplementedError(f"{type(self).__name__} runs in no synchronous trainer.")
+
+    def check(self, plan: SamplingPlan) -> None:
+        """Refuse what this section cannot do with the shared plan (one ValueError)."""
+
+    def check_trainer(self, plan: SamplingPlan, config: Any) -> None:
+        """Refuse what the trainer's config cannot give this section (a backend, the pass-rate memory)."""
+
+    def unused(self, num_generations: int) -> dict[str, Any]:
+        """Fields of the section that these values leave without use, each with the one value that says what the
+        schedule does anyway (plain GRPO: `samples_per_round=n`, `max_rounds=1`)."""
+        return {}
+
+    def unused_message(self, name: str, value: Any, agrees: Any, context: Context) -> str:
+        """The refusal of a field `unused` names."""
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class PriorSizing(Record):
+    """Rounds sized from the pass-rate posterior instead of `samples_per_round` (off by default)."""
+
+    group: ClassVar[str] = MEMORY
+
+    first_round: str = option(
+        "fixed",
+        '`"fixed"`: the first round draws `samples_per_round` per prompt. `"prior"`: the smallest size in [n, '
+        "M·N] that meets the exit rule with probability `round_confidence` under the prompt's posterior. Needs "
+        "`pass_rate_memory=True`.",
+    )
+    later_rounds: str = option(
+        "fixed",
+        "The same choice for rounds 2…N, from the memory (if on) plus the step's pool.",
+    )
+    round_confidence: float = option(
+        0.5, "In (0, 1): the probability with which a prior-sized round should meet the exit rule."
+    )
+
+    @property
+    def from_prior(self) -> bool:
+        """True when some round is sized from the pass-rate posterior."""
+        return "prior" in (self.first_round, self.later_rounds)
+
+
+FIXED_ROUNDS = PriorSizing()
+
+
+@dataclass(frozen=True)
+class Seq(Section):
+    """Sequential sampling with exits (the paper's Reinforce-Ada-Seq), the part `AdaptiveSampler` reads: a prompt
+    samples until its pool meets the exit rule, M completions at a time, at most M·N, or until it is futile.
+
+    Sections that also size rounds from a prior or cap a step by a budget declare `sizing` and `sample_budget` as
+    fields; here they are off."""
+
+    exit_rule: str = option(
+        "balance",
+        'When a prompt stops sampling. `"balance"`: its pool holds at least ⌊n/2⌋ positives and n − ⌊n/2⌋ '
+        'negatives (the paper\'s best variant). `"pos"`: at least one positive. `"mixed"`: at least one positive '
+        'and one negative (DAPO\'s filter). `"none"`: plain GRPO sampling, one round of exactly n per prompt, '
+        "through the same code path. Rules registered with `trl_ada.register_exit_rule` are accepted by name.",
+    )
+    samples_per_round: int = option(
+        8, "M: completions drawn for every still-active prompt in each round (one batched generation call per round)."
+    )
+    max_rounds: int = option(4, "N: the round cap. A prompt draws at most M·N completions per step.")
+    futility_threshold: float = option(
+        0.0,
+        "In [0, 1); 0 = off. A prompt whose pool can fill its group and whose posterior chance to meet its exit rule "
+        "within its remaining cap is below this value stops sampling; its group is formed like any unresolved one.",
+        group=MEMORY,
+        off=True,
+    )
+
+    sizing: ClassVar[PriorSizing] = FIXED_ROUNDS
+    sample_budget: ClassVar[float | None] = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.exit_rule not in exit_rule_names():
+            get_exit_rule(self.exit_rule)  # a ValueError listing the valid names
+
+    @property
+    def cap(self) -> int:
+        """M·N: the most completions one prompt may draw in a step."""
+        return self.samples_per_round * self.max_rounds
+
+    @property
+    def samples_adaptively(self) -> bool:
+        """True unless `exit_rule="none"` (plain GRPO: one round of exactly n per prompt)."""
+        return self.exit_rule != "none"
+
+    def check(self, plan: SamplingPlan) -> None:
+        validate_sampling(plan.num_generations, self.samples_per_round, self.max_rounds, plan.positive_threshold)
+        validate_estimation(
+            plan.num_generations,
+            self.exit_rule,
+            self.sizing.first_round,
+            self.sizing.later_rounds,
+            self.sizing.round_confidence,
+            self.futility_threshold,
+            self.sample_budget,
+        )
+
+    def unused(self, num_generations: int) -> dict[str, Any]:
+        return {} if self.samples_adaptively else {"samples_per_round": num_generations, "max_rounds": 1}
+
+    def unused_message(self, name: str, value: Any, agrees: Any, context: Context) -> str:
+        source = "exit_rule='none'" if context.given("exit_rule") else "sampling='grpo' (exit_rule='none')"
+        return (
+            f"{name}={value!r} has no effect with {source}: plain GRPO samples one round of exactly "
+            f"num_generations={context.num_generations} per prompt. Remove {name} (or set it to {agrees!r}), or "
+            "choose an adaptive exit rule (e.g. sampling='balance') to sample in rounds."
+        )
+
+
+def budget_option() -> Any:
+    """`sample_budget`, a field of the sections whose step may be capped by a budget (rounds, streaming)."""
+    return option(
+        None,
+        "Average completions per prompt one step may draw (at least n); None = no budget. Each round first fills "
+        "every group, then spends an equal share of what is left over the rounds left, one completion at a time "
+        "where it most raises the posterior probability of a mixed group (streaming: a completion beyond a prompt's "
+        "first n is requested while the step's requests stay within the budget).",
+        group=MEMORY,
+    )
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# The plan
+# ------------------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SamplingPlan(Record):
+    """Every parameter of a step's sampling decisions: the shared part and the schedule's `section`."""
+
+    section: Section
+    num_generations: int = 4
+    positive_threshold: float = option(
+        0.7,
+        "A completion is positive when its weighted reward is strictly greater than this value (0.7 suits 0/1 "
+        "rewards; with several reward functions it applies to their weighted sum).",
+    )
+    advantage_baseline: str = option(
+        "pool",
+        '`"pool"`: A = r − mean of every reward drawn for the prompt in the step (the paper\'s estimator). '
+        '`"group"`: A = r − mean of the n kept rewards (GRPO\'s baseline). With `scale_rewards="group"` the '
+        "matching std divides the advantage.",
+    )
+    memory: Memory = Memory()
+    objective: Objective = Objective()
+
+    def __post_init__(self) -> None:
+        check_group_size(self.num_generations)
+        if not isinstance(self.section, Section):
+            raise ValueError(f"section={self.section!r}: must be a schedule's section (schedules.SCHEDULES).")
+        super().__post_init__()
+        if self.advantage_baseline not in ADVANTAGE_BASELINES:
             raise ValueError(
-                f"generation_schedule='est' with {name}={value!r}: Est samples every prompt of the batch in one "
-                f"allocated round. Remove {name}, or use generation_schedule='rounds'."
+                f"advantage_baseline={self.advantage_baseline!r} is not supported; choose one of "
+                f"{list(ADVANTAGE_BASELINES)}."
             )
-    low, high = plan.est_min_samples, plan.est_max_samples
-    _check_integer("est_min_samples", low, 2, " (a prompt's samples need a baseline: 2 or more).")
-    if high is not None:
-        _check_integer("est_max_samples", high, 2, ", or None for 4 * num_generations.")
-    if low > n:
-        raise ValueError(
-            f"est_min_samples={low} is more than num_generations={n}: a step allocates n samples per prompt on "
-            f"average, so B prompts cannot all get {low}. Lower est_min_samples to at most {n}."
-        )
-    if plan.est_bounds[1] < n:
-        raise ValueError(
-            f"est_max_samples={high} is less than num_generations={n}: a step allocates n samples per prompt on "
-            f"average, so B prompts with at most {high} each cannot meet the total. Raise est_max_samples to at least "
-            f"{n}, or leave it None (4 * num_generations)."
-        )
-
-
-def _validate_weighting(plan: SamplingPlan) -> None:
-    """Only Est sizes samples per prompt: the other schedules realise a weight in the advantages alone."""
-    if plan.objective_weighting != "explicit" and plan.schedule != "est":
-        raise ValueError(
-            f"objective_weighting={plan.objective_weighting!r} sizes each prompt's samples by its weight, but "
-            f"generation_schedule={plan.generation_schedule!r} does not allocate samples (its rounds realise the "
-            "implicit part by their exit rule). Use objective_weighting='explicit' (the weight on the advantages: "
-            "the paper's 1/p for Seq under objective='log'), or generation_schedule='est'."
-        )
-
-
-def _validate_schedule(plan: SamplingPlan) -> None:
-    schedule = plan.generation_schedule
-    if schedule not in GENERATION_SCHEDULES:
-        raise ValueError(f"generation_schedule={schedule!r}: choose one of {list(GENERATION_SCHEDULES)}.")
-    if schedule in ("rounds", "est"):
-        if plan.streaming_window is not None:
+        if not is_number(self.positive_threshold):
             raise ValueError(
-                f"streaming_window={plan.streaming_window!r} with generation_schedule='rounds': the window only "
-                "applies to streaming. Set generation_schedule='streaming', or remove streaming_window."
+                f"positive_threshold={self.positive_threshold!r}: must be a finite number (0.7 for 0/1 rewards; a "
+                "completion is positive when its reward is strictly greater)."
             )
-        return
-    if not _is_int(plan.streaming_chunk) or not 1 <= plan.streaming_chunk <= plan.samples_per_round:
-        raise ValueError(
-            f"streaming_chunk={plan.streaming_chunk!r}: completions per request must be an integer in [1, "
-            f"samples_per_round={plan.samples_per_round}]."
-        )
-    window = plan.streaming_window
-    if window is not None and (not _is_int(window) or not plan.streaming_chunk <= window <= plan.cap):
-        raise ValueError(
-            f"streaming_window={window!r}: completions of a prompt in flight must be an integer in "
-            f"[streaming_chunk={plan.streaming_chunk}, samples_per_round * max_rounds={plan.cap}], or None for "
-            f"samples_per_round={plan.samples_per_round}."
-        )
-    for name in ("first_round", "later_rounds"):
-        if getattr(plan, name) != "fixed":
+        if not self.section.samples_adaptively:  # plain GRPO: one round of exactly n, whatever M and N said
+            one_round = dataclasses.replace(self.section, samples_per_round=self.num_generations, max_rounds=1)
+            object.__setattr__(self, "section", one_round)
+        self.section.check(self)
+        if self.objective.weighting != "explicit" and not self.section.allocates_samples:
             raise ValueError(
-                f"{name}={getattr(plan, name)!r} sizes rounds, but generation_schedule='streaming' has none: it keeps "
-                f"samples_per_round completions of each active prompt in flight. Use {name}='fixed', or "
-                "generation_schedule='rounds'."
+                f"objective_weighting={self.objective.weighting!r} sizes each prompt's samples by its weight, but "
+                f"generation_schedule={self.generation_schedule!r} does not allocate samples (its rounds realise the "
+                "implicit part by their exit rule). Use objective_weighting='explicit' (the weight on the advantages: "
+                "the paper's 1/p for Seq under objective='log'), or generation_schedule='est'."
             )
-    conflicts = {
-        "prompt_oversampling": plan.prompt_oversampling != 1.0,
-        "rounds_per_prompt": plan.rounds_per_prompt is not None,
-        "skip_threshold": plan.skip_threshold is not None,
+
+    @classmethod
+    def from_fields(cls, sampling: str | None = None, **fields: Any) -> SamplingPlan:
+        """The plan of flat fields, as a config would build it (`resolve`): `sampling` a preset, `fields` explicit."""
+        return resolve(fields, sampling=sampling)
+
+    @classmethod
+    def from_config(cls, config: Any) -> SamplingPlan:
+        """The plan of an object with the config's attributes (None or absent: not given), the trainer's needs
+        checked too (`Section.check_trainer`)."""
+        given = {f.name: getattr(config, f.name, None) for f in flat_fields()}
+        plan = resolve(given, sampling=getattr(config, "sampling", None), num_generations=config.num_generations)
+        plan.section.check_trainer(plan, config)
+        return plan
+
+    def replace(self, **changes: Any) -> SamplingPlan:
+        """This plan with some flat fields changed: `changes` are explicit (None sets a field to None), this plan's
+        fields are the base they win over, so `replace(exit_rule="none")` of a balance plan is plain GRPO."""
+        base = {**self.fields(), **{name: value for name, value in changes.items() if value is None}}
+        explicit = {name: value for name, value in changes.items() if value is not None}
+        return resolve(explicit, num_generations=changes.get("num_generations", self.n), host=Host(base=base))
+
+    @property
+    def n(self) -> int:
+        """The group size (`num_generations`)."""
+        return self.num_generations
+
+    @property
+    def generation_schedule(self) -> str:
+        """The registered name of the section's schedule (`"rounds"`, `"streaming"`, `"est"`)."""
+        return self.section.name
+
+    @property
+    def schedule(self) -> str:
+        """The schedule that runs a step: `"rounds"`, `"refill"` (rounds over candidates), `"streaming"` or `"est"`."""
+        return self.section.schedule
+
+    @property
+    def samples_adaptively(self) -> bool:
+        """False for plain GRPO sampling (`exit_rule="none"`)."""
+        return self.section.samples_adaptively
+
+    @property
+    def weights_gradients(self) -> bool:
+        """True when the objective puts a weight other than 1 on some prompt's advantages."""
+        return self.objective.weights_gradients
+
+    def fields(self) -> dict[str, Any]:
+        """The plan by flat names: the section's fields, `generation_schedule`, then the shared ones."""
+        values = {flat_name(f): value for f, value in _leaves(self.section)}
+        values["generation_schedule"] = self.generation_schedule
+        return values | {flat_name(f): value for f, value in _leaves(self) if f.name != "num_generations"}
+
+    def __getattr__(self, name: str) -> Any:
+        """Deprecated: a flat field read off the plan (`plan.samples_per_round`), as before sections existed."""
+        if name.startswith("_") or name == "section" or name not in _flat_names():
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        warnings.warn(
+            f"SamplingPlan.{name} is deprecated: read plan.fields()[{name!r}], or the field of its section.",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.fields().get(name, _defaults()[name])
+
+
+def _flat_init(init: Callable[..., None]) -> Callable[..., None]:
+    """`SamplingPlan(**flat_fields)`, deprecated: the plan of `SamplingPlan.from_fields(**flat_fields)`."""
+
+    @functools.wraps(init)
+    def __init__(self: SamplingPlan, *args: Any, **kwargs: Any) -> None:
+        if args or "section" in kwargs:
+            return init(self, *args, **kwargs)
+        warnings.warn(
+            "SamplingPlan(**flat_fields) is deprecated: write SamplingPlan.from_fields(**flat_fields), or build the "
+            "schedule's section (e.g. SamplingPlan(Rounds(exit_rule='balance'), num_generations=4)).",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        plan = resolve(kwargs)
+        return init(self, **{f.name: getattr(plan, f.name) for f in dataclasses.fields(plan)})
+
+    return __init__
+
+
+SamplingPlan.__init__ = _flat_init(SamplingPlan.__init__)  # type: ignore[method-assign]
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# Flat fields: the config's, the recipes' and the command line's spelling of the plan
+# ------------------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FlatField:
+    """One field as the config spells it: its type (`kind`, and whether None is a value), default, help and group,
+    and the sections (`owners`, by registered name) that have a use for it; shared fields have none."""
+
+    name: str
+    kind: type
+    optional: bool
+    default: Any
+    help: str
+    group: str
+    off: bool = False
+    owners: tuple[str, ...] = ()
+
+    @property
+    def shared(self) -> bool:
+        """Every schedule has a use for it."""
+        return not self.owners
+
+    @property
+    def unset(self) -> Any:
+        """What a config holds while the field is not given: None, except where None is a value of its own
+        (`skip_unsolvable_draws=None`: never), where it is the default."""
+        return self.default if self.optional and self.default is not None else None
+
+
+GENERATION_SCHEDULE_HELP = (
+    'Which schedule runs a step (`schedules.SCHEDULES`). `"rounds"`: each round is one batched generation call '
+    'for the active prompts, and the next round waits for its longest completion; every backend. `"streaming"` '
+    '(`use_vllm=True`, `vllm_mode="server"`): completions are requested a chunk at a time, up to '
+    "`streaming_window` of each active prompt in flight; exits are decided as results arrive, in request order, and "
+    'the requests of a prompt that exits are cancelled. `"est"` (Reinforce-Ada-Est, every backend): one batched '
+    "call per step, the step's B·n samples split over its prompts by the memory's estimates, every sample trained."
+)
+
+
+@functools.cache
+def flat_fields(schedules: tuple[tuple[str, type[Section]], ...] | None = None) -> tuple[FlatField, ...]:
+    """Every flat field of the plan and of the registered sections (default: `schedules.SCHEDULES`), in the order
+    of their groups (`GROUPS`), then of their declaration: the schedules' fields first, then the shared ones."""
+    registry = tuple(_registry().items()) if schedules is None else schedules
+    found: dict[str, FlatField] = {
+        "generation_schedule": FlatField(
+            "generation_schedule", str, False, "rounds", GENERATION_SCHEDULE_HELP, SCHEDULING
+        )
     }
-    for name, conflicting in conflicts.items():
-        if conflicting:
-            raise ValueError(
-                f"generation_schedule='streaming' with {name}={getattr(plan, name)!r}: candidates, refill and "
-                "pre-rollout skipping run on the round schedule only. Use generation_schedule='rounds', or remove "
-                f"{name}."
-            )
+    for name, section in registry:
+        for leaf in _flat_leaves(section):
+            known = found.get(leaf.name)
+            if known is not None and (known.kind, known.default) != (leaf.kind, leaf.default):
+                raise TypeError(
+                    f"{leaf.name} is declared twice with different types or defaults ({section.__name__})."
+                )
+            owners = (known.owners if known else ()) + (name,)
+            found[leaf.name] = dataclasses.replace(known or leaf, owners=owners)
+    for leaf in _flat_leaves(SamplingPlan):
+        if leaf.name not in ("section", "num_generations"):
+            found[leaf.name] = leaf
+    return tuple(sorted(found.values(), key=lambda f: GROUPS.index(f.group)))
+
+
+def _flat_leaves(record: type) -> Iterator[FlatField]:
+    for f, kind, optional in _record_kinds(record):
+        if kind is None:  # a sub-record (the section, `Memory`, `PriorSizing`, ...)
+            hint = typing.get_type_hints(record)[f.name]
+            if hint is not Section:
+                yield from _flat_leaves(hint)
+            continue
+        metadata = f.metadata
+        group = metadata.get("group") or record.group
+        help_text, off = metadata.get("help", ""), metadata.get("off", False)
+        yield FlatField(flat_name(f), kind, optional, f.default, help_text, group, off)
+
+
+def _leaves(record: Record) -> Iterator[tuple[dataclasses.Field, Any]]:
+    """(field, value) of every leaf of a record, sub-records flattened; a plan's section is left out."""
+    for f, kind, _ in _record_kinds(type(record)):
+        if kind is not None:
+            yield f, getattr(record, f.name)
+        elif f.name != "section":
+            yield from _leaves(getattr(record, f.name))
+
+
+def build(record: type, values: Mapping[str, Any]) -> Any:
+    """A record (and its sub-records) from flat values; a field absent from `values` takes its default."""
+    kwargs = {}
+    for f, kind, _ in _record_kinds(record):
+        if kind is None:
+            kwargs[f.name] = build(typing.get_type_hints(record)[f.name], values)
+        elif flat_name(f) in values:
+            kwargs[f.name] = values[flat_name(f)]
+    return record(**kwargs)
+
+
+def _registry() -> dict[str, type[Section]]:
+    from .schedules import SCHEDULES  # the schedules import this module
+
+    return SCHEDULES
+
+
+def _defaults() -> dict[str, Any]:
+    return {f.name: f.default for f in flat_fields()}
+
+
+def _flat_names() -> set[str]:
+    return {f.name for f in flat_fields()}
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# Presets: constructors of a plan
+# ------------------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Preset:
+    """A named variant: the fields it sets, as a function of the group size n. Calling it builds its plan:
+    `PRESETS["dapo"](num_generations=8, samples_per_round=8)`, explicit fields winning over the preset's."""
+
+    name: str
+    description: str
+    fields: Callable[[int], dict[str, Any]]
+
+    def __call__(self, num_generations: int = 4, **fields: Any) -> SamplingPlan:
+        return resolve(fields, sampling=self.name, num_generations=num_generations)
+
+
+PRESETS: dict[str, Preset] = {
+    preset.name: preset
+    for preset in (
+        Preset(
+            "grpo",
+            "plain GRPO sampling through the trainer's code path: one round of exactly n per prompt",
+            lambda n: {"exit_rule": "none"},
+        ),
+        Preset(
+            "balance",
+            "Reinforce-Ada-Seq, balance (the paper's best variant): rounds of M=8 up to N=4 until ⌊n/2⌋ positives "
+            "and n − ⌊n/2⌋ negatives",
+            lambda n: {"exit_rule": "balance", "samples_per_round": 8, "max_rounds": 4},
+        ),
+        Preset(
+            "pos",
+            "Reinforce-Ada-Seq, pos: rounds of M=8 up to N=4 until one positive",
+            lambda n: {"exit_rule": "pos", "samples_per_round": 8, "max_rounds": 4},
+        ),
+        Preset(
+            "dapo",
+            "DAPO's dynamic sampling: one round of n per candidate, 3x candidates, groups without signal refilled "
+            "for up to 4 rounds",
+            lambda n: {
+                "exit_rule": "mixed",
+                "samples_per_round": n,
+                "max_rounds": 4,
+                "prompt_oversampling": 3.0,
+                "rounds_per_prompt": 1,
+            },
+        ),
+        Preset(
+            "budgeted_balance",
+            "balance rounds on a budget (this package's design): rounds sized from a pass-rate memory across steps, "
+            "futile prompts stopped, at most 2n completions per prompt on average",
+            lambda n: {
+                "exit_rule": "balance",
+                "samples_per_round": 8,
+                "max_rounds": 3,
+                "pass_rate_memory": True,
+                "sample_budget": float(2 * n),
+                "first_round": "prior",
+                "later_rounds": "prior",
+                "futility_threshold": 0.05,
+            },
+        ),
+        Preset(
+            "est",
+            "Reinforce-Ada-Est (the paper's Algorithm 1): one round per step, n·B samples split over the prompts "
+            "∝ 1/√(p̂ + ε) from an Ada-EMA estimate (λ = 0.9, Beta(1, 1) prior), every sample trained, advantages "
+            "weighted by 1/√(p + ε): the log objective, hybrid weighting",
+            lambda n: {
+                "generation_schedule": "est",
+                "pass_rate_memory": True,
+                "memory_decay": 0.9,
+                "objective": "log",
+                "objective_weighting": "hybrid",
+            },
+        ),
+    )
+}
+
+PRESET_FIELDS: tuple[str, ...] = tuple(dict.fromkeys(name for p in PRESETS.values() for name in p.fields(4)))
+"""The fields some preset sets, in the order the presets name them."""
+
+
+def __getattr__(name: str) -> Any:
+    """`PLAN_DEFAULTS` and `BASE_FIELDS`, computed from the sections on first use (they import this module)."""
+    if name == "PLAN_DEFAULTS":
+        return _defaults()
+    if name == "BASE_FIELDS":
+        defaults = _defaults()
+        return {field_name: defaults[field_name] for field_name in PRESET_FIELDS}
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def check_preset(sampling: Any) -> None:
+    """A ValueError naming the presets unless `sampling` is one of their names or None."""
+    if sampling is None:
+        return
+    if not isinstance(sampling, str):
+        raise ValueError(
+            f"sampling={sampling!r}: must be the name of one preset (a string), one of {sorted(PRESETS)}, e.g. "
+            "sampling='est'; or None for no preset."
+        )
+    if sampling not in PRESETS:
+        raise ValueError(
+            f"sampling={sampling!r} is not a preset; choose one of {sorted(PRESETS)}, or leave it unset (None) and "
+            "set the fields yourself."
+        )
+
+
+def preset_fields(
+    sampling: str | None, num_generations: int, given: Mapping[str, Any], base: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The resolved values of the preset-settable fields: `given` (a user's explicit value; None means not given)
+    wins over the preset `sampling`, which wins over `base` (a trainer's own defaults), then the base defaults."""
+    check_preset(sampling)
+    check_group_size(num_generations)
+    check_field_types({name: value for name, value in given.items() if value is not None})
+    preset = PRESETS[sampling].fields(num_generations) if sampling is not None else {}
+    defaults = {**_defaults(), **(base or {})}
+    return {
+        name: given[name] if given.get(name) is not None else preset.get(name, defaults[name])
+        for name in PRESET_FIELDS
+    }
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# Resolution: flat fields -> a plan, with the refusals of fields the schedule has no use for
+# ------------------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Host:
+    """A trainer as the resolution sees it: the sections it runs (`schedules`, by name), its own defaults (`base`)
+    and, for a trainer other than `ReinforceAdaTrainer`, how its refusals name it (`trainer`, `instead`)."""
+
+    schedules: Mapping[str, type[Section]] | None = None  # None: schedules.SCHEDULES
+    base: Mapping[str, Any] = field(default_factory=dict)
+    trainer: str | None = None  # "the asynchronous trainer"
+    instead: str = ""  # the alternative its refusals name ("train with the synchronous ReinforceAdaTrainer")
+    why: str = ""  # why a field of a schedule it does not run cannot work there
+
+    @property
+    def registry(self) -> Mapping[str, type[Section]]:
+        return _registry() if self.schedules is None else self.schedules
+
+    def unknown_schedule(self, value: Any) -> str:
+        """The refusal of a `generation_schedule` this trainer does not run."""
+        names = list(self.registry)
+        if self.trainer is None or value not in _registry():
+            return f"generation_schedule={value!r}: choose one of {names}."
+        return (
+            f"generation_schedule={value!r} is not supported by {self.trainer} ({self.why}). Use "
+            f"generation_schedule={names[0]!r} (the default) or sampling='est'."
+        )
+
+    def owners(self, name: str) -> list[type[Section]]:
+        """The sections this trainer runs that have a use for the flat field `name`."""
+        return [section for section in self.registry.values() if name in section_fields(section)]
+
+
+SYNCHRONOUS = Host()
+
+
+@dataclass(frozen=True)
+class Context:
+    """How a plan was asked for, as its refusals name it."""
+
+    sampling: str | None
+    explicit: Mapping[str, Any]
+    num_generations: int
+    host: Host
+
+    def given(self, name: str) -> bool:
+        """The field was given explicitly (not by the preset, the host's base or a default)."""
+        return name in self.explicit
+
+
+def explicit_fields(given: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields of `given` that say something: None means "not given", except for a field where None is a value
+    of its own (`FlatField.unset`: `skip_unsolvable_draws=None`, never skip a prompt for being hard)."""
+    specs = {f.name: f for f in flat_fields()}
+    return {
+        name: value
+        for name, value in given.items()
+        if name != "num_generations" and (value is not None or (name in specs and specs[name].unset is not None))
+    }
+
+
+_FROM_GIVEN: Any = object()
+"""`resolve`'s default group size: `given`'s `num_generations` (default 4), where a caller passes none of its own."""
+
+
+def resolve(
+    given: Mapping[str, Any],
+    *,
+    sampling: str | None = None,
+    num_generations: Any = _FROM_GIVEN,
+    host: Host = SYNCHRONOUS,
+) -> SamplingPlan:
+    """The plan of flat fields: `given` (explicit: `explicit_fields`) wins over the preset `sampling`, which wins
+    over the host's `base`, then the defaults of the sections.
+
+    Explicit is explicit: a field given that the resolved schedule has no use for is refused whatever its value
+    (unless its default means "off" and it is given at that default), in one line naming the field, what set the
+    schedule and the fix; a field the preset sets that the schedule has no use for is refused by the preset's name.
+    """
+    check_preset(sampling)
+    n = given.get("num_generations", 4) if num_generations is _FROM_GIVEN else num_generations
+    check_group_size(n)
+    explicit = explicit_fields(given)
+    check_field_types(explicit)
+    preset = PRESETS[sampling].fields(n) if sampling is not None else {}
+    context = Context(sampling, explicit, n, host)
+    values = {**host.base, **preset, **explicit}
+    schedule = values.get("generation_schedule", "rounds")
+    if schedule not in host.registry:
+        raise ValueError(host.unknown_schedule(schedule))
+    section_type = host.registry[schedule]
+    owned = section_fields(section_type) | shared_fields()
+    _refuse_preset_fields(preset, owned, section_type, context)
+    specs = {f.name: f for f in flat_fields()}
+    for name, value in explicit.items():
+        if name not in owned and not (specs[name].off and value == specs[name].default):
+            raise ValueError(_unused_message(name, value, section_type, context))
+    section = build(section_type, values)
+    for name, agrees in section.unused(n).items():
+        if context.given(name) and explicit[name] != agrees:
+            raise ValueError(section.unused_message(name, explicit[name], agrees, context))
+    shared = {f.name: values[f.name] for f, kind, _ in _record_kinds(SamplingPlan) if kind and f.name in values}
+    shared.pop("num_generations", None)
+    return SamplingPlan(section, n, **shared, memory=build(Memory, values), objective=build(Objective, values))
+
+
+def section_fields(section: type[Record]) -> set[str]:
+    """The flat names of a section's fields (its sub-sections' included)."""
+    return {leaf.name for leaf in _flat_leaves(section)}
+
+
+def shared_fields() -> set[str]:
+    """The flat names every schedule has a use for: the shared plan's and `generation_schedule`."""
+    return {f.name for f in flat_fields() if f.shared}
+
+
+def _refuse_preset_fields(
+    preset: Mapping[str, Any], owned: set[str], section: type[Section], context: Context
+) -> None:
+    """A preset that sets a field the resolved schedule has no use for is refused by its name."""
+    unused = [name for name in preset if name not in owned and not context.given(name)]
+    if not unused:
+        return
+    host, sampling, sets = context.host, context.sampling, ", ".join(unused)
+    if host.trainer is not None:
+        supported = [name for name in sorted(PRESETS) if not preset_unused_fields(name, context.num_generations, host)]
+        raise ValueError(
+            f"sampling={sampling!r} is not supported by {host.trainer}: the preset sets {sets} ({host.why}). Choose "
+            f"one of {supported}, or {host.instead}."
+        )
+    raise ValueError(
+        f"sampling={sampling!r} sets {sets}, which generation_schedule={section.name!r} has no use for: "
+        f"{section.summary}. Remove generation_schedule, or choose a preset that samples so."
+    )
+
+
+def preset_unused_fields(sampling: str, num_generations: int, host: Host = SYNCHRONOUS) -> list[str]:
+    """The fields the preset `sampling` sets that the schedule it resolves to under `host` has no use for."""
+    preset = PRESETS[sampling].fields(num_generations)
+    section = host.registry.get({**host.base, **preset}.get("generation_schedule", "rounds"))
+    if section is None:
+        return ["generation_schedule"]
+    owned = section_fields(section) | shared_fields()
+    return [name for name in preset if name not in owned]
+
+
+def _unused_message(name: str, value: Any, section: type[Section], context: Context) -> str:
+    """The one-line refusal of an explicit field the resolved schedule has no use for: why (what the schedule
+    does) and the fix (remove it, or choose a schedule that uses it)."""
+    host = context.host
+    spec = next(f for f in flat_fields() if f.name == name)
+    alternative = f" (or set it to {spec.default!r})" if spec.off else ""
+    owners = host.owners(name)
+    if not owners:
+        return (
+            f"{name}={value!r} is not supported by {host.trainer} ({host.why}). Remove {name}{alternative}, or "
+            f"{host.instead}."
+        )
+    source = ""
+    preset = PRESETS[context.sampling].fields(context.num_generations) if context.sampling is not None else {}
+    if not context.given("generation_schedule") and "generation_schedule" in preset:
+        source = f" (set by sampling={context.sampling!r})"
+    return (
+        f"{name}={value!r} has no effect under generation_schedule={section.name!r}{source}: {section.summary}. "
+        f"Remove {name}{alternative}, or {owners[0].choose}."
+    )
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# The docs' table
+# ------------------------------------------------------------------------------------------------------------------
+
+
+def fields_markdown() -> str:
+    """The sampling fields as Markdown tables, one per group (`docs/configuration.md` includes this text)."""
+    lines = []
+    for group in GROUPS:
+        lines += [f"**{group[0].upper()}{group[1:]}**", "", "| field | type | default | schedules | meaning |"]
+        lines.append("| --- | --- | --- | --- | --- |")
+        for spec in (f for f in flat_fields() if f.group == group):
+            kind = f"`{spec.kind.__name__}`" + (" or `None`" if spec.optional else "")
+            schedules = ", ".join(f"`{owner}`" for owner in spec.owners) if spec.owners else "all"
+            lines.append(f"| `{spec.name}` | {kind} | `{spec.default!r}` | {schedules} | {spec.help} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+FIELDS_BEGIN = "<!-- sampling fields: begin (generated by `python -m trl_ada.plan`) -->"
+FIELDS_END = "<!-- sampling fields: end -->"
+
+
+def with_fields_markdown(page: str) -> str:
+    """`page` (the text of `docs/configuration.md`) with `fields_markdown()` between its two markers."""
+    begin, end = page.index(FIELDS_BEGIN) + len(FIELDS_BEGIN), page.index(FIELDS_END)
+    return f"{page[:begin]}\n\n{fields_markdown()}\n{page[end:]}"
+
+
+if __name__ == "__main__":  # `python -m trl_ada.plan [PAGE]`: print the tables, or write them into PAGE
+    import sys
+
+    if len(sys.argv) > 1:
+        with open(sys.argv[1], encoding="utf-8") as page:
+            text = with_fields_markdown(page.read())
+        with open(sys.argv[1], "w", encoding="utf-8") as page:
+            page.write(text)
+    else:
+        print(fields_markdown())

@@ -3,14 +3,15 @@
 Every line can be checked against the algorithm (`docs/algorithm.md`, "One step, precisely"). One `AdaptiveSampler`
 lives for one training step and reads its parameters from a `SamplingPlan`:
 
-    sampler = AdaptiveSampler(B, SamplingPlan(num_generations=n, samples_per_round=M, max_rounds=N))
+    sampler = AdaptiveSampler(B, SamplingPlan.from_fields(num_generations=n, samples_per_round=M, max_rounds=N))
     while not sampler.done:
         prompts = sampler.plan_round()           # active prompts; each gets M new completions by default
         sampler.ingest(rewards)                   # sum(sampler.plan_sizes) rewards, prompt-major
     groups = sampler.select_groups()              # n pool indices per kept prompt
     stats = sampler.statistics()
 
-Schedules without rounds (streaming) drive the same state through `add_sample`, `budget_room` and `close`.
+Schedules without rounds (streaming) drive the same state through `add_sample`, `budget_room` and `close`. The pool
+state and the statistics every sampler shares are `PromptPools`; `schedules.est.EstSampler` is the other sampler.
 
 Rewards handed to the sampler are the weighted sums of the reward functions (TRL's `nansum`: a function returning
 None has no opinion and adds nothing). A completion that no function scored has reward NaN: it has no opinion either,
@@ -41,8 +42,8 @@ from .exit_rules import (
     get_exit_rule,
     register_exit_rule,
 )
-from .groups import aggregate_rewards, check_rewards, select_group, split_by_class
-from .plan import ROUND_SIZINGS, SamplingPlan, validate_estimation, validate_sampling
+from .groups import aggregate_rewards, reward_values, select_group, split_by_class
+from .plan import ROUND_SIZINGS, SamplingPlan, Seq, validate_estimation, validate_sampling
 
 __all__ = [
     "BALANCE",
@@ -55,15 +56,18 @@ __all__ = [
     "ExitRule",
     "QuotaRule",
     "SamplingStatistics",
+    "PromptPools",
     "aggregate_rewards",
     "beta_binomial_pmf",
-    "check_rewards",
     "exit_probability",
     "exit_rule_names",
     "get_exit_rule",
     "grant_by_marginal_gain",
+    "masked_flags",
+    "plan_with",
     "prior_round_size",
     "register_exit_rule",
+    "reward_values",
     "select_group",
     "validate_estimation",
     "validate_sampling",
@@ -139,16 +143,180 @@ class EstimationStatistics:
 # --------------------------------------------------------------------------------------------
 
 
-class AdaptiveSampler:
+class PromptPools:
+    """What every sampler of one step holds over its `num_prompts` distinct prompts: each prompt's pool of rewards
+    (in draw order, with its truncation flags), its exit round, and the Beta prior of its pass rate (`prior_alpha`,
+    `prior_beta`, e.g. from a `PassRateMemory`; `memory_hits` flags the prompts it knew); and what a step's statistics
+    read of them. `AdaptiveSampler` decides exits in rounds, `schedules.est.EstSampler` allocates one round."""
+
+    max_rounds = 1
+    sizes_rounds_from_prior = False
+
+    def __init__(
+        self,
+        num_prompts: int,
+        plan: SamplingPlan,
+        *,
+        prior_alpha: Sequence[float] | None = None,
+        prior_beta: Sequence[float] | None = None,
+        memory_hits: Sequence[bool] | None = None,
+    ):
+        if isinstance(num_prompts, bool) or not isinstance(num_prompts, int) or num_prompts < 1:
+            raise ValueError(f"num_prompts={num_prompts!r}: a step needs at least one prompt.")
+        self.plan = plan
+        self.num_prompts = num_prompts
+        self.num_generations = plan.num_generations
+        self.positive_threshold = plan.positive_threshold
+        self.pools: list[list[float]] = [[] for _ in range(num_prompts)]
+        self.masked: list[list[bool]] = [[] for _ in range(num_prompts)]
+        self.exit_round: list[int | None] = [None] * num_prompts
+        self.stopped = [False] * num_prompts  # stopped as futile
+        self.first_round_sizes = [0] * num_prompts
+        self.round = 0
+        self._plan: list[int] | None = None
+        self._plan_sizes: list[int] = []
+        self.prior_alpha = _per_prompt("prior_alpha", prior_alpha, 1.0, num_prompts)
+        self.prior_beta = _per_prompt("prior_beta", prior_beta, 1.0, num_prompts)
+        self.memory_hits = _per_prompt("memory_hits", memory_hits, False, num_prompts)
+        self.estimating = memory_hits is not None
+        self.budget_total: int | None = None
+
+    # -- state ---------------------------------------------------------------------------------
+
+    @property
+    def done(self) -> bool:
+        raise NotImplementedError
+
+    @property
+    def active(self) -> list[int]:
+        """Prompts still sampling, in prompt order (not exited, not stopped as futile)."""
+        return [p for p in range(self.num_prompts) if self.is_active(p)]
+
+    def is_active(self, prompt: int) -> bool:
+        """The prompt has neither met its exit rule nor been stopped as futile."""
+        return self.exit_round[prompt] is None and not self.stopped[prompt]
+
+    @property
+    def plan_sizes(self) -> list[int]:
+        """Completions each prompt of the current plan gets this round."""
+        return list(self._plan_sizes)
+
+    def is_positive(self, prompt: int) -> list[bool]:
+        """Class of each pool sample of `prompt`, in draw order (strict `reward > positive_threshold`)."""
+        return [reward > self.positive_threshold for reward in self.pools[prompt]]
+
+    def is_scored(self, prompt: int) -> list[bool]:
+        """Whether some reward function scored each pool sample of `prompt` (NaN: no opinion)."""
+        return [not math.isnan(reward) for reward in self.pools[prompt]]
+
+    def counts(self, prompt: int) -> tuple[int, int]:
+        """(positives, negatives) in the pool of `prompt`; unscored samples are neither."""
+        positives = sum(self.is_positive(prompt))
+        return positives, sum(self.is_scored(prompt)) - positives
+
+    @property
+    def samples_drawn(self) -> int:
+        """Completions drawn so far in the step."""
+        return sum(len(pool) for pool in self.pools)
+
+    def still_needed(self) -> int:
+        """Completions still owed to prompts whose pool cannot fill a group yet."""
+        return sum(max(self.num_generations - len(pool), 0) for pool in self.pools)
+
+    # -- results -------------------------------------------------------------------------------
+
+    def kept_prompts(self) -> list[int]:
+        """The prompts that reach the loss, in batch order: every prompt of the step."""
+        if not self.done:
+            raise RuntimeError("Prompts are kept once sampling is done.")
+        return list(range(self.num_prompts))
+
+    def select_groups(self) -> list[list[int]]:
+        """For every kept prompt (`kept_prompts` order), the pool indices of its kept samples."""
+        raise NotImplementedError
+
+    def kept_rewards(self) -> np.ndarray:
+        """(kept prompts, n) rewards of the kept samples, in `kept_prompts` and group order."""
+        groups = self.select_groups()
+        return np.array(
+            [[self.pools[p][i] for i in group] for p, group in zip(self.kept_prompts(), groups, strict=True)]
+        )
+
+    def metrics(self, prefix: str = "") -> dict[str, float]:
+        """The step's numbers as flat `name -> value` pairs, for TRL's metric log."""
+        return self.statistics().as_metrics(prefix=prefix)
+
+    def statistics(self) -> SamplingStatistics:
+        """Per-step numbers for logging and benchmarks."""
+        b = self.num_prompts
+        sizes = np.array([len(pool) for pool in self.pools])
+        exits = [sum(r == k for r in self.exit_round) / b for k in range(1, self.max_rounds + 1)]
+        unresolved = [p for p in range(b) if self.exit_round[p] is None]
+        positives, negatives = np.array([self.counts(p) for p in range(b)]).T
+        scored = positives + negatives
+        all_pos = sum(int(positives[p] == scored[p] > 0) for p in unresolved)
+        all_neg = sum(int(positives[p] == 0 < scored[p]) for p in unresolved)
+        first_round = [
+            [reward for reward in pool[: self.first_round_sizes[p]] if not math.isnan(reward)]
+            for p, pool in enumerate(self.pools)
+        ]
+        if self.estimating:  # first rounds may differ in size: weigh prompts equally, as a plain GRPO round does
+            first_round = [float(np.mean(rewards)) for rewards in first_round if rewards]
+        else:
+            first_round = [reward for rewards in first_round for reward in rewards]
+        mixed_groups = float("nan")
+        if self.done:
+            kept = [np.asarray(row)[~np.isnan(row)] for row in self.kept_rewards()]
+            mixed_groups = float(np.mean([row.size > 0 and row.max() > row.min() for row in kept]))
+        return SamplingStatistics(
+            num_prompts=b,
+            samples=int(sizes.sum()),
+            samples_per_prompt=float(sizes.mean()),
+            rounds=self.round,
+            exit_fraction_per_round=tuple(exits),
+            exited_fraction=1.0 - len(unresolved) / b,
+            unresolved_fraction=len(unresolved) / b,
+            unresolved_all_positive_fraction=all_pos / b,
+            unresolved_all_negative_fraction=all_neg / b,
+            unresolved_mixed_fraction=(len(unresolved) - all_pos - all_neg) / b,
+            pool_pass_rate=float(positives.sum() / max(scored.sum(), 1)),
+            first_round_reward=float(np.mean(first_round)) if first_round else float("nan"),
+            mixed_group_fraction=mixed_groups,
+            estimation=self._estimation_statistics() if self.estimating else None,
+        )
+
+    def first_round_pass_rate(self, prompt: int) -> float:
+        """Positives among the scored completions of the first round of `prompt` (NaN when none was scored)."""
+        first = self.pools[prompt][: self.first_round_sizes[prompt]]
+        scored = [reward > self.positive_threshold for reward in first if not math.isnan(reward)]
+        return float(np.mean(scored)) if scored else float("nan")
+
+    def _estimation_statistics(self) -> EstimationStatistics:
+        hits = np.flatnonzero(self.memory_hits)
+        predicted = self.prior_alpha[hits] / (self.prior_alpha[hits] + self.prior_beta[hits])
+        realized = np.array([self.first_round_pass_rate(p) for p in hits])
+        seen = ~np.isnan(realized)  # a remembered candidate that was not sampled has no realised pass rate
+        budget_used = self.samples_drawn / self.budget_total if self.budget_total else float("nan")
+        return EstimationStatistics(
+            memory_hit_fraction=hits.size / self.num_prompts,
+            futile_fraction=sum(self.stopped) / self.num_prompts,
+            budget_used=budget_used,
+            predicted_pass_rate=float(predicted.mean()) if hits.size else float("nan"),
+            realized_pass_rate=float(realized[seen].mean()) if seen.any() else float("nan"),
+            calibration_error=float(np.abs(predicted - realized)[seen].mean()) if seen.any() else float("nan"),
+        )
+
+
+class AdaptiveSampler(PromptPools):
     """Pool state of one training step over `num_prompts` distinct prompts (`docs/algorithm.md`, steps 1-4).
 
-    `plan` holds every parameter (a `SamplingPlan`; keyword arguments build one, or change the given one). With
-    `exit_rule="none"` the step is plain GRPO sampling: one round of exactly n per prompt. Plan fields read as the
-    sampler's own (`sampler.num_generations`).
+    `plan` holds every parameter (a `SamplingPlan` whose section decides exits, a `Seq`: rounds or streaming; keyword
+    arguments build one, or change the given one); the sampler reads them once, as its own attributes
+    (`sampler.samples_per_round`). With `exit_rule="none"` the step is plain GRPO sampling: one round of exactly n
+    per prompt.
 
     Budgeted rounds (all off by default, which gives every active prompt M completions per round): a Beta prior per
-    prompt (`prior_alpha`, `prior_beta`, e.g. from a `PassRateMemory`; `memory_hits` flags the prompts it knew),
-    combined with the step's pool, sizes the first round (`first_round="prior"`) and/or later rounds
+    prompt, combined with the step's pool, sizes the first round (`first_round="prior"`) and/or later rounds
     (`later_rounds="prior"`) to the smallest size, within the prompt's remaining cap M·N (and at least n in the first
     round), that meets the exit rule with probability `round_confidence`; stops a prompt whose chance to meet its rule
     within its remaining cap is below `futility_threshold`; and caps the step at `sample_budget` completions per
@@ -166,36 +334,25 @@ class AdaptiveSampler:
         memory_hits: Sequence[bool] | None = None,
         **plan_fields: Any,
     ):
-        if isinstance(num_prompts, bool) or not isinstance(num_prompts, int) or num_prompts < 1:
-            raise ValueError(f"num_prompts={num_prompts!r}: a step needs at least one prompt.")
-        if plan is None:
-            plan = SamplingPlan(**plan_fields)
-        elif plan_fields:
-            plan = plan.replace(**plan_fields)
-        self.plan = plan
-        self.num_prompts = num_prompts
-        self.rule = get_exit_rule(plan.exit_rule)
-        self.pools: list[list[float]] = [[] for _ in range(num_prompts)]
-        self.masked: list[list[bool]] = [[] for _ in range(num_prompts)]
-        self.exit_round: list[int | None] = [None] * num_prompts
-        self.stopped = [False] * num_prompts  # stopped as futile
-        self.first_round_sizes = [0] * num_prompts
-        self.round = 0
-        self._plan: list[int] | None = None
-        self._plan_sizes: list[int] = []
-        self.prior_alpha = _per_prompt("prior_alpha", prior_alpha, 1.0, num_prompts)
-        self.prior_beta = _per_prompt("prior_beta", prior_beta, 1.0, num_prompts)
-        self.memory_hits = _per_prompt("memory_hits", memory_hits, False, num_prompts)
-        self.estimating = memory_hits is not None or plan.sizes_rounds_from_prior
-        self.estimating |= plan.futility_threshold > 0 or plan.sample_budget is not None
-        self.budget_total = None if plan.sample_budget is None else math.floor(plan.sample_budget * self.num_budgeted)
-
-    def __getattr__(self, name: str) -> Any:
-        """Plan fields read as the sampler's own (`sampler.num_generations` is `sampler.plan.num_generations`)."""
-        plan = self.__dict__.get("plan")
-        if plan is not None and name in SamplingPlan.__dataclass_fields__:
-            return getattr(plan, name)
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        plan = plan_with(plan, plan_fields)
+        seq = plan.section
+        if not isinstance(seq, Seq):
+            raise ValueError(
+                f"generation_schedule={plan.generation_schedule!r} has no exit rule and rounds for an AdaptiveSampler "
+                "to decide (its schedule module has its own sampler)."
+            )
+        super().__init__(num_prompts, plan, prior_alpha=prior_alpha, prior_beta=prior_beta, memory_hits=memory_hits)
+        self.exit_rule = seq.exit_rule
+        self.rule = get_exit_rule(seq.exit_rule)
+        self.samples_per_round, self.max_rounds = seq.samples_per_round, seq.max_rounds
+        self.futility_threshold, self.sample_budget = seq.futility_threshold, seq.sample_budget
+        self.first_round, self.later_rounds = seq.sizing.first_round, seq.sizing.later_rounds
+        self.round_confidence = seq.sizing.round_confidence
+        self.sizes_rounds_from_prior = seq.sizing.from_prior
+        self.estimating |= (
+            self.sizes_rounds_from_prior or self.futility_threshold > 0 or self.sample_budget is not None
+        )
+        self.budget_total = None if self.sample_budget is None else math.floor(self.sample_budget * self.num_budgeted)
 
     # -- state ---------------------------------------------------------------------------------
 
@@ -203,15 +360,6 @@ class AdaptiveSampler:
     def num_budgeted(self) -> int:
         """Prompts the step's budget is counted over: every prompt of the step."""
         return self.num_prompts
-
-    @property
-    def active(self) -> list[int]:
-        """Prompts still sampling, in prompt order (not exited, not stopped as futile)."""
-        return [p for p in range(self.num_prompts) if self.is_active(p)]
-
-    def is_active(self, prompt: int) -> bool:
-        """The prompt has neither met its exit rule nor been stopped as futile."""
-        return self.exit_round[prompt] is None and not self.stopped[prompt]
 
     @property
     def done(self) -> bool:
@@ -223,25 +371,15 @@ class AdaptiveSampler:
     @property
     def cap(self) -> int:
         """M·N: the most completions one prompt may draw in the step."""
-        return self.plan.cap
+        return self.samples_per_round * self.max_rounds
 
-    @property
-    def plan_sizes(self) -> list[int]:
-        """Completions each prompt of the current plan gets this round (all `samples_per_round` by default)."""
-        return list(self._plan_sizes)
+    def cap_of(self, prompt: int) -> int:
+        """The most completions `prompt` may draw in the step (`cap`)."""
+        return self.cap
 
-    def is_positive(self, prompt: int) -> list[bool]:
-        """Class of each pool sample of `prompt`, in draw order (strict `reward > positive_threshold`)."""
-        return [reward > self.positive_threshold for reward in self.pools[prompt]]
-
-    def is_scored(self, prompt: int) -> list[bool]:
-        """Whether some reward function scored each pool sample of `prompt` (NaN: no opinion)."""
-        return [not math.isnan(reward) for reward in self.pools[prompt]]
-
-    def counts(self, prompt: int) -> tuple[int, int]:
-        """(positives, negatives) in the pool of `prompt`; unscored samples are neither."""
-        positives = sum(self.is_positive(prompt))
-        return positives, sum(self.is_scored(prompt)) - positives
+    def round_of(self, count: int) -> int:
+        """The round in which the rounds schedule would have drawn a prompt's `count`-th completion."""
+        return math.ceil(count / self.samples_per_round)
 
     def meets_exit(self, prompt: int) -> bool:
         """The pool can fill a group and meets the exit rule (or holds n samples and not one scored)."""
@@ -264,15 +402,6 @@ class AdaptiveSampler:
         probability = self.exit_probability(filled)
         left = [self.cap - len(self.pools[p]) for p in filled]
         return [p for p, row, m in zip(filled, probability, left, strict=True) if row[m] < self.futility_threshold]
-
-    @property
-    def samples_drawn(self) -> int:
-        """Completions drawn so far in the step."""
-        return sum(len(pool) for pool in self.pools)
-
-    def still_needed(self) -> int:
-        """Completions still owed to prompts whose pool cannot fill a group yet."""
-        return sum(max(self.num_generations - len(pool), 0) for pool in self.pools)
 
     # -- rounds --------------------------------------------------------------------------------
 
@@ -307,8 +436,8 @@ class AdaptiveSampler:
         """
         if self._plan is None:
             raise RuntimeError("Call plan_round() before ingest().")
-        values = check_rewards(rewards, sum(self._plan_sizes))
-        flags = _masked_flags(masked, len(values))
+        values = reward_values(rewards, sum(self._plan_sizes))
+        flags = masked_flags(masked, len(values))
         self.round += 1
         exited = []
         start = 0
@@ -333,7 +462,7 @@ class AdaptiveSampler:
         the prompt then leaves sampling: it meets its exit rule (exit round `round`) or is stopped as futile."""
         if not self.is_active(prompt):
             raise RuntimeError(f"Prompt {prompt} has left sampling; its pool takes no more completions.")
-        self.pools[prompt].append(float(check_rewards([reward], 1)[0]))
+        self.pools[prompt].append(float(reward_values([reward], 1)[0]))
         self.masked[prompt].append(bool(masked))
         if self.meets_exit(prompt):
             self.exit_round[prompt] = round
@@ -416,11 +545,19 @@ class AdaptiveSampler:
 
     # -- results -------------------------------------------------------------------------------
 
-    def kept_prompts(self) -> list[int]:
-        """The prompts that reach the loss, in batch order: every prompt of the step."""
-        if not self.done:
-            raise RuntimeError("Prompts are kept once sampling is done.")
-        return list(range(self.num_prompts))
+    def group_among(self, prompt: int, eligible: Sequence[int]) -> list[int]:
+        """The group of `prompt` selected among the `eligible` pool indices (ascending) only: n of them, classes
+        balanced as `select_group` does, or none when fewer than n are eligible."""
+        if len(eligible) < self.num_generations:
+            return []
+        positive, scored, masked = self.is_positive(prompt), self.is_scored(prompt), self.masked[prompt]
+        chosen = select_group(
+            [positive[i] for i in eligible],
+            self.num_generations,
+            [scored[i] for i in eligible],
+            [masked[i] for i in eligible],
+        )
+        return [eligible[j] for j in chosen]
 
     def select_groups(self) -> list[list[int]]:
         """For every kept prompt (`kept_prompts` order), the pool indices of its n kept samples."""
@@ -431,76 +568,12 @@ class AdaptiveSampler:
             for p in self.kept_prompts()
         ]
 
-    def kept_rewards(self) -> np.ndarray:
-        """(kept prompts, n) rewards of the kept samples, in `kept_prompts` and group order."""
-        groups = self.select_groups()
-        return np.array(
-            [[self.pools[p][i] for i in group] for p, group in zip(self.kept_prompts(), groups, strict=True)]
-        )
 
-    def metrics(self, prefix: str = "") -> dict[str, float]:
-        """The step's numbers as flat `name -> value` pairs, for TRL's metric log."""
-        return self.statistics().as_metrics(prefix=prefix)
-
-    def statistics(self) -> SamplingStatistics:
-        """Per-step numbers for logging and benchmarks."""
-        b = self.num_prompts
-        sizes = np.array([len(pool) for pool in self.pools])
-        exits = [sum(r == k for r in self.exit_round) / b for k in range(1, self.max_rounds + 1)]
-        unresolved = [p for p in range(b) if self.exit_round[p] is None]
-        positives, negatives = np.array([self.counts(p) for p in range(b)]).T
-        scored = positives + negatives
-        all_pos = sum(int(positives[p] == scored[p] > 0) for p in unresolved)
-        all_neg = sum(int(positives[p] == 0 < scored[p]) for p in unresolved)
-        first_round = [
-            [reward for reward in pool[: self.first_round_sizes[p]] if not math.isnan(reward)]
-            for p, pool in enumerate(self.pools)
-        ]
-        if self.estimating:  # first rounds may differ in size: weigh prompts equally, as a plain GRPO round does
-            first_round = [float(np.mean(rewards)) for rewards in first_round if rewards]
-        else:
-            first_round = [reward for rewards in first_round for reward in rewards]
-        mixed_groups = float("nan")
-        if self.done:
-            kept = [row[~np.isnan(row)] for row in self.kept_rewards()]
-            mixed_groups = float(np.mean([row.size > 0 and row.max() > row.min() for row in kept]))
-        return SamplingStatistics(
-            num_prompts=b,
-            samples=int(sizes.sum()),
-            samples_per_prompt=float(sizes.mean()),
-            rounds=self.round,
-            exit_fraction_per_round=tuple(exits),
-            exited_fraction=1.0 - len(unresolved) / b,
-            unresolved_fraction=len(unresolved) / b,
-            unresolved_all_positive_fraction=all_pos / b,
-            unresolved_all_negative_fraction=all_neg / b,
-            unresolved_mixed_fraction=(len(unresolved) - all_pos - all_neg) / b,
-            pool_pass_rate=float(positives.sum() / max(scored.sum(), 1)),
-            first_round_reward=float(np.mean(first_round)) if first_round else float("nan"),
-            mixed_group_fraction=mixed_groups,
-            estimation=self._estimation_statistics() if self.estimating else None,
-        )
-
-    def first_round_pass_rate(self, prompt: int) -> float:
-        """Positives among the scored completions of the first round of `prompt` (NaN when none was scored)."""
-        first = self.pools[prompt][: self.first_round_sizes[prompt]]
-        scored = [reward > self.positive_threshold for reward in first if not math.isnan(reward)]
-        return float(np.mean(scored)) if scored else float("nan")
-
-    def _estimation_statistics(self) -> EstimationStatistics:
-        hits = np.flatnonzero(self.memory_hits)
-        predicted = self.prior_alpha[hits] / (self.prior_alpha[hits] + self.prior_beta[hits])
-        realized = np.array([self.first_round_pass_rate(p) for p in hits])
-        seen = ~np.isnan(realized)  # a remembered candidate that was not sampled has no realised pass rate
-        budget_used = self.samples_drawn / self.budget_total if self.budget_total else float("nan")
-        return EstimationStatistics(
-            memory_hit_fraction=hits.size / self.num_prompts,
-            futile_fraction=sum(self.stopped) / self.num_prompts,
-            budget_used=budget_used,
-            predicted_pass_rate=float(predicted.mean()) if hits.size else float("nan"),
-            realized_pass_rate=float(realized[seen].mean()) if seen.any() else float("nan"),
-            calibration_error=float(np.abs(predicted - realized)[seen].mean()) if seen.any() else float("nan"),
-        )
+def plan_with(plan: SamplingPlan | None, fields: dict[str, Any]) -> SamplingPlan:
+    """`plan`, or the plan of flat `fields` (`SamplingPlan.from_fields`), or `plan` with `fields` changed."""
+    if plan is None:
+        return SamplingPlan.from_fields(**fields)
+    return plan.replace(**fields) if fields else plan
 
 
 def _per_prompt(name: str, values: Sequence | None, default: float | bool, num_prompts: int) -> np.ndarray:
@@ -512,7 +585,7 @@ def _per_prompt(name: str, values: Sequence | None, default: float | bool, num_p
     return array.astype(type(default))
 
 
-def _masked_flags(masked: Sequence[bool] | None, expected: int) -> list[bool]:
+def masked_flags(masked: Sequence[bool] | None, expected: int) -> list[bool]:
     flags = [False] * expected if masked is None else [bool(flag) for flag in masked]
     if len(flags) != expected:
         raise ValueError(f"masked has {len(flags)} flags; expected {expected}, one per reward.")

@@ -38,14 +38,14 @@ __all__ = [
     "NotVLLMAnswer",
     "RequestCancelled",
     "ServerCompletions",
-    "completion_sampling",
+    "decoding_params",
     "served_model",
     "vllm_json",
     "wait_for_health",
 ]
 
 
-def completion_sampling(
+def decoding_params(
     *,
     temperature: float,
     top_p: float,
@@ -56,10 +56,10 @@ def completion_sampling(
     structured_outputs_regex: str | None = None,
     generation_kwargs: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The sampling fields of every `/v1/completions` request, as TRL's vLLM client sets them: `min_p=None` is 0,
-    the sampled tokens' log-probs are returned, a regex constrains the output, and `generation_kwargs` go last (they
-    override the rest)."""
-    sampling: dict[str, Any] = {
+    """The decoding fields of every `/v1/completions` request (vLLM's sampling parameters), as TRL's vLLM client sets
+    them: `min_p=None` is 0, the sampled tokens' log-probs are returned, a regex constrains the output, and
+    `generation_kwargs` go last (they override the rest)."""
+    decoding: dict[str, Any] = {
         "repetition_penalty": repetition_penalty,
         "temperature": temperature,
         "top_p": top_p,
@@ -69,8 +69,8 @@ def completion_sampling(
         "logprobs": 0,
     }
     if structured_outputs_regex is not None:
-        sampling["structured_outputs"] = {"regex": structured_outputs_regex}
-    return sampling | (generation_kwargs or {})
+        decoding["structured_outputs"] = {"regex": structured_outputs_regex}
+    return decoding | (generation_kwargs or {})
 
 
 class RequestCancelled(Exception):
@@ -125,7 +125,7 @@ class _Call:
 class ServerCompletions:
     """Requests to `base_url`'s `/v1/completions` in flight at the same time; results as they finish.
 
-    `sampling` holds the request fields TRL's client would send (temperature, top_p, max_tokens, logprobs, ...).
+    `decoding` holds the request fields TRL's client would send (temperature, top_p, max_tokens, logprobs, ...).
     `parse_logprobs` turns the choices' `logprobs` into per-token lists (TRL's own parser is passed in).
     `timeout_option` and `retries_option` are the config fields errors name for `request_timeout` and `max_retries`.
     """
@@ -134,7 +134,7 @@ class ServerCompletions:
         self,
         base_url: str,
         model: str,
-        sampling: dict[str, Any],
+        decoding: dict[str, Any],
         parse_logprobs: Callable[[list], tuple[list | None, list | None]],
         request_timeout: float = 600.0,
         max_retries: int = 2,
@@ -147,7 +147,7 @@ class ServerCompletions:
         parsed = urlparse(base_url)
         self.host, self.port = parsed.hostname, parsed.port or (443 if parsed.scheme == "https" else 80)
         self.path = parsed.path.rstrip("/") + "/v1/completions"
-        self.base_url, self.model, self.sampling = base_url, model, dict(sampling)
+        self.base_url, self.model, self.decoding = base_url, model, dict(decoding)
         self.parse_logprobs = parse_logprobs
         self.request_timeout, self.max_retries = request_timeout, max_retries
         self.seed_requests = seed_requests
@@ -163,7 +163,7 @@ class ServerCompletions:
         """Ask `model` (default: the one given at construction) for `n` completions of the token ids `prompt_ids`;
         `key` names the request in results and cancels."""
         body = {
-            **self.sampling,
+            **self.decoding,
             "model": self.model if model is None else model,
             "prompt": [list(prompt_ids)],
             "n": n,

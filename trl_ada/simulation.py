@@ -12,11 +12,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .est import EstSampler
+from .candidates import RefillSampler, skip_before_rollout
 from .memory import PassRateMemory
 from .plan import SamplingPlan
-from .refill import RefillSampler, skip_before_rollout
-from .sampling import AdaptiveSampler
+from .sampling import AdaptiveSampler, plan_with
+from .schedules.est import EstSampler
 
 __all__ = ["LearningPrompts", "SimulatedPolicy", "SkipRule", "simulate_refill_step", "simulate_step"]
 
@@ -64,10 +64,7 @@ def simulate_step(
     written back as one visit.
     """
     prior = {name: plan_fields.pop(name) for name in PRIOR_FIELDS if name in plan_fields}  # the sampler's own
-    if plan is None:
-        plan = SamplingPlan(**plan_fields)
-    elif plan_fields:
-        plan = plan.replace(**plan_fields)
+    plan = plan_with(plan, plan_fields)
     if memory is not None:
         ids = np.arange(len(policy.pass_rates)) if prompt_ids is None else np.asarray(prompt_ids)
         keys = ids.astype(np.uint64) + np.uint64(1)
@@ -101,10 +98,7 @@ def simulate_refill_step(
     visit, and every skip to the candidate's skip streak.
     """
     num = len(policy.pass_rates)
-    if plan is None:
-        plan = SamplingPlan(**{"skip_exploration": 0.0, **plan_fields})
-    elif plan_fields:
-        plan = plan.replace(**plan_fields)
+    plan = plan_with(plan, plan_fields if plan is not None else {"skip_exploration": 0.0, **plan_fields})
     skipped, prior = None, {}
     if memory is not None:
         ids = np.arange(num) if prompt_ids is None else np.asarray(prompt_ids)

@@ -1,6 +1,6 @@
 """`ReinforceAdaTrainer`: TRL's `GRPOTrainer` with Reinforce-Ada's adaptive sampling.
 
-Glue only. The sampling decisions live in the pure core (`plan.py`, `sampling.py`, `refill.py`, `streaming.py`,
+Glue only. The sampling decisions live in the pure core (`plan.py`, `sampling.py`, `candidates.py`,
 `memory.py`, `advantages.py`), the generation schedules in `schedules/`, and every joint with TRL's private surface in
 `_trl.py` (`docs/architecture.md`). Per training step, `training_batch` (TRL asks for a generation batch):
 
@@ -17,7 +17,6 @@ The loss stays TRL's.
 from __future__ import annotations
 
 import copy
-import dataclasses
 import os
 from collections.abc import Callable
 from typing import Any
@@ -36,10 +35,10 @@ from .config import ReinforceAdaConfig
 from .data import ModelContext, check_train_prompts, model_context
 from .memory import PassRateMemory, prompt_keys
 from .objectives import advantage_weights
-from .plan import PRESET_FIELDS, SamplingPlan, unused_fields
+from .plan import SamplingPlan
 from .run_dir import claim_run_dir, complete_checkpoint
-from .sampling import AdaptiveSampler
-from .schedules import SCHEDULES, Key, Schedule, StepOutcome
+from .sampling import PromptPools
+from .schedules import Key, Schedule, StepOutcome
 from .server_requests import wait_for_health
 
 __all__ = ["ReinforceAdaTrainer"]
@@ -104,7 +103,7 @@ class ReinforceAdaTrainer(GRPOJoints):
             schedule=plan.schedule,
         )
         self.pass_rate_memory = new_memory(plan)
-        self.schedule = SCHEDULES[plan.schedule](self)
+        self.schedule = plan.section.schedule_class()(self)
         check_train_prompts(
             self.train_dataset,
             self.processing_class,
@@ -260,7 +259,7 @@ class ReinforceAdaTrainer(GRPOJoints):
     # Pass-rate memory
     # ----------------------------------------------------------------------------------------------------------
 
-    def _remember_pass_rates(self, sampler: AdaptiveSampler, inputs: list[dict]) -> None:
+    def _remember_pass_rates(self, sampler: PromptPools, inputs: list[dict]) -> None:
         """One visit per distinct prompt: every completion drawn in the step (gathered, so the same on all ranks)."""
         if self.pass_rate_memory is None:
             return
@@ -279,7 +278,7 @@ class ReinforceAdaTrainer(GRPOJoints):
         and std and gets advantage 0, as in TRL. Groups may differ in size (Est): TRL's `frac_reward_zero_std`,
         which cuts the rows into blocks of n, is replaced by the fraction of kept groups with zero reward std.
         """
-        sampler, baseline = outcome.sampler, self.args.advantage_baseline
+        sampler, baseline = outcome.sampler, self.args.sampling_plan.advantage_baseline
         kept_prompts, groups = sampler.kept_prompts(), sampler.select_groups()
         kept_rewards = [np.asarray(sampler.pools[j])[group] for j, group in zip(kept_prompts, groups, strict=True)]
         _trl.replace_logged_metric(self, "frac_reward_zero_std", zero_std_fraction(kept_rewards))
@@ -302,26 +301,22 @@ class ReinforceAdaTrainer(GRPOJoints):
         return np.concatenate(advantages)
 
 
-def memory_prior(plan: SamplingPlan) -> tuple[float, float]:
-    """The Beta prior (α, β) of a prompt the pass-rate memory has not seen."""
-    return plan.memory_prior_alpha, plan.memory_prior_beta
-
-
 def new_memory(plan: SamplingPlan) -> PassRateMemory | None:
     """An empty pass-rate memory with the plan's decay and prior; None when the plan keeps none."""
-    return PassRateMemory(decay=plan.memory_decay, prior=memory_prior(plan)) if plan.pass_rate_memory else None
+    memory = plan.memory
+    return PassRateMemory(decay=memory.decay, prior=memory.prior) if memory.enabled else None
 
 
 def restored_memory(checkpoint: str, plan: SamplingPlan) -> PassRateMemory:
     """The pass-rate memory a checkpoint saved, under the plan's decay and prior (the config's apply on resume)."""
-    return load_memory(checkpoint, decay=plan.memory_decay, prior=memory_prior(plan))
+    return load_memory(checkpoint, decay=plan.memory.decay, prior=plan.memory.prior)
 
 
 def sampling_summary(args: ReinforceAdaConfig) -> str:
-    """The preset and the resolved sampling fields, one line (logged at start, written to the model card)."""
+    """The preset and the resolved sampling fields, one line (logged at start, written to the model card): the
+    schedule's own fields and the shared ones, not a field the schedule has no use for."""
     plan = args.sampling_plan
-    est = ("est_min_samples", "est_max_samples") if plan.schedule == "est" else ()
-    fields = ["num_generations", *PRESET_FIELDS, *est, "positive_threshold", "advantage_baseline"]
-    unused = unused_fields(dataclasses.asdict(plan))  # a field the schedule has no use for is not listed
-    resolved = ", ".join(f"{name}={getattr(plan, name)!r}" for name in fields if name not in unused)
+    unused = plan.section.unused(plan.n)
+    fields = {"num_generations": plan.n, **plan.fields()}
+    resolved = ", ".join(f"{name}={value!r}" for name, value in fields.items() if name not in unused)
     return f"sampling={args.sampling!r} ({plan.schedule} schedule): {resolved}"

@@ -40,11 +40,11 @@ from vllm_support.server import MAX_MODEL_LEN  # noqa: E402
 from trl_ada import ReinforceAdaConfig, ReinforceAdaTrainer  # noqa: E402
 from trl_ada.async_grpo import AsyncReinforceAdaConfig, AsyncReinforceAdaTrainer, HTTPWeightTransfer  # noqa: E402
 from trl_ada.checkpoint_state import MEMORY_FILE as MEMORY  # noqa: E402
-from trl_ada.est import est_allocation  # noqa: E402
 from trl_ada.memory import PassRateMemory, prompt_keys  # noqa: E402
 from trl_ada.real import model as fixture  # noqa: E402
 from trl_ada.real import smollm2_checkpoint  # noqa: E402
 from trl_ada.rewards import get_reward_funcs  # noqa: E402
+from trl_ada.schedules.est import est_allocation  # noqa: E402
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 

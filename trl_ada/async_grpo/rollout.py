@@ -1,4 +1,5 @@
-"""One prompt's adaptive sampling in the asynchronous worker (pure: numpy, no torch, no HTTP, no threads).
+"""One prompt's adaptive sampling in the asynchronous worker (pure: numpy, no torch, no HTTP, no threads), and the
+sections the asynchronous trainer runs (`ASYNCHRONOUS`: `PromptStreaming`, `PromptEst`).
 
 The synchronous trainer samples a step's prompts together. The asynchronous worker admits prompts one at a time and
 lets each finish on its own, so its state is one `PromptRollout` per prompt:
@@ -13,7 +14,8 @@ lets each finish on its own, so its state is one `PromptRollout` per prompt:
     rollout.kept(), rollout.advantages(scale), rollout.pass_rate
     groups, metrics = trained_wave(finished_rollouts, live_version, max_staleness, scale)   # what the worker pushes
 
-Seq rollouts are the streaming schedule's `StreamingScheduler` over a one-prompt `AdaptiveSampler`: completions are
+Both are the streaming schedule's `RequestWindow` over a one-prompt sampler (`AdaptiveSampler`, or the Est
+schedule's `EstSampler` with the prompt's allocation, so Est's counts and groups are written once): completions are
 used in request order, so the exit decision and the kept group do not depend on the order the engine finishes them
 in. Every completion remembers the policy version that was live when it was requested (`versions`).
 
@@ -32,17 +34,26 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
 from ..advantages import compute_advantages
-from ..groups import check_rewards, select_group
 from ..objectives import advantage_weights
-from ..plan import SamplingPlan
-from ..sampling import AdaptiveSampler
-from ..streaming import Request, StreamingScheduler, Update
+from ..plan import Host, SamplingPlan
+from ..sampling import AdaptiveSampler, PromptPools
+from ..schedules.est import Est, EstSampler
+from ..schedules.streaming import InFlight, Request, Requests, RequestWindow, Update
 
-__all__ = ["PromptRollout", "TrainedGroup", "trainable", "trained_wave"]
+__all__ = [
+    "ASYNCHRONOUS",
+    "PromptEst",
+    "PromptRollout",
+    "PromptStreaming",
+    "TrainedGroup",
+    "trainable",
+    "trained_wave",
+]
 
 
 def trainable(versions: Sequence[int], live_version: int, max_staleness: int) -> list[bool]:
@@ -50,8 +61,40 @@ def trainable(versions: Sequence[int], live_version: int, max_staleness: int) ->
     return [live_version - version <= max_staleness for version in versions]
 
 
+@dataclass(frozen=True)
+class PromptStreaming(InFlight):
+    """The worker's Seq section: every prompt on its own, with a window of completions in flight (exits as results
+    arrive, as `generation_schedule="streaming"` decides them), requested a chunk at a time."""
+
+    name: ClassVar[str] = "streaming"
+    summary: ClassVar[str] = "each prompt samples on its own, with a window of completions in flight"
+    choose: ClassVar[str] = "use generation_schedule='streaming' (the default)"
+
+
+@dataclass(frozen=True)
+class PromptEst(Est, Requests):
+    """The worker's Est section: a wave of prompts allocated together, each requesting its allocation a chunk at a
+    time."""
+
+
+ASYNCHRONOUS = Host(
+    schedules={"streaming": PromptStreaming, "est": PromptEst},
+    base={"generation_schedule": "streaming"},
+    trainer="the asynchronous trainer",
+    instead="train with the synchronous ReinforceAdaTrainer",
+    why=(
+        "each prompt samples on its own, as generation_schedule='streaming' does: there is no step's batch to "
+        "refill, skip from or budget, and no round to size"
+    ),
+)
+"""`AsyncReinforceAdaConfig`'s schedules: what the worker runs, its base default (streaming) and how its refusals
+name it."""
+
+
 class PromptRollout:
-    """The sampling state of one prompt (see the module docstring): Seq with `allocation=None`, else Est."""
+    """The sampling state of one prompt (see the module docstring): Seq with `allocation=None`, else Est with that
+    many samples. Either way a `RequestWindow` drives the prompt's sampler (`AdaptiveSampler`, or `EstSampler`
+    whose cap is its allocation) from results that arrive in any order."""
 
     def __init__(
         self,
@@ -68,67 +111,44 @@ class PromptRollout:
             raise ValueError(f"allocation={allocation!r}: an Est prompt needs at least one sample.")
         self.group_id = group_id
         self.plan = plan
-        self.allocation = allocation
         self.versions: list[int] = []  # policy version of each pool index, at request time
         self._version = version
+        alpha, beta = prior
         if allocation is None:
-            alpha, beta = prior
-            self.sampler: AdaptiveSampler | None = AdaptiveSampler(1, plan, prior_alpha=[alpha], prior_beta=[beta])
-            self.scheduler: StreamingScheduler | None = StreamingScheduler(self.sampler)
+            self.sampler: PromptPools = AdaptiveSampler(1, plan, prior_alpha=[alpha], prior_beta=[beta])
+            self.scheduler = RequestWindow(self.sampler)
         else:
-            self.sampler = self.scheduler = None
-            self._pool: list[float] = []
-            self._pending: dict[int, Request] = {}
-            self._arrived: dict[int, list[float]] = {}
+            sampler = EstSampler(1, plan, prior_alpha=[alpha], prior_beta=[beta], allocation=[allocation])
+            self.sampler, self.scheduler = sampler, RequestWindow(sampler, window=allocation)
 
     # -- events --------------------------------------------------------------------------------
 
     def start(self) -> list[Request]:
         """The prompt's first requests."""
-        if self.scheduler is not None:
-            return self._stamp(self.scheduler.start(), self._version)
-        size, chunk = self.allocation, self.plan.streaming_chunk
-        requests = [Request(i, 0, first, min(chunk, size - first)) for i, first in enumerate(range(0, size, chunk))]
-        self._pending = {request.id: request for request in requests}
-        return self._stamp(requests, self._version)
+        return self._stamp(self.scheduler.start(), self._version)
 
     def receive(
         self, request_id: int, rewards: Sequence[float], masked: Sequence[bool] | None = None, *, version: int
     ) -> Update:
         """Use one request's results; new requests are stamped with `version`, the policy live now."""
-        if self.scheduler is not None:
-            update = self.scheduler.receive(request_id, rewards, masked)
-            self._stamp(update.issue, version)
-            return update
-        request = self._pending.get(request_id)
-        if request is None:
-            return Update()
-        self._arrived[request_id] = check_rewards(rewards, request.size).tolist()
-        while self._pending and min(self._pending) in self._arrived:  # ids are in pool order
-            self._pool.extend(self._arrived.pop(min(self._pending)))
-            del self._pending[min(self._pending)]
-        return Update(exited=[0]) if not self._pending else Update()
+        update = self.scheduler.receive(request_id, rewards, masked)
+        self._stamp(update.issue, version)
+        return update
 
     # -- state ---------------------------------------------------------------------------------
 
     @property
     def done(self) -> bool:
-        if self.scheduler is not None:
-            return self.scheduler.done
-        return bool(self._pool) and not self._pending
+        return self.scheduler.done
 
     @property
     def pool(self) -> list[float]:
         """Every reward drawn for the prompt, in request order (NaN: no reward function had an opinion)."""
-        return self.sampler.pools[0] if self.sampler is not None else self._pool
+        return self.sampler.pools[0]
 
     def counts(self) -> tuple[int, int]:
         """Positives and negatives of the pool (scored samples only)."""
-        if self.sampler is not None:
-            return self.sampler.counts(0)
-        scored = [r for r in self._pool if not np.isnan(r)]
-        positives = sum(r > self.plan.positive_threshold for r in scored)
-        return positives, len(scored) - positives
+        return self.sampler.counts(0)
 
     @property
     def pass_rate(self) -> float:
@@ -146,19 +166,7 @@ class PromptRollout:
         fresh = [True] * size if fresh is None else list(fresh)
         if len(fresh) != size:
             raise ValueError(f"fresh has {len(fresh)} flags for a pool of {size} samples.")
-        if self.sampler is None:
-            return list(range(size)) if all(fresh) else []
-        eligible = [i for i in range(size) if fresh[i]]
-        if len(eligible) < self.plan.num_generations:
-            return []
-        positive, scored, masked = self.sampler.is_positive(0), self.sampler.is_scored(0), self.sampler.masked[0]
-        chosen = select_group(
-            [positive[i] for i in eligible],
-            self.plan.num_generations,
-            [scored[i] for i in eligible],
-            [masked[i] for i in eligible],
-        )
-        return [eligible[j] for j in chosen]
+        return self.sampler.group_among(0, [i for i in range(size) if fresh[i]])
 
     def fresh(self, live_version: int, max_staleness: int) -> list[bool]:
         """Which pool samples may still be trained under the live policy (`trainable`)."""

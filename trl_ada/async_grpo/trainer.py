@@ -16,9 +16,10 @@ from ..checkpoint_state import MEMORY_FILE
 from ..checks import resolve_reward_funcs
 from ..data import check_train_prompts, model_context
 from ..run_dir import claim_run_dir, complete_checkpoint
-from ..server_requests import completion_sampling
+from ..server_requests import decoding_params
 from ..trainer import new_memory, restored_memory
 from .config import AsyncReinforceAdaConfig
+from .cpu_attention import tree_attention_reference
 from .weights import HTTPWeightTransfer
 from .worker import AdaptiveRolloutWorker, WorkerSettings, server_info, wait_for_server
 
@@ -86,7 +87,7 @@ class AsyncReinforceAdaTrainer(_trl.async_joints()):
             memory=new_memory(args.sampling_plan),
             connect=connect,
         )
-        with _trl.async_trainer_on_device(device):
+        with _trl.async_trainer_on_device(device, tree_attention_reference):
             super().__init__(
                 model,
                 reward_funcs=reward_funcs,
@@ -216,13 +217,13 @@ def _serves_lora(args: AsyncReinforceAdaConfig) -> bool:
 
 
 def _worker_settings(args: AsyncReinforceAdaConfig, model: str) -> WorkerSettings:
-    """The worker's settings from the config (TRL's sampling fields; the request budget TRL would infer)."""
+    """The worker's settings from the config (TRL's decoding fields; the request budget TRL would infer)."""
     world = PartialState().num_processes
     samples_per_step = args.per_device_train_batch_size * args.gradient_accumulation_steps * world
     staleness_window = max(args.max_staleness, 1) * samples_per_step  # samples consumed within max_staleness steps
     if args.max_inflight_tasks < 0:  # TRL infers the same later in its __init__; prompts_in_flight needs it now
         args.max_inflight_tasks = staleness_window
-    sampling = completion_sampling(
+    decoding = decoding_params(
         temperature=args.temperature,
         top_p=args.top_p,
         top_k=args.top_k,
@@ -234,7 +235,7 @@ def _worker_settings(args: AsyncReinforceAdaConfig, model: str) -> WorkerSetting
         plan=args.sampling_plan,
         base_url=args.vllm_server_base_url.rstrip("/"),
         model=model,
-        sampling=sampling,
+        decoding=decoding,
         prompts_in_flight=args.prompts_in_flight,
         wave_size=max(1, samples_per_step // args.num_generations),
         max_staleness=args.max_staleness,

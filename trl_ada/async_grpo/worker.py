@@ -43,11 +43,11 @@ from trl.generation.vllm_client import parse_logprobs
 
 from ..checks import RewardError, RewardGuard, check_rewards
 from ..data import prompt_token_ids
-from ..est import est_allocation
 from ..memory import PassRateMemory, prompt_key
 from ..plan import SamplingPlan
+from ..schedules.est import Est, est_allocation
+from ..schedules.streaming import Request
 from ..server_requests import CompletionResult, ServerCompletions, served_model, wait_for_health
-from ..streaming import Request
 from .rollout import PromptRollout, trained_wave
 from .trained import TrainedGroups
 
@@ -65,7 +65,7 @@ class WorkerSettings:
     plan: SamplingPlan
     base_url: str
     model: str
-    sampling: dict[str, Any]
+    decoding: dict[str, Any]
     prompts_in_flight: int
     wave_size: int  # Est: prompts allocated together (one optimizer step's worth)
     max_staleness: int
@@ -213,7 +213,7 @@ class AdaptiveRolloutWorker:
     def _admit(self, active: dict[int, _Prompt], server: ServerCompletions) -> None:
         """Start prompts up to `prompts_in_flight` (Est: whole waves, allocated together)."""
         settings = self.settings
-        est = settings.plan.generation_schedule == "est"
+        est = isinstance(settings.plan.section, Est)
         wave = settings.wave_size if est else 1
         while len(active) + wave <= max(settings.prompts_in_flight, wave):
             version = self.model_version
@@ -236,9 +236,8 @@ class AdaptiveRolloutWorker:
         return group
 
     def _prior(self, row: dict[str, Any]) -> tuple[float, float]:
-        plan = self.settings.plan
         if self.memory is None:
-            return plan.memory_prior_alpha, plan.memory_prior_beta
+            return self.settings.plan.memory.prior
         with self._lock:
             alpha, beta, _ = self.memory.posterior([prompt_key(row["prompt"])])
         return float(alpha[0]), float(beta[0])
@@ -467,7 +466,7 @@ def connect_to_server(settings: WorkerSettings) -> ServerCompletions:
     return ServerCompletions(
         settings.base_url,
         served_model(settings.base_url, settings.model),
-        settings.sampling,
+        settings.decoding,
         parse_logprobs,
         request_timeout=settings.request_timeout,
         max_retries=settings.max_retries,

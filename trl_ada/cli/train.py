@@ -28,7 +28,7 @@ from trl import TrlParser
 
 from ..checkpoint_state import CheckpointStateError
 from ..checks import RewardError
-from ..plan import BASE_FIELDS
+from ..plan import PLAN_DEFAULTS
 from ..utils import closest_name
 from .common import PROG, UsageError, check_model, print_error, require_hub_token, setup_logging
 
@@ -79,7 +79,7 @@ class TrainCommand:
     config: str
     """The training config dataclass (`trl_ada.config:ReinforceAdaConfig`)."""
     trl_config: str
-    """The TRL config it extends, whose docstring groups `--help` (`trl:GRPOConfig`)."""
+    """The TRL config it extends, whose docstring groups its fields in `--help` (`trl:GRPOConfig`)."""
     trainer: str
     """The trainer class (`trl_ada.trainer:ReinforceAdaTrainer`)."""
     description: str
@@ -141,7 +141,8 @@ _FIELD = re.compile(r"^\s+(\w+) \(`")
 
 
 def _docstring_groups(cls: type) -> list[tuple[str, list[str]]]:
-    """(section title, field names) of a TRL-style docstring: `> Parameters that control ...` headings over fields."""
+    """(section title, field names) of a TRL-style docstring: `> Parameters that control ...` headings over fields.
+    TRL's and transformers' configs carry their groups only there; our own configs name theirs in `help_groups`."""
     groups: list[tuple[str, list[str]]] = [("general", [])]  # fields documented before the first heading
     in_note = False
     for line in (cls.__doc__ or "").splitlines():
@@ -159,20 +160,33 @@ def _docstring_groups(cls: type) -> list[tuple[str, list[str]]]:
     return [(title, names) for title, names in groups if names]
 
 
+def _own_groups(config: type) -> list[tuple[str, list[str]]]:
+    """(title, field names) of the config's own fields, as its `help_groups` names them (the sampling fields: their
+    group in `trl_ada.plan.GROUPS`; `overwrite_output_dir`; an asynchronous field), in the order of `GROUPS`."""
+    from ..plan import GROUPS
+
+    groups: dict[str, list[str]] = {}
+    named = getattr(config, "help_groups", {})
+    for f in dataclasses.fields(config):
+        if f.name in named:
+            groups.setdefault(named[f.name], []).append(f.name)
+    order = {title: i for i, title in enumerate(GROUPS)}
+    return sorted(
+        groups.items(), key=lambda item: order.get(item[0], -1 if item[0] == config.__name__ else len(order))
+    )
+
+
 def _help_groups(command: TrainCommand) -> list[tuple[str, list[str]]]:
     """The option groups of `--help`, in order; a field goes to the first group that names it. The config's own
-    docstring groups come first, then those of `ReinforceAdaConfig` (where the shared sampling fields are documented),
-    the data, the model, and the TRL config's and transformers' groups."""
+    fields come first (their groups in the config's `help_groups`), then the data, the model, and the TRL config's and
+    transformers' groups (read from their docstrings, the only place they are written)."""
     from transformers import TrainingArguments
     from trl import ModelConfig
 
-    from ..config import ReinforceAdaConfig
     from ..data import ReinforceAdaScriptArguments
 
     config, trl_config = command.load("config"), command.load("trl_config")
-    groups = [(config.__name__ if title == "general" else title, names) for title, names in _docstring_groups(config)]
-    if config is not ReinforceAdaConfig:
-        groups += _docstring_groups(ReinforceAdaConfig)
+    groups = _own_groups(config)
     groups.append(("data and rewards", [f.name for f in dataclasses.fields(ReinforceAdaScriptArguments)]))
     groups.append(("model (TRL ModelConfig)", [f.name for f in dataclasses.fields(ModelConfig)]))
     groups += [(f"TRL {trl_config.__name__}: {title}", names) for title, names in _docstring_groups(trl_config)]
@@ -180,20 +194,6 @@ def _help_groups(command: TrainCommand) -> list[tuple[str, list[str]]]:
         (f"transformers TrainingArguments: {title}", names) for title, names in _docstring_groups(TrainingArguments)
     ]
     return groups
-
-
-def _group_options(parser: argparse.ArgumentParser, command: TrainCommand) -> None:
-    """Move the dataclass options out of the flat "options" list into [`_help_groups`] (help output only)."""
-    flat = parser._optionals
-    movable = [action for action in flat._group_actions if action.dest not in ("help", "config")]
-    placed: set[int] = set()
-    for title, names in [*_help_groups(command), ("other options", [action.dest for action in movable])]:
-        chosen = [a for a in movable if a.dest in names and id(a) not in placed]
-        if chosen:
-            group = parser.add_argument_group(title)
-            group._group_actions.extend(chosen)
-            placed.update(id(a) for a in chosen)
-    flat._group_actions[:] = [action for action in flat._group_actions if id(action) not in placed]
 
 
 def _check_config_file(path: str) -> dict[str, Any]:
@@ -268,11 +268,25 @@ class ReinforceAdaParser(TrlParser):
     shared_fields: frozenset[str] = frozenset()
     """Fields a later dataclass shares with an earlier one (found while the options are added)."""
 
+    def __init__(self, dataclass_types: Any, help_groups: Sequence[tuple[str, list[str]]] = (), **kwargs: Any):
+        self.help_groups = list(help_groups)
+        self._groups: dict[str, Any] | None = None
+        super().__init__(dataclass_types, **kwargs)
+
     def _parse_dataclass_field(self, parser, field: dataclasses.Field) -> None:
+        """Add the option into its `--help` group (the first of `help_groups` that names it, else "other options");
+        a field an earlier dataclass already added is shared."""
         if f"--{field.name}" in self._option_string_actions:
             self.shared_fields = self.shared_fields | {field.name}
             return
-        super()._parse_dataclass_field(parser, field)
+        super()._parse_dataclass_field(self._group_of(field.name) if parser is self else parser, field)
+
+    def _group_of(self, name: str) -> Any:
+        if self._groups is None:  # created at the first option, in order: argparse lists groups as created
+            titles = [title for title, _ in self.help_groups] + ["other options"]
+            self._groups = {title: self.add_argument_group(title) for title in dict.fromkeys(titles)}
+        title = next((title for title, names in self.help_groups if name in names), "other options")
+        return self._groups[title]
 
     def parse_known_args(self, args: Any = None, namespace: Any = None) -> tuple[Any, list[str]]:
         if namespace is None and self.shared_fields:
@@ -308,7 +322,7 @@ class ReinforceAdaParser(TrlParser):
         for key, value in kwargs.items():
             problem = _yaml_value_problem(actions[key], value)
             if problem:
-                default = BASE_FIELDS.get(key) if actions[key].default is None else actions[key].default
+                default = PLAN_DEFAULTS.get(key) if actions[key].default is None else actions[key].default
                 example = f" (e.g. `{key}: {default}`, the default)" if default not in (None, "") else ""
                 raise UsageError(
                     f"{key}: {value!r} {where} {problem}. Fix that key{example}, or override it with --{key}."
@@ -380,6 +394,7 @@ def make_parser(prog: str | None = None, command: TrainCommand = TRAIN) -> Reinf
     dataclass_types = (ReinforceAdaScriptArguments, command.load("config"), ModelConfig)
     parser = ReinforceAdaParser(
         dataclass_types,
+        help_groups=_help_groups(command),
         prog=prog or command.prog,
         usage=command.usage,
         description=command.description,
@@ -393,7 +408,6 @@ def make_parser(prog: str | None = None, command: TrainCommand = TRAIN) -> Reinf
         default=argparse.SUPPRESS,  # read (and removed from the arguments) by TrlParser before argparse runs
         help="YAML recipe: its `key: value` lines set the options below; flags given here override them.",
     )
-    _group_options(parser, command)
     return parser
 
 

@@ -1,19 +1,25 @@
 """What every generation schedule shares: the trainer it serves (as `StepHost`), its plan, the step's sampler, the
-state a checkpoint keeps, and the bookkeeping of scored rows."""
+state a checkpoint keeps, and the bookkeeping of scored rows.
+
+Loads without torch and TRL, as every module of `schedules/` does (their sections are part of the plan): what runs a
+step imports `_trl` inside the functions that call it.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from .. import _trl
-from ..checks import RewardGuard
 from ..memory import PassRateMemory, prompt_keys
 from ..plan import SamplingPlan
 from ..sampling import AdaptiveSampler
 from .outcome import Key, Sample, StepOutcome
+
+if TYPE_CHECKING:
+    from .._trl import GeneratedRows
+    from ..checks import RewardGuard
 
 __all__ = ["Schedule", "StepHost", "sampler_prior", "score_and_record"]
 
@@ -29,7 +35,7 @@ class StepHost(Protocol):
     mask_truncated_completions: bool
     pass_rate_memory: PassRateMemory | None
 
-    def gather_row_statistics(self, rows: _trl.GeneratedRows) -> np.ndarray: ...
+    def gather_row_statistics(self, rows: GeneratedRows) -> np.ndarray: ...
 
 
 class Schedule:
@@ -46,7 +52,7 @@ class Schedule:
 
     @property
     def plan(self) -> SamplingPlan:
-        """The trainer's sampling plan, as its config says now."""
+        """The trainer's sampling plan (the config builds it once, and again after a field changes)."""
         return self.trainer.args.sampling_plan
 
     def run(self, step_inputs: list[dict]) -> StepOutcome:
@@ -87,7 +93,7 @@ def score_and_record(
     first: int,
     inputs: list[dict],
     prompts: list,
-    generated: _trl.GeneratedRows,
+    generated: GeneratedRows,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Score this process's generated rows with TRL's `_calculate_rewards` and record them in `outcome`.
 
@@ -96,6 +102,8 @@ def score_and_record(
     rewards per function and the row statistics of every real row (gathered), and this process's samples; returns
     the guarded reward and the masked flag (truncated under `mask_truncated_completions`) of every real row.
     """
+    from .. import _trl
+
     num_real = max(0, min(len(inputs), len(keys) - first))
     _merge_extra_fields(inputs, generated.extra_fields)
     with _trl.held_reward_metrics(trainer, outcome.logs, num_real):
@@ -123,7 +131,7 @@ def _merge_extra_fields(inputs: list[dict], extra_fields: dict[str, Any]) -> Non
                 row[key] = values[i]
 
 
-def _sample(rows: _trl.GeneratedRows, local: int, extra_logs: dict[str, list]) -> Sample:
+def _sample(rows: GeneratedRows, local: int, extra_logs: dict[str, list]) -> Sample:
     """Row `local` of generated rows, with the `log_extra` values reward functions logged for it."""
     return Sample(
         prompt_ids=rows.prompt_ids[local],

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._trl import RoundLogs
-from ..sampling import AdaptiveSampler
+from ..sampling import PromptPools
 
-__all__ = ["Key", "RoundLogs", "Sample", "StepOutcome"]
+if TYPE_CHECKING:
+    from .._trl import RoundLogs
+
+__all__ = ["Key", "Sample", "StepOutcome"]
 
 Key = tuple[int, int]
 """(prompt, pool index): one completion of the step, by the sampler's prompt numbering and its request order."""
@@ -38,11 +40,11 @@ class StepOutcome:
     the sample itself (the process that generated it, as long as a group may still keep it)."""
 
     inputs: list[dict]
-    sampler: AdaptiveSampler
+    sampler: PromptPools
     samples: dict[Key, Sample] = field(default_factory=dict)
     rewards_per_func: dict[Key, np.ndarray] = field(default_factory=dict)
     row_stats: dict[Key, np.ndarray] = field(default_factory=dict)  # prompt length, completion length, truncated
-    logs: RoundLogs = field(default_factory=RoundLogs)
+    logs: RoundLogs = field(default_factory=lambda: _round_logs())
     columns: set[str] = field(default_factory=set)  # log_extra columns some round logged
     metrics: dict[str, float] = field(default_factory=dict)  # the schedule's own (generation time, requests)
 
@@ -71,3 +73,10 @@ class StepOutcome:
         return sum(
             int(self.row_stats[(j, i)][1]) for j, pool in enumerate(self.sampler.pools) for i in range(len(pool))
         )
+
+
+def _round_logs() -> RoundLogs:
+    """Empty accumulators of what TRL logs while a step generates (`_trl.RoundLogs`, loaded with the trainer)."""
+    from .._trl import RoundLogs
+
+    return RoundLogs()

@@ -1,5 +1,10 @@
 """The rounds schedule: each round is one batched generation call for the active prompts, on every backend.
 
+Its section, `Rounds`, is the exits of `Seq` (exit rule, M, N, futility stop) with a step budget, rounds sized from
+the pass-rate posterior (`PriorSizing`) and candidates beyond the batch (`candidates.Candidates`). With candidates
+on, the refill schedule runs it: rounds over candidate prompts, refill and pre-rollout skipping, whose candidate
+stream is its state.
+
 Every process holds the same sampler, driven by gathered rewards. A round is each active prompt's planned samples,
 split evenly over the processes at sample level; each process takes its rows' prompts (through TRL's own preamble
 with environments, tools or images: `_trl.round_prompts`), generates them with TRL's own `_generate` (single turn,
@@ -9,15 +14,90 @@ tools, environments or `rollout_func`) and scores them with TRL's `_calculate_re
 from __future__ import annotations
 
 import math
+import os
 import time
 from dataclasses import dataclass
+from typing import Any, ClassVar
 
-from .. import _trl
+import numpy as np
+
+from ..candidates import Candidates, CandidateStream, RefillSampler, num_candidates, skip_before_rollout
+from ..checkpoint_state import CANDIDATE_STREAM_FILE, load_candidate_stream, save_candidate_stream
+from ..memory import prompt_key, prompt_keys
+from ..plan import PriorSizing, SamplingPlan, Seq, budget_option
 from ..sampling import AdaptiveSampler
-from .base import Schedule, score_and_record
+from .base import Schedule, StepHost, sampler_prior, score_and_record
 from .outcome import Key, StepOutcome
 
-__all__ = ["RoundSplit", "RoundsSchedule", "round_keys", "split_round"]
+__all__ = ["RefillSchedule", "RoundSplit", "Rounds", "RoundsSchedule", "require_memory", "round_keys", "split_round"]
+
+
+@dataclass(frozen=True)
+class Rounds(Seq):
+    """The rounds schedule's section: exits decided after each batched round, optionally on a budget, with rounds
+    sized from a prior and candidates beyond the batch."""
+
+    name: ClassVar[str] = "rounds"
+    summary: ClassVar[str] = (
+        "each round is one batched generation call for the active prompts of the batch, with no requests in flight "
+        "to window and no allocation"
+    )
+    choose: ClassVar[str] = "sample in rounds (sampling='balance', or generation_schedule='rounds')"
+
+    sample_budget: float | None = budget_option()
+    sizing: PriorSizing = PriorSizing()
+    candidates: Candidates = Candidates()
+
+    @property
+    def schedule(self) -> str:
+        """`"refill"` when the step samples over candidates beyond its batch (or may skip some), else `"rounds"`."""
+        return "refill" if self.candidates.active else "rounds"
+
+    def schedule_class(self) -> type[Schedule]:
+        return RefillSchedule if self.candidates.active else RoundsSchedule
+
+    def check(self, plan: SamplingPlan) -> None:
+        super().check(plan)
+        rounds = self.candidates.rounds_per_prompt
+        if rounds is None:
+            return
+        if not self.samples_adaptively:
+            raise ValueError(
+                f"rounds_per_prompt={rounds!r} with exit_rule='none': plain GRPO samples one round per prompt, so "
+                "there are no rounds to cap. Remove rounds_per_prompt, or use an adaptive exit rule."
+            )
+        if rounds > self.max_rounds:
+            raise ValueError(
+                f"rounds_per_prompt={rounds} is more than max_rounds={self.max_rounds}, the rounds of the whole step. "
+                "Lower rounds_per_prompt, or raise max_rounds."
+            )
+        if self.samples_per_round * rounds < plan.num_generations:
+            raise ValueError(
+                f"samples_per_round * rounds_per_prompt = {self.samples_per_round} * {rounds} is smaller than "
+                f"num_generations={plan.num_generations}: a candidate could never fill its group. Raise "
+                "rounds_per_prompt or samples_per_round."
+            )
+
+    def check_trainer(self, plan: SamplingPlan, config: Any) -> None:
+        require_memory(plan)
+
+
+def require_memory(plan: SamplingPlan) -> None:
+    """A trainer's priors come from its pass-rate memory: prior-sized first rounds and skipping need it on. (A sampler
+    built directly takes its priors from the caller instead.)"""
+    rounds, memory = plan.section, plan.memory.enabled
+    if not isinstance(rounds, Rounds):
+        return
+    if rounds.sizing.first_round == "prior" and not memory:
+        raise ValueError(
+            "first_round='prior' sizes the first round from the pass-rate memory, but pass_rate_memory=False. Set "
+            "pass_rate_memory=True, or use first_round='fixed'."
+        )
+    if rounds.candidates.skip_threshold is not None and not memory:
+        raise ValueError(
+            f"skip_threshold={rounds.candidates.skip_threshold!r} skips candidates from the pass-rate memory, but "
+            "pass_rate_memory=False. Set pass_rate_memory=True, or skip_threshold=None."
+        )
 
 
 @dataclass(frozen=True)
@@ -58,6 +138,8 @@ class RoundsSchedule(Schedule):
     """Rounds over the step's prompts (`AdaptiveSampler.plan_round` / `ingest`), one batched call per round."""
 
     def run(self, step_inputs: list[dict]) -> StepOutcome:
+        from .. import _trl
+
         trainer = self.trainer
         rank, world = trainer.accelerator.process_index, trainer.accelerator.num_processes
         inputs, sampler = self.new_sampler(step_inputs)
@@ -83,3 +165,93 @@ class RoundsSchedule(Schedule):
             outcome.metrics[f"generation_time/round_{sampler.round}"] = generation_time
             outcome.metrics[f"samples/round_{sampler.round}"] = float(split.num_samples)
         return outcome
+
+
+CANDIDATE_FIELDS = "prompt_oversampling / skip_threshold / rounds_per_prompt"
+
+
+class RefillSchedule(RoundsSchedule):
+    """Rounds over candidates beyond the batch (`candidates.py` has the rules): a step samples over
+    C = ⌈`prompt_oversampling` · B⌉ candidates, the batch first, then new prompts from the seeded `CandidateStream`,
+    and trains on exactly B of them. The stream is the schedule's state: checkpoints keep its position
+    (`candidate_stream.json`)."""
+
+    def __init__(self, trainer: StepHost):
+        from .. import _trl
+
+        super().__init__(trainer)
+        if _trl.rollout_features(trainer)["environment_factory"]:
+            raise ValueError(
+                f"{CANDIDATE_FIELDS} draw candidates beyond the batch, which environment_factory does not support yet "
+                "(its environments are per batch row). Use the defaults (prompt_oversampling=1.0, "
+                "skip_threshold=None, rounds_per_prompt=None)."
+            )
+        dataset = trainer.train_dataset
+        if dataset is None or not hasattr(dataset, "__len__"):
+            raise ValueError(
+                f"{CANDIDATE_FIELDS} need a train_dataset with a length (a map-style dataset): the extra candidates "
+                "are drawn from it by index."
+            )
+        args, oversampling = trainer.args, self.plan.section.candidates.prompt_oversampling
+        per_batch = args.generation_batch_size // args.num_generations
+        needed = num_candidates(per_batch, oversampling)
+        if len(dataset) < needed:
+            raise ValueError(
+                f"prompt_oversampling={oversampling:g}: one step samples over {needed} candidate prompts "
+                f"({per_batch} per generation batch), but train_dataset has only {len(dataset)}. Lower "
+                f"prompt_oversampling to at most {len(dataset) / per_batch:.2f}, or add prompts."
+            )
+        self.candidate_stream = CandidateStream(len(dataset), args.seed)
+
+    def new_sampler(self, step_inputs: list[dict]) -> tuple[list[dict], RefillSampler]:
+        """The step's candidates (the batch first, then new prompts from the stream) and their `RefillSampler`.
+
+        The same on every process: the batch is gathered, the stream and the memory are identical, and the
+        exploration draws are seeded by (`seed`, global step).
+        """
+        trainer, plan, b = self.trainer, self.plan, len(step_inputs)
+        candidates = plan.section.candidates
+        if any("image" in x or "images" in x for x in step_inputs):
+            raise ValueError(
+                f"{CANDIDATE_FIELDS} do not support image datasets yet; use the defaults (prompt_oversampling=1.0, "
+                "skip_threshold=None, rounds_per_prompt=None)."
+            )
+        seen = {prompt_key(x["prompt"]) for x in step_inputs}
+
+        def accept(index: int) -> bool:  # no prompt twice in a step
+            key = prompt_key(trainer.train_dataset[index]["prompt"])
+            if key in seen:
+                return False
+            seen.add(key)
+            return True
+
+        extra = self.candidate_stream.peek(num_candidates(b, candidates.prompt_oversampling) - b, accept)
+        rows = step_inputs + [trainer.train_dataset[index] for index in extra]
+        prior = sampler_prior(trainer.pass_rate_memory, rows)
+        skipped = None
+        if candidates.skip_threshold is not None:
+            uniforms = np.random.default_rng([trainer.args.seed, trainer.state.global_step]).random(len(rows))
+            streaks = trainer.pass_rate_memory.skip_streaks(prompt_keys([x["prompt"] for x in rows]))
+            skipped = skip_before_rollout(
+                plan, prior["prior_alpha"], prior["prior_beta"], prior["memory_hits"], streaks, uniforms
+            )
+        return rows, RefillSampler(len(rows), plan, num_kept=b, skipped=skipped, **prior)
+
+    def end_step(self, outcome: StepOutcome) -> None:
+        """Consume the stream's candidates the step examined (the others are offered again next step), and count
+        the skips in the memory's skip streaks."""
+        sampler = outcome.sampler
+        self.candidate_stream.consume(max(sampler.consumed - sampler.num_kept, 0))
+        if self.plan.section.candidates.skip_threshold is not None:
+            skipped = [outcome.inputs[p]["prompt"] for p in sampler.skipped_prompts()]
+            self.trainer.pass_rate_memory.record_skips(prompt_keys(skipped))
+
+    def state_dict(self) -> dict[str, Any]:
+        """The candidate stream's position."""
+        return self.candidate_stream.state_dict()
+
+    def save_state(self, state: dict[str, Any], folder: str) -> None:
+        save_candidate_stream(CandidateStream.from_state_dict(state), os.path.join(folder, CANDIDATE_STREAM_FILE))
+
+    def load_state(self, checkpoint: str) -> None:
+        self.candidate_stream = load_candidate_stream(checkpoint, self.candidate_stream.size)

@@ -1,8 +1,10 @@
 """Candidate prompts beyond the batch: refill, the keep rule and pre-rollout skipping (dynamic sampling).
 
-Pure Python and numpy, no torch and no TRL (`docs/algorithm.md`, "Candidates, refill and the keep rule"). A step
-draws C = ⌈`prompt_oversampling` · B⌉ candidate prompts in a seeded order and trains on exactly B of them
-(`num_kept`), so the batch keeps TRL's shape B × n:
+The rounds schedule's `Candidates` sub-section (its fields and their checks), the `RefillSampler` that samples over the
+candidates and the seeded `CandidateStream` they are drawn from; the refill schedule (`schedules/rounds.py`) runs them.
+Pure Python and numpy, no torch and no TRL (`docs/algorithm.md`, "Candidates, refill and the keep rule"). A step draws
+C = ⌈`prompt_oversampling` · B⌉ candidate prompts in a seeded order and trains on exactly B of them (`num_kept`), so
+the batch keeps TRL's shape B × n:
 
 1. **Pre-rollout skip** (`skip_before_rollout`). A candidate the pass-rate memory has seen is skipped before any
    completion only on evidence that sampling it is wasted: it is *easy* (posterior probability that n completions
@@ -32,16 +34,17 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
-from .plan import SamplingPlan, validate_refill
+from .plan import CANDIDATES, Record, SamplingPlan, is_int, is_number, option
 from .sampling import AdaptiveSampler
 
 __all__ = [
     "HARD_PASS_RATE",
     "CandidateStream",
+    "Candidates",
     "RefillSampler",
     "RefillStatistics",
     "all_right_probability",
@@ -52,6 +55,116 @@ __all__ = [
 ]
 
 HARD_PASS_RATE = 0.25  # a kept prompt is "hard" when its first round's pass rate is below this
+
+
+@dataclass(frozen=True)
+class Candidates(Record):
+    """The rounds schedule's candidates beyond the batch, refill and pre-rollout skipping (all off by default)."""
+
+    group: ClassVar[str] = CANDIDATES
+
+    prompt_oversampling: float = option(
+        1.0,
+        "At least 1. A generation batch of B prompts samples over C = ⌈`prompt_oversampling` · B⌉ candidates: its "
+        "own B, then new prompts from a seeded candidate stream over `train_dataset`, and keeps exactly B (TRL's "
+        "shape, B × n). Round 1 admits the first B candidates not skipped; before each later round every free slot "
+        "(its prompt finished without signal) admits the next candidate. The kept B are the candidates with a mixed "
+        "group first, then the others, each in draw order.",
+        off=True,
+    )
+    rounds_per_prompt: int | None = option(
+        None,
+        "Rounds one candidate may sample (its cap is `samples_per_round * rounds_per_prompt`); `max_rounds` stays "
+        "the step's round cap; None = `max_rounds`. DAPO's dynamic sampling (`sampling=\"dapo\"`) is "
+        '`exit_rule="mixed"`, `samples_per_round=n`, `rounds_per_prompt=1` with `prompt_oversampling` > 1.',
+    )
+    skip_threshold: float | None = option(
+        None,
+        "In (0, 1]; None = never skip. A candidate the pass-rate memory has seen is skipped before any completion "
+        "only on evidence that it is easy (posterior probability that n completions are all right at least this) "
+        "or unsolvable (the same for `skip_unsolvable_draws` completions all wrong). A prompt that is only hard is "
+        "never skipped. Needs `pass_rate_memory=True`.",
+    )
+    skip_exploration: float = option(
+        0.05,
+        "In [0, 1]: the probability that a skippable candidate is sampled anyway (a seeded draw, the same on every "
+        "process), so that a prompt the policy has learned since is seen again.",
+    )
+    skip_unsolvable_draws: int | None = option(
+        64,
+        "At least 1: a candidate is skipped as unsolvable when its posterior probability that this many "
+        "completions are all wrong is at least `skip_threshold` (with `memory_decay=0.5` only all-wrong visits of "
+        "32 completions or more build that evidence). None = never skip a prompt for being hard.",
+    )
+    skip_max_consecutive: int = option(
+        4,
+        "At least 1: a candidate skipped this many times in a row (the memory's skip streak, kept in checkpoints) "
+        "is sampled at its next turn, so no prompt is skipped for good.",
+    )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        validate_refill(
+            self.prompt_oversampling,
+            self.skip_threshold,
+            self.skip_exploration,
+            self.rounds_per_prompt,
+            self.skip_unsolvable_draws,
+            self.skip_max_consecutive,
+        )
+
+    @property
+    def active(self) -> bool:
+        """True when a step samples over candidates beyond its batch or may skip some (the refill schedule)."""
+        return self.prompt_oversampling > 1.0 or self.skip_threshold is not None or self.rounds_per_prompt is not None
+
+    def rounds(self, max_rounds: int) -> int:
+        """Rounds one candidate may sample: `rounds_per_prompt`, or `max_rounds` when it is None."""
+        return max_rounds if self.rounds_per_prompt is None else min(self.rounds_per_prompt, max_rounds)
+
+
+def validate_refill(
+    prompt_oversampling: float,
+    skip_threshold: float | None,
+    skip_exploration: float,
+    rounds_per_prompt: int | None,
+    skip_unsolvable_draws: int | None,
+    skip_max_consecutive: int,
+) -> None:
+    """Raise a ValueError naming the field, the value and the fix for an impossible candidate plan."""
+    if not is_number(prompt_oversampling) or prompt_oversampling < 1.0:
+        raise ValueError(
+            f"prompt_oversampling={prompt_oversampling!r}: must be >= 1.0 (a number); it is how many candidate "
+            "prompts a step draws per prompt it trains on (1.0 = none beyond the batch, 3.0 = DAPO's usual refill "
+            "reserve)."
+        )
+    if skip_threshold is not None and (not is_number(skip_threshold) or not 0.0 < skip_threshold <= 1):
+        raise ValueError(
+            f"skip_threshold={skip_threshold!r}: must be in (0, 1] (e.g. 0.9 skips a candidate whose posterior chance "
+            "of a group all right, or of skip_unsolvable_draws completions all wrong, is at least 90%), or None to "
+            "never skip."
+        )
+    if not is_number(skip_exploration) or not 0.0 <= skip_exploration <= 1.0:
+        raise ValueError(
+            f"skip_exploration={skip_exploration!r}: must be a probability in [0, 1] (e.g. 0.05: one skippable "
+            "candidate in 20 is sampled anyway)."
+        )
+    if skip_unsolvable_draws is not None and (not is_int(skip_unsolvable_draws) or skip_unsolvable_draws < 1):
+        raise ValueError(
+            f"skip_unsolvable_draws={skip_unsolvable_draws!r}: must be an integer >= 1 (e.g. 64: a prompt counts as "
+            "unsolvable when 64 more completions would all be wrong with probability skip_threshold), or None to "
+            "never skip a prompt for being hard."
+        )
+    if not is_int(skip_max_consecutive) or skip_max_consecutive < 1:
+        raise ValueError(
+            f"skip_max_consecutive={skip_max_consecutive!r}: must be an integer >= 1 (e.g. 4: a prompt skipped 4 "
+            "times in a row is sampled at its next turn, so the memory sees it again)."
+        )
+    if rounds_per_prompt is not None and (not is_int(rounds_per_prompt) or rounds_per_prompt < 1):
+        raise ValueError(
+            f"rounds_per_prompt={rounds_per_prompt!r}: must be an integer >= 1 (1 = DAPO: one round per candidate), "
+            "or None for max_rounds."
+        )
 
 
 def num_candidates(num_kept: int, prompt_oversampling: float) -> int:
@@ -85,15 +198,16 @@ def skip_before_rollout(
     skip streak is below `skip_max_consecutive` and whose uniform draw (`uniforms`, one per candidate, the same on
     every process) is not below `skip_exploration`."""
     hits = np.asarray(memory_hits, dtype=bool)
-    threshold = plan.skip_threshold
+    candidates: Candidates = plan.section.candidates
+    threshold = candidates.skip_threshold
     if threshold is None:
         return np.zeros(hits.shape, dtype=bool)
     easy = all_right_probability(alpha, beta, plan.num_generations) >= threshold
     unsolvable = np.zeros(hits.shape, dtype=bool)
-    if plan.skip_unsolvable_draws is not None:
-        unsolvable = all_wrong_probability(alpha, beta, plan.skip_unsolvable_draws) >= threshold
-    revisit = np.asarray(skip_streaks) >= plan.skip_max_consecutive
-    explore = np.asarray(uniforms) < plan.skip_exploration
+    if candidates.skip_unsolvable_draws is not None:
+        unsolvable = all_wrong_probability(alpha, beta, candidates.skip_unsolvable_draws) >= threshold
+    revisit = np.asarray(skip_streaks) >= candidates.skip_max_consecutive
+    explore = np.asarray(uniforms) < candidates.skip_exploration
     return hits & (easy | unsolvable) & ~revisit & ~explore
 
 
@@ -155,7 +269,7 @@ class RefillSampler(AdaptiveSampler):
     @property
     def cap(self) -> int:
         """The most completions one candidate may draw in the step: M · `rounds_per_prompt`."""
-        return self.samples_per_round * self.plan.candidate_rounds
+        return self.samples_per_round * self.plan.section.candidates.rounds(self.max_rounds)
 
     @property
     def active(self) -> list[int]:
