@@ -664,14 +664,15 @@ class SamplingPlan(Record):
 
     def __getattr__(self, name: str) -> Any:
         """Deprecated: a flat field read off the plan (`plan.samples_per_round`), as before sections existed."""
-        if name.startswith("_") or name == "section" or name not in _flat_names():
+        defaults = {} if name.startswith("_") or name == "section" else _defaults()
+        if name not in defaults:
             raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
         warnings.warn(
             f"SamplingPlan.{name} is deprecated: read plan.fields()[{name!r}], or the field of its section.",
             DeprecationWarning,
             stacklevel=2,
         )
-        return self.fields().get(name, _defaults()[name])
+        return self.fields().get(name, defaults[name])
 
 
 def _flat_init(init: Callable[..., None]) -> Callable[..., None]:
@@ -803,10 +804,6 @@ def _registry() -> dict[str, type[Section]]:
 
 def _defaults() -> dict[str, Any]:
     return {f.name: f.default for f in flat_fields()}
-
-
-def _flat_names() -> set[str]:
-    return {f.name for f in flat_fields()}
 
 
 # ------------------------------------------------------------------------------------------------------------------
