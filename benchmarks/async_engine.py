@@ -14,7 +14,10 @@ end at varied lengths) against one real vLLM server, weights pushed after every 
 Every method trains on `prompts` groups of n = 4 per optimizer step. Per method: trained groups per second over the
 timed steps (the first step of each trainer, with the first weight push and the worker's start, is dropped), samples
 the server generated per trained group (requests it finished or aborted; for the rounds schedule the trainer's own
-count, since one request asks for M completions), completion tokens per trained group (the server's
+count, since one request asks for M completions; for the asynchronous methods this includes what the worker drew
+ahead into its queue and what went stale, so over a short run it may exceed M·N), the pool per group (the samples
+each prompt's exit decision saw, as the trainer or the worker logged them: between n and M·N for balance; missing
+for TRL's worker, which logs none), completion tokens per trained group (the server's
 `vllm:generation_tokens_total`), and for the asynchronous methods the staleness of every sample the trainer took from
 the queue (policy versions between its request and its consumption; TRL drops those above `max_staleness`).
 
@@ -75,6 +78,7 @@ class Run:
     groups: int
     samples: float
     tokens: float
+    pool: float | None  # mean pool size per group, from the trainer's or the worker's own log
     staleness: list[int] = field(default_factory=list)
 
 
@@ -197,8 +201,19 @@ def run_method(method: str, repeat: int, settings: Settings, model_dir: Path, se
         groups=groups,
         samples=samples1 - samples0,
         tokens=tokens1 - tokens0,
+        pool=pool_per_group(logs, method.startswith("sync"), settings.prompts),
         staleness=[] if staleness is None else staleness.values,
     )
+
+
+def pool_per_group(logs: list[dict[str, Any]], synchronous: bool, prompts: int) -> float | None:
+    """Mean pool size per group over the timed steps' logs: the synchronous trainer logs its step's samples, the
+    asynchronous worker the mean pool of the groups it emitted since the last log (None: TRL's worker logs none)."""
+    if synchronous:
+        return statistics.fmean(log["reinforce_ada/samples"] / prompts for log in logs)
+    pools = [log.get("reinforce_ada/samples_per_group") for log in logs]
+    pools = [pool for pool in pools if pool is not None]
+    return statistics.fmean(pools) if pools else None
 
 
 # ---------------------------------------------------------------------------------------------------- summary
@@ -210,6 +225,7 @@ def summarize(runs: list[Run], max_staleness: int) -> list[dict[str, Any]]:
     for method in dict.fromkeys(run.method for run in runs):
         mine = [run for run in runs if run.method == method]
         rate = [run.groups / run.seconds for run in mine]
+        pools = [run.pool for run in mine if run.pool is not None]
         ages = np.array([age for run in mine for age in run.staleness], dtype=float)
         rows.append(
             {
@@ -218,6 +234,7 @@ def summarize(runs: list[Run], max_staleness: int) -> list[dict[str, Any]]:
                 "groups_per_s_std": statistics.stdev(rate) if len(rate) > 1 else 0.0,
                 "seconds_per_group": statistics.fmean(run.seconds / run.groups for run in mine),
                 "samples_per_group": statistics.fmean(run.samples / run.groups for run in mine),
+                "pool_per_group": statistics.fmean(pools) if pools else None,
                 "tokens_per_group": statistics.fmean(run.tokens / run.groups for run in mine),
                 "staleness": None
                 if ages.size == 0
@@ -246,7 +263,15 @@ def ratios(rows: list[dict[str, Any]]) -> dict[str, float]:
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    header = ["method", "groups/s", "s/group", "samples/group", "tokens/group", "staleness mean (p50/p90/max)"]
+    header = [
+        "method",
+        "groups/s",
+        "s/group",
+        "samples/group",
+        "pool/group",
+        "tokens/group",
+        "staleness mean (p50/p90/max)",
+    ]
     body = []
     for row in rows:
         age = row["staleness"]
@@ -257,6 +282,7 @@ def table(rows: list[dict[str, Any]]) -> str:
                 f"{row['groups_per_s']:.3f} ± {row['groups_per_s_std']:.3f}",
                 f"{row['seconds_per_group']:.2f}",
                 f"{row['samples_per_group']:.1f}",
+                "-" if row["pool_per_group"] is None else f"{row['pool_per_group']:.1f}",
                 f"{row['tokens_per_group']:.0f}",
                 ages,
             ]
