@@ -58,12 +58,11 @@ def test_async_engine_benchmark_smoke(vllm_server, tmp_path):
     results = json.loads((tmp_path / "results.json").read_text())
     rows = {row["method"]: row for row in results["rows"]}
     assert list(rows) == ["sync streaming", "async balance"]
-    for row in rows.values():  # balance's pool holds between n = 4 and M·N = 32 completions per group
-        assert row["groups_per_s"] > 0 and 4 <= row["pool_per_group"] <= 32
-    # the server's count per trained group: sync streaming's pools plus its cancelled requests; the worker's also
-    # holds what it drew ahead into its queue or let go stale, unbounded by M·N over two timed steps
-    assert rows["sync streaming"]["pool_per_group"] <= rows["sync streaming"]["samples_per_group"] <= 32
-    assert rows["async balance"]["samples_per_group"] > 0
+    # balance's pool holds between n = 4 and M·N = 32 completions per group; the server's count per trained group
+    # also holds cancelled requests and, for the worker, what it drew ahead into its queue or let go stale (not
+    # bounded by M·N over two timed steps: 42 in one run)
+    for row in rows.values():
+        assert row["groups_per_s"] > 0 and 4 <= row["pool_per_group"] <= 32 and row["samples_per_group"] > 0
     assert rows["sync streaming"]["staleness"] is None
     staleness = rows["async balance"]["staleness"]
     assert 0 <= staleness["mean"] <= staleness["max"] and 0.0 <= staleness["dropped"] < 1.0
