@@ -15,8 +15,10 @@ i-th requested completion), so every method sees the same draws. A training step
 weight sync `sync` (the engine pauses), calibrated on the paper's 1.5B GRPO n=4 step (`TRAIN_SHARE`, `SYNC_SHARE`).
 Synchronous methods generate, train and sync one after another. The asynchronous ones (`AsyncLoop`: TRL's async
 GRPO, n completions per prompt; async balance, a `PromptRollout` per prompt) keep K prompts sampling while the
-trainer takes B finished groups per step, dropping samples more than `max_staleness` versions old. Async balance
-gets the same pools and exits as synchronous streaming on the same streams (counted in the third table).
+trainer takes B finished groups per step, dropping samples more than `max_staleness` versions old; our worker forms
+each group among the samples still fresh when its prompt finishes, or drops it whole, as `trl_ada.async_grpo`
+does. Async balance gets the same pools and exits as synchronous streaming on the same streams (counted in the
+third table).
 
     python -m benchmarks.engine_schedule           # 4 engine settings x 12 methods x 5 seeds: ~5-10 min
     python -m benchmarks.engine_schedule --smoke   # 1 setting, 16 prompts, 1 seed: a second or two
@@ -317,7 +319,7 @@ class Run:
     used: list[int] = field(default_factory=list)  # per pulled group: its pool
     warmup: int = 0  # steps before the measured ones (their groups are not counted)
     trained: list[int] = field(default_factory=list)  # staleness of each trained sample
-    dropped: list[int] = field(default_factory=list)  # staleness of each kept sample the trainer dropped
+    dropped: list[int] = field(default_factory=list)  # staleness of each sample dropped (in the queue, or whole group)
     outcomes: dict[int, Outcome] = field(default_factory=dict)  # every prompt whose sampling finished
     tokens: int = 0  # decoded by the engine(s), over the whole run
     decoding_steps: int = 0
@@ -399,8 +401,9 @@ class AsyncLoop:
     """The asynchronous worker and trainer on one engine.
 
     The worker keeps `in_flight` prompts sampling (a `PromptRollout` each, admitted in prompt order); a finished
-    prompt's group joins a queue. The trainer, when idle, pulls groups and drops kept samples older than
-    `max_staleness` versions (`trainable`); with B groups it trains for `costs.train` while the engine decodes, then
+    prompt's group joins a queue (`push`: ours is selected among the fresh samples or dropped whole). The trainer,
+    when idle, pulls groups and drops kept samples that went stale in the queue, more than `max_staleness` versions
+    old (`trainable`, TRL's rule); with B groups it trains for `costs.train` while the engine decodes, then
     the engine pauses `costs.sync` for the weight sync and the version goes up. Requests carry the version live when
     they are sent.
     """
@@ -449,10 +452,20 @@ class AsyncLoop:
         self.send(prompt, update.issue)
         if rollout.done:
             del self.rollouts[prompt]
-            kept = tuple(rollout.kept())
-            self.run.outcomes[prompt] = Outcome(tuple(rollout.pool), kept, tuple(rollout.versions))
-            self.queue.append(prompt)
+            self.push(prompt, rollout)
             self.admit()
+
+    def push(self, prompt: int, rollout: PromptRollout) -> None:
+        """A finished prompt's group joins the queue. TRL's worker pushes all n samples; ours selects the group among
+        the samples still fresh under the live policy, or drops it whole (`PromptRollout.kept`), as
+        `trl_ada.async_grpo` does: a group dropped whole is charged to the next step and never queued."""
+        fresh = None if self.family == "GRPO n=4" else rollout.fresh(self.version, self.costs.max_staleness)
+        kept = tuple(rollout.kept(fresh))
+        self.run.outcomes[prompt] = Outcome(tuple(rollout.pool), kept, tuple(rollout.versions))
+        if kept:
+            self.queue.append(prompt)
+            return
+        self.pulled.append((prompt, [], [self.version - rollout.versions[i] for i in rollout.kept()]))
 
     def pull(self) -> None:
         """The idle trainer takes queued groups; B groups with a trainable sample start a step."""
@@ -526,11 +539,12 @@ def prompts_in_flight(family: str, setting: EngineSetting, multiple: int) -> int
     return multiple * math.ceil(setting.capacity / window)
 
 
-def same_exits(reference: dict[int, Outcome], other: dict[int, Outcome]) -> tuple[int, int]:
-    """Prompts both runs finished, and how many of them got the same pool (rewards and exit) and kept group."""
+def same_exits(reference: dict[int, Outcome], other: dict[int, Outcome]) -> tuple[int, int, int]:
+    """Prompts both runs finished; how many of them got the same pool (rewards, hence exit); how many the same
+    kept group too (ours differs where it was selected among the fresh samples, or dropped whole)."""
     common = reference.keys() & other.keys()
-    same = sum((reference[p].pool, reference[p].kept) == (other[p].pool, other[p].kept) for p in common)
-    return len(common), same
+    same_pool = [p for p in common if reference[p].pool == other[p].pool]
+    return len(common), len(same_pool), sum(reference[p].kept == other[p].kept for p in same_pool)
 
 
 def run_summary(run: Run, setting: EngineSetting) -> dict[str, float]:
@@ -561,7 +575,7 @@ def run_seed_with_trainer(
 ) -> dict[str, Any]:
     """Every synchronous and asynchronous method on one seed's reward streams, training at least `groups` groups:
     the trainer's costs (default: calibrated on this seed's synchronous GRPO n=4 steps), the runs, and the exits of
-    each asynchronous balance method compared with each synchronous streaming one (prompts compared, identical)."""
+    each asynchronous balance method compared with each synchronous streaming one (`same_exits`)."""
     streams, steps = RewardStreams(setting, seed), steps_for(setting, groups)
     synced = {method: run_sync(method, setting, streams, steps) for method in METHODS}
     if costs is None:
@@ -604,10 +618,9 @@ def run_setting_with_trainer(setting: EngineSetting, seeds: Sequence[int], group
         for reference in RATIO_REFERENCES if family == "balance" else ("GRPO n=4",):
             values = [s[method]["wall_per_group"] / s[reference]["wall_per_group"] for s in summaries]
             ratios[f"{method} / {reference}"] = dict(zip(("mean", "std"), mean_and_std(values), strict=True))
+    counts = ("prompts", "same_pool", "same_group")
     exits = {
-        pair: {
-            name: sum(seed["exits"][pair][k] for seed in per_seed) for k, name in enumerate(("prompts", "identical"))
-        }
+        pair: {name: sum(seed["exits"][pair][k] for seed in per_seed) for k, name in enumerate(counts)}
         for pair in per_seed[0]["exits"]
     }
     costs = {name: mean_and_std([getattr(seed["costs"], name) for seed in per_seed])[0] for name in ("train", "sync")}
@@ -665,7 +678,12 @@ def ratio_table(results: list[tuple[EngineSetting, dict[str, Any]]]) -> str:
         for pair, v in summary["ratios"].items()
     ]
     rows += [
-        [engine_label(setting), f"same exits: {pair}", f"{v['identical']}/{v['prompts']} prompts", ""]
+        [
+            engine_label(setting),
+            f"same exits: {pair}",
+            f"{v['same_pool']}/{v['prompts']} pools, {v['same_group']} groups",
+            "",
+        ]
         for setting, summary in results
         for pair, v in summary["exits"].items()
     ]

@@ -75,7 +75,7 @@ def test_smoke_run_prints_the_table_and_writes_its_files(tmp_path, capsys):
     assert set(trainer) == {"steps", "costs", "methods", "ratios", "exits"}
     assert set(trainer["methods"]) == set(engine_schedule.METHODS) | set(engine_schedule.ASYNC_METHODS)
     assert "async balance, K=fill / balance streaming" in trainer["ratios"]
-    assert all(v["identical"] == v["prompts"] > 0 for v in trainer["exits"].values())
+    assert all(v["same_pool"] == v["same_group"] == v["prompts"] > 0 for v in trainer["exits"].values())
     assert "Asynchronous over synchronous" in printed and (tmp_path / "wall_per_group.png").stat().st_size > 0
 
 
@@ -112,8 +112,8 @@ def test_async_balance_pools_and_exits_are_the_sync_streaming_ones_whatever_the_
     other = EngineSetting(prompts=SMOKE.prompts, capacity=SMOKE.capacity, median_length=80.0, length_sigma=2.0)
     sync, _ = engine_schedule.run_sync("balance streaming", other, engine_schedule.RewardStreams(other, 0), steps=4)
     run = async_loop(multiple=multiple).run_steps(4)
-    prompts, identical = engine_schedule.same_exits(sync.outcomes, run.outcomes)
-    assert prompts >= 48 and identical == prompts
+    prompts, same_pool, same_group = engine_schedule.same_exits(sync.outcomes, run.outcomes)
+    assert prompts >= 48 and same_pool == same_group == prompts  # nothing goes stale on this engine
     assert any(len(outcome.pool) > 4 for outcome in run.outcomes.values())  # some prompts sampled past n
 
 
@@ -143,3 +143,16 @@ def test_the_trainer_drops_only_samples_older_than_max_staleness():
     assert set(run.trained) == {0}
     summary = engine_schedule.run_summary(run, SMOKE)
     assert summary["dropped_fraction"] == len(run.dropped) / (len(run.dropped) + len(run.trained)) > 0
+
+
+def test_our_worker_pushes_a_group_of_fresh_samples_or_drops_it_whole():
+    # max_staleness = 0: a group is formed among the samples requested under the policy live when its prompt ends
+    loop = async_loop("balance", multiple=2, max_staleness=0)
+    run = loop.run_steps(4)
+    kept = {prompt: outcome.kept for prompt, outcome in run.outcomes.items()}
+    assert {len(group) for group in kept.values()} == {0, 4}  # never a part of a group
+    dropped_whole = [prompt for prompt, group in kept.items() if not group]
+    assert dropped_whole and all(max(run.outcomes[p].versions) < loop.version for p in dropped_whole)
+    for prompt, group in kept.items():  # a kept group's samples share one version: the one live at the push
+        assert len({run.outcomes[prompt].versions[i] for i in group}) <= 1
+    assert set(run.trained) == {0}
