@@ -1,5 +1,6 @@
 """The streaming schedule's checks, torch-free: the `SamplingPlan` fields of the streaming schedule, the request
-settings (`validate_transport`) and the `RequestWindow` constructor. Each refusal is checked word for word."""
+settings (`check_retries`, `check_request_timeout`) and the `RequestWindow` constructor. Each refusal is checked
+word for word."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import pytest
 
 from trl_ada.plan import SamplingPlan
 from trl_ada.sampling import AdaptiveSampler
-from trl_ada.schedules.streaming import RequestWindow, validate_transport
+from trl_ada.schedules.streaming import RequestWindow, check_request_timeout, check_retries
 
 STREAMING = {"generation_schedule": "streaming", "samples_per_round": 4, "max_rounds": 3}
 
@@ -81,24 +82,32 @@ def test_candidates_are_refused_on_the_streaming_schedule(name, value, off):
 
 
 @pytest.mark.parametrize(
-    ("retries", "timeout", "message"),
+    ("check", "value", "message"),
     [
-        (-1, 600.0, "streaming_max_retries=-1: must be an integer >= 0 (e.g. 2)."),
-        (1.0, 600.0, "streaming_max_retries=1.0: must be an integer >= 0 (e.g. 2)."),
-        (True, 600.0, "streaming_max_retries=True: must be an integer >= 0 (e.g. 2)."),
-        (2, 0, "streaming_request_timeout=0: must be a number of seconds > 0 (e.g. 600.0), not a int."),
-        (2, "10", "streaming_request_timeout='10': must be a number of seconds > 0 (e.g. 600.0), not a str."),
+        (check_retries, -1, "streaming_max_retries=-1: must be an integer >= 0 (e.g. 2)."),
+        (check_retries, 1.0, "streaming_max_retries=1.0: must be an integer >= 0 (e.g. 2)."),
+        (check_retries, True, "streaming_max_retries=True: must be an integer >= 0 (e.g. 2)."),
+        (
+            check_request_timeout,
+            0,
+            "streaming_request_timeout=0: must be a number of seconds > 0 (e.g. 600.0), not a int.",
+        ),
+        (
+            check_request_timeout,
+            "10",
+            "streaming_request_timeout='10': must be a number of seconds > 0 (e.g. 600.0), not a str.",
+        ),
     ],
 )
-def test_bad_request_settings_are_refused(retries, timeout, message):
+def test_bad_request_settings_are_refused(check, value, message):
     with pytest.raises(ValueError) as refused:
-        validate_transport(retries, timeout)
+        check(value)
     assert str(refused.value) == message
 
 
 @pytest.mark.parametrize(("retries", "timeout"), [(0, 0.5), (2, 600.0), (5, 1)])
 def test_good_request_settings_are_accepted(retries, timeout):
-    assert validate_transport(retries, timeout) is None
+    assert check_retries(retries) is None and check_request_timeout(timeout) is None
 
 
 def sampler(**kwargs) -> AdaptiveSampler:

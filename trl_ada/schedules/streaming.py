@@ -55,7 +55,8 @@ __all__ = [
     "RequestWindow",
     "Update",
     "send_requests",
-    "validate_transport",
+    "check_request_timeout",
+    "check_retries",
 ]
 
 
@@ -80,8 +81,7 @@ class Requests(Record):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if not is_int(self.max_retries) or self.max_retries < 0:
-            raise ValueError(f"streaming_max_retries={self.max_retries!r}: must be an integer >= 0 (e.g. 2).")
+        check_retries(self.max_retries)
 
 
 @dataclass(frozen=True)
@@ -140,7 +140,7 @@ class Streaming(InFlight):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        validate_transport(self.max_retries, self.request_timeout)
+        check_request_timeout(self.request_timeout)
 
     def schedule_class(self) -> type[Schedule]:
         return ServerStreamingSchedule
@@ -154,10 +154,14 @@ class Streaming(InFlight):
             )
 
 
-def validate_transport(max_retries: Any, request_timeout: Any) -> None:
-    """Streaming's request settings: retries an integer >= 0, the timeout a number of seconds > 0."""
+def check_retries(max_retries: Any) -> None:
+    """A request is sent again an integer number of times, >= 0."""
     if not is_int(max_retries) or max_retries < 0:
         raise ValueError(f"streaming_max_retries={max_retries!r}: must be an integer >= 0 (e.g. 2).")
+
+
+def check_request_timeout(request_timeout: Any) -> None:
+    """A request waits a number of seconds > 0 for its answer."""
     if not is_number(request_timeout) or request_timeout <= 0:
         raise ValueError(
             f"streaming_request_timeout={request_timeout!r}: must be a number of seconds > 0 (e.g. 600.0), not a "
