@@ -225,8 +225,8 @@ def test_replace_changes_the_group_size_and_keeps_the_other_fields():
 
 
 def test_from_config_reads_the_preset_and_the_group_size_and_takes_absent_attributes_as_not_given():
-    config = SimpleNamespace(num_generations=6, sampling="dapo", memory_decay=0.9, skip_unsolvable_draws=64)
-    plan = SamplingPlan.from_config(config)  # skip_unsolvable_draws: a config's unset value (None would mean never)
+    config = SimpleNamespace(num_generations=6, sampling="dapo", memory_decay=0.9)
+    plan = SamplingPlan.from_config(config)
     assert plan.n == 6
     assert plan.fields() == {
         **DEFAULT_FIELDS,
@@ -236,6 +236,24 @@ def test_from_config_reads_the_preset_and_the_group_size_and_takes_absent_attrib
         "rounds_per_prompt": 1,
         "memory_decay": 0.9,
     }
+
+
+@pytest.mark.parametrize("sampling", ["est", "balance"])
+def test_from_config_builds_every_schedule_from_the_attributes_a_config_holds(sampling):
+    # an attribute at its unset value is not given: None, or skip_unsolvable_draws's 64 (None means "never skip")
+    config = SimpleNamespace(num_generations=4, sampling=sampling, skip_unsolvable_draws=64, est_max_samples=None)
+    assert SamplingPlan.from_config(config) == SamplingPlan.from_fields(sampling=sampling)
+
+
+def test_from_config_checks_the_trainers_needs():
+    config = SimpleNamespace(
+        num_generations=4, generation_schedule="streaming", exit_rule="balance", use_vllm=False, vllm_mode="server"
+    )
+    assert refusal(SamplingPlan.from_config, config) == (
+        "generation_schedule='streaming' sends requests to a vLLM server, but use_vllm=False and "
+        "vllm_mode='server'. Set use_vllm=True and vllm_mode='server', or use generation_schedule='rounds' (the "
+        "default, which every backend supports)."
+    )
 
 
 # ------------------------------------------------------------------------------------------------------------------

@@ -14,7 +14,18 @@ from typing import Any, ClassVar
 
 from trl import GRPOConfig
 
-from .plan import PRESET_FIELDS, PRESETS, SAMPLING, SYNCHRONOUS, FlatField, Host, SamplingPlan, flat_fields, resolve
+from .plan import (
+    PRESET_FIELDS,
+    PRESETS,
+    SAMPLING,
+    SYNCHRONOUS,
+    FlatField,
+    Host,
+    SamplingPlan,
+    flat_fields,
+    given_fields,
+    resolve,
+)
 
 __all__ = ["ReinforceAdaConfig", "RunDirArguments", "SamplingArguments", "SamplingConfig"]
 
@@ -38,9 +49,7 @@ class SamplingConfig:
 
     def resolve_sampling(self) -> SamplingPlan:
         """Resolve the fields given at construction: the plan, validated once, and the fields filled."""
-        self.__dict__["_sampling_given"] = {
-            spec.name: getattr(self, spec.name) for spec in flat_fields() if getattr(self, spec.name) != spec.unset
-        }
+        self.__dict__["_sampling_given"] = given_fields(self)
         return self._build_plan()
 
     @property

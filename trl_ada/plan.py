@@ -67,6 +67,7 @@ __all__ = [
     "check_type",
     "fields_markdown",
     "flat_fields",
+    "given_fields",
     "is_int",
     "is_number",
     "option",
@@ -617,9 +618,9 @@ class SamplingPlan(Record):
 
     @classmethod
     def from_config(cls, config: Any) -> SamplingPlan:
-        """The plan of an object with the config's attributes (None or absent: not given), the trainer's needs
-        checked too (`Section.check_trainer`)."""
-        given = {f.name: getattr(config, f.name, None) for f in flat_fields()}
+        """The plan of an object with the config's attributes (absent or unset: not given, `given_fields`), the
+        trainer's needs checked too (`Section.check_trainer`)."""
+        given = given_fields(config)
         plan = resolve(given, sampling=getattr(config, "sampling", None), num_generations=config.num_generations)
         plan.section.check_trainer(plan, config)
         return plan
@@ -982,6 +983,16 @@ class Context:
     def given(self, name: str) -> bool:
         """The field was given explicitly (not by the preset, the host's base or a default)."""
         return name in self.explicit
+
+
+def given_fields(config: Any) -> dict[str, Any]:
+    """The flat fields an object with the config's attributes holds at a value other than unset (`FlatField.unset`:
+    None, or the default where None is a value of its own); an absent attribute is not given."""
+    return {
+        spec.name: getattr(config, spec.name)
+        for spec in flat_fields()
+        if getattr(config, spec.name, spec.unset) != spec.unset
+    }
 
 
 def explicit_fields(given: Mapping[str, Any]) -> dict[str, Any]:
