@@ -245,15 +245,17 @@ def test_from_config_builds_every_schedule_from_the_attributes_a_config_holds(sa
     assert SamplingPlan.from_config(config) == SamplingPlan.from_fields(sampling=sampling)
 
 
-def test_from_config_checks_the_trainers_needs():
-    config = SimpleNamespace(
-        num_generations=4, generation_schedule="streaming", exit_rule="balance", use_vllm=False, vllm_mode="server"
-    )
+@pytest.mark.parametrize(("use_vllm", "vllm_mode"), [(False, "server"), (True, "colocate")])
+def test_from_config_checks_the_trainers_needs(use_vllm, vllm_mode):
+    streaming = dict(num_generations=4, generation_schedule="streaming", exit_rule="balance")
+    config = SimpleNamespace(**streaming, use_vllm=use_vllm, vllm_mode=vllm_mode)
     assert refusal(SamplingPlan.from_config, config) == (
-        "generation_schedule='streaming' sends requests to a vLLM server, but use_vllm=False and "
-        "vllm_mode='server'. Set use_vllm=True and vllm_mode='server', or use generation_schedule='rounds' (the "
-        "default, which every backend supports)."
+        f"generation_schedule='streaming' sends requests to a vLLM server, but use_vllm={use_vllm!r} and "
+        f"vllm_mode={vllm_mode!r}. Set use_vllm=True and vllm_mode='server', or use generation_schedule='rounds' "
+        "(the default, which every backend supports)."
     )
+    server = SimpleNamespace(**streaming, use_vllm=True, vllm_mode="server")
+    assert SamplingPlan.from_config(server).schedule == "streaming"
 
 
 # ------------------------------------------------------------------------------------------------------------------
