@@ -173,8 +173,9 @@ def test_allocation_metrics_are_nan_when_no_sample_was_scored():
 # -- est_allocation ------------------------------------------------------------------------------------------------
 
 
-def test_est_allocation_reads_the_power_objectives_alpha():
-    plan = resolve(
+def power_plan():
+    """Est with n = 4 under the power objective, alpha 0.2, its weight sizing the samples (implicit)."""
+    return resolve(
         {
             "generation_schedule": "est",
             "pass_rate_memory": True,
@@ -184,6 +185,10 @@ def test_est_allocation_reads_the_power_objectives_alpha():
             "objective_weighting": "implicit",
         }
     )
+
+
+def test_est_allocation_reads_the_power_objectives_alpha():
+    plan = power_plan()
     p = [0.05, 0.25, 0.9, 0.5]
     # w = α (p̂ + ε)^(α − 1) = 0.2 · (0.1, 0.3, 0.95, 0.55)^-0.8 ∝ 6.31, 2.62, 1.04, 1.61; 16 ∝ -> the third below 2
     # is clipped to 2, the other 14 ∝ 6.31, 2.62, 1.61 -> 8.38, 3.48, 2.14: floors 8, 3, 2, +1 to the .48
@@ -198,16 +203,7 @@ def test_est_allocation_reads_the_power_objectives_alpha():
 
 
 def test_est_allocation_takes_integer_estimates():
-    plan = resolve(
-        {
-            "generation_schedule": "est",
-            "pass_rate_memory": True,
-            "num_generations": 4,
-            "objective": "power",
-            "objective_alpha": 0.2,
-            "objective_weighting": "implicit",
-        }
-    )
+    plan = power_plan()
     # p̂ = 0, 1: (0.05, 1.05)^-0.8 ∝ 10.98, 0.96; 8 ∝ -> 7.36, 0.64: the second clipped up to 2, the first gets 6
     allocation = est_allocation([0, 1], plan)
     assert allocation.dtype == np.int64 and allocation.tolist() == [6, 2]
