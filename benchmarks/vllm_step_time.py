@@ -399,10 +399,10 @@ def quiet_libraries() -> None:
 
 
 @contextmanager
-def serving(model_dir: Path, out: Path, server_url: str | None) -> Iterator[str]:
+def serving(model_dir: Path, out: Path, server_url: str | None, cpus: set[int] | None = None) -> Iterator[str]:
     """The URL of a vLLM server of `model_dir` for a real-engine benchmark: one started here (log in `out`, stopped on
-    exit) unless `server_url` names one, with TRL's weight sync made to work on CPU and the libraries' warnings
-    quiet."""
+    exit; pinned to `cpus` when given) unless `server_url` names one, with TRL's weight sync made to work on CPU and
+    the libraries' warnings quiet."""
     quiet_libraries()
     from tests.vllm_support.server import start_server
     from tests.vllm_support.sync import cpu_weight_sync
@@ -410,7 +410,7 @@ def serving(model_dir: Path, out: Path, server_url: str | None) -> Iterator[str]
     with cpu_weight_sync():
         server = None
         if server_url is None:
-            server = start_server(model_dir, out / "server.log")
+            server = start_server(model_dir, out / "server.log", cpus=cpus)
             server.wait_until_healthy(float(os.environ.get("TRL_ADA_VLLM_STARTUP_TIMEOUT", "300")))
         try:
             yield server_url or server.base_url

@@ -61,14 +61,15 @@ def test_a_step_past_several_marks_gives_them_the_same_weights_and_a_short_run_i
 
 
 def test_schedule_evaluates_the_base_first_and_rotates_the_arms_per_seed():
-    settings = rl.Settings(seeds=3, families=("arithmetic", "capitals"), arms=("A", "B", "C"))
-    order = rl.schedule(settings, first_seed=5)
+    settings = rl.Settings(seeds=3, first_seed=5, families=("arithmetic", "capitals"), arms=("A", "B", "C"))
+    order = rl.schedule(settings)
     assert order[:2] == [(5, "arithmetic", "base"), (5, "capitals", "base")]
     arms_by_seed = {
         seed: [arm for s, family, arm in order if s == seed and family == "capitals" and arm != "base"]
         for seed in (5, 6, 7)
     }
-    assert arms_by_seed == {5: ["A", "B", "C"], 6: ["B", "C", "A"], 7: ["C", "A", "B"]}
+    # rotated by the seed, so that a part starting at seed 2 goes on with the rotation of the part before it
+    assert arms_by_seed == {5: ["C", "A", "B"], 6: ["A", "B", "C"], 7: ["B", "C", "A"]}
     assert len(order) == 3 * 2 * (3 + 1)
     assert len(set(order)) == len(order)
 
@@ -76,7 +77,11 @@ def test_schedule_evaluates_the_base_first_and_rotates_the_arms_per_seed():
 def test_a_saved_run_is_reused_and_one_of_other_settings_refused(tmp_path):
     settings = rl.Settings()
     path = rl.run_path(tmp_path, "capitals", "GRPO n=4", 2)
-    assert path == tmp_path / "runs" / "capitals" / "GRPO_n4-seed2.json"
+    assert path == tmp_path / "runs" / "shared" / "capitals" / "GRPO_n4-seed2.json"
+    assert rl.run_path(tmp_path, "capitals", "GRPO n=4", 2, "separate").parent.parent.name == "separate"
+    assert (
+        rl.run_path(tmp_path, "capitals", "base", 2, "separate") == tmp_path / "runs" / "capitals" / "base-seed2.json"
+    )
     assert rl.load_run(path, settings) is None
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps({"settings": settings.identity(), "marks": []}))
@@ -149,7 +154,7 @@ def fake_run(family, arm, seed, hardest_correct, marks=(10.0, 20.0)):
                 "tokens": 100.0 * (i + 1),
                 "eval": {"correct": [c, 1, 1], "entropy": 1.0, "seconds": 2.0, "sync_gap": 1e-7},
             }
-            for i, (t, c) in enumerate(zip(marks, hardest_correct, strict=False))
+            for i, (t, c) in enumerate(zip((0.0,) if arm == "base" else marks, hardest_correct, strict=False))
         ],
     }
 
@@ -171,16 +176,23 @@ def test_summary_compares_arms_at_equal_wall_time_and_when_they_reach_grpo():
     assert summary["seeds"] == [0, 1]
     est = summary["arms"]["Est n=8"]["curve"]
     assert [p["hardest_third"]["mean"] for p in est] == [0.0, 0.5, 0.75]
-    assert est[2]["hardest_third"]["values"] == [1.0, 0.5] and est[2]["hardest_third"]["std"] == 0.25
+    assert est[2]["hardest_third"]["values"] == [1.0, 0.5]
+    assert est[2]["hardest_third"]["std"] == pytest.approx(0.5**0.5 / 2)  # the sample std (ddof 1) of 1.0 and 0.5
     difference = summary["comparisons"]["Est n=8 − GRPO n=4"]["hardest_third"]
     assert (difference[0]["mean"], difference[0]["higher"]) == (0.5, 2)
     assert (difference[1]["mean"], difference[1]["higher"], difference[1]["seeds"]) == (0.25, 1, 2)
+    # areas over [0, 20] s: GRPO (0, 0, 0.5) -> 0.125; Est (0, 0.5, 1.0) -> 0.5 and (0, 0.5, 0.5) -> 0.375
+    assert summary["arms"]["Est n=8"]["area"]["values"] == [0.5, 0.375]
+    assert summary["comparisons"]["Est n=8 − GRPO n=4"]["area"]["values"] == [0.375, 0.25]
+    # GRPO n=4's plateau per seed: the mean of its last two marks, (0 + 0.5) / 2 = 0.25, first reached at 20 s
     reach = summary["reach_reference"]
-    assert reach["Est n=8"] == {"marks": [10.0, 10.0], "earlier": 2, "seeds": 2}
-    assert reach["GRPO n=4"] == {"marks": [20.0, 20.0], "earlier": 0, "seeds": 2}
+    assert reach["Est n=8"] == {"marks": [10.0, 10.0], "earlier": 2, "seeds": 2, "ratio": [0.5, 0.5]}
+    assert reach["GRPO n=4"] == {"marks": [20.0, 20.0], "earlier": 0, "seeds": 2, "ratio": [1.0, 1.0]}
+    assert summary["plateau"] == {"last": 0.5, "before": 0.0, "change": 0.5, "std": 0.0, "holds": False}
     text = rl.tables({"capitals": summary}, runs, settings, "header")
-    assert "| Est n=8 − GRPO n=4 | 0.500 ± 0.000 (2/2) | 0.250 ± 0.250 (1/2) |" in text
-    assert "| Est n=8 | 10 s, 10 s | 2/2 |" in text
+    assert "| Est n=8 − GRPO n=4 | 0.500 ± 0.000 (2/2) | 0.250 ± 0.354 (1/2) | 0.312 ± 0.088 (2/2) |" in text
+    assert "| Est n=8 | 10 s, 10 s | 0.50, 0.50 | 2/2 |" in text
+    assert "GRPO n=4 has not plateaued" in text
 
 
 def test_every_arm_trains_the_same_way_but_for_its_sampling():
@@ -257,3 +269,73 @@ def test_sweep_table_shows_each_rate_before_and_after():
     table = rl.sweep_table({"rows": [row, arithmetic]}).splitlines()
     assert table[2] == "| capitals | 0.0002 | 10 | 0.188 → 0.844 | 0.094 → 0.781 | 0.078 → 0.148 | 2.35 → 1.44 |"
     assert table[3].endswith("| 0.094 → 0.781 | - | 2.35 → 1.44 |")
+
+
+def test_a_run_with_fewer_seeds_is_compared_on_the_seeds_both_ran():
+    settings = rl.Settings(families=("capitals",), arms=("GRPO n=4", "Seq-balance"), budget_s=20.0, marks=2, eval_k=2)
+    runs = []
+    for seed in (0, 1, 2):
+        base = fake_run("capitals", "base", seed, [0])
+        base["marks"] = base["marks"][:1]
+        runs += [base, fake_run("capitals", "GRPO n=4", seed, [1, 1 + seed % 2])]
+    runs.append(fake_run("capitals", "Seq-balance", 1, [2, 2]))
+    summary = rl.summarize(runs, {"capitals": {"evaluation": meta([0.0, 0.5, 0.5])}}, settings)["capitals"]
+    assert summary["arms"]["GRPO n=4"]["seeds"] == [0, 1, 2] and summary["arms"]["Seq-balance"]["seeds"] == [1]
+    (last,) = summary["comparisons"]["Seq-balance − GRPO n=4"]["hardest_third"][-1:]
+    assert (last["values"], last["seeds"], last["higher"]) == ([0.0], 1, 0)
+    # GRPO n=4 at the last two marks: means 0.5 then 2/3, std over seeds 0.577: a change of 1/6 is within it
+    assert summary["plateau"]["holds"] is True
+
+
+def test_the_parts_spend_the_budget_on_the_no_transfer_comparison_first_and_fit_two_hours(tmp_path):
+    first = rl.PARTS[0]
+    assert first.families == ("capitals",) and set(first.arms) == {"GRPO n=4", "GRPO n=8", "Est n=8"}
+    no_transfer = [p for p in rl.PARTS if p.families == ("capitals",) and set(p.arms) == set(first.arms)]
+    assert sum(p.seeds for p in no_transfer) == 5
+    assert {p.geometry for p in rl.PARTS} == {"shared", "separate"}
+    settings = rl.Settings()
+    total = 0.0
+    for part in rl.PARTS:
+        chosen = part.settings(settings)
+        order = rl.schedule(chosen)
+        runs = sum(arm != "base" for _, _, arm in order)
+        seconds = rl.expected_seconds(chosen, runs, len(order) - runs, 64)
+        assert seconds <= 2 * 3600, part
+        total += seconds
+    assert total <= 8 * 3600
+    assert rl.Settings().identity() == rl.PARTS[3].settings(settings).identity()  # parts share the run identity
+
+
+def test_bad_parts_geometries_and_folders_get_one_line_and_nothing_is_overwritten(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        rl.main(["--part", str(len(rl.PARTS) + 1), "--out", str(tmp_path)])
+    assert "--part" in capsys.readouterr().err
+    with pytest.raises(SystemExit, match="--part.*separate.*1 core"):
+        rl.check_geometry("separate", None, {0})
+    with pytest.raises(SystemExit, match="--server-url"):
+        rl.check_geometry("separate", "http://127.0.0.1:1", {0, 1})
+    rl.check_geometry("shared", "http://127.0.0.1:1", {0})
+    assert rl.pinned_cores("separate", {3, 5, 7}) == ({3}, {5})
+    assert rl.pinned_cores("shared", {0, 1}) == (None, {0, 1})
+    path = rl.run_path(tmp_path, "capitals", "Est n=8", 0)
+    path.parent.mkdir(parents=True)
+    other = rl.Settings(budget_s=120.0).identity()
+    path.write_text(json.dumps({"settings": other, "marks": []}))
+    before = path.read_text()
+    with pytest.raises(SystemExit, match="budget_s: 120.0 there, 600.0 now"):
+        rl.main(["--part", "1", "--out", str(tmp_path)])
+    assert path.read_text() == before and sorted(tmp_path.rglob("*")) == [
+        path.parent.parent.parent,
+        path.parent.parent,
+        path.parent,
+        path,
+    ]
+
+
+def test_the_committed_tables_are_what_the_committed_runs_give(tmp_path):
+    """docs/benchmarks_real.md's generated block equals `--report` over benchmarks/records/real_learning."""
+    if not (rl.RECORDS / "tasks.json").is_file():
+        pytest.skip("no records committed yet")
+    text = rl.DOCS.read_text()
+    committed = text.split(rl.BEGIN, 1)[1].split(rl.END, 1)[0].strip()
+    assert committed == rl.report(rl.RECORDS, rl.Settings(), None, tmp_path)

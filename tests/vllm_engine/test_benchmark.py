@@ -82,10 +82,14 @@ def test_real_learning_benchmark_smoke(smollm2_server, tmp_path):
             curve = summary["arms"][arm]["curve"]
             assert len(curve) == 2 and curve[0]["mark_s"]["mean"] == 0.0 and curve[1]["mark_s"]["mean"] == 1.0
             run = json.loads(
-                (tmp_path / "runs" / family / f"{arm.replace(' ', '_').replace('=', '')}-seed0.json").read_text()
+                (
+                    tmp_path / "runs" / "shared" / family / f"{arm.replace(' ', '_').replace('=', '')}-seed0.json"
+                ).read_text()
             )
             # the budget (1 s) ends the run at the first step end; the mark gets the weights it started from
             assert len(run["steps"]) == 1 and run["steps"][0]["clock_s"] > 1.0 and run["steps"][0]["tokens"] > 0
+            assert run["geometry"] == "shared" and set(run["busy"]) == {"trainer", "engine", "both"}
+            assert all(0.0 <= share <= 1.0 for share in run["busy"].values())
             (mark,) = run["marks"]
             assert (mark["step"], mark["tokens"]) == (0, 0.0)
             assert len(mark["eval"]["correct"]) == len(results["tasks"][family]["evaluation"])

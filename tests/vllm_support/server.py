@@ -150,9 +150,11 @@ def start_server(
     port: int | None = None,
     extra_flags: tuple[str, ...] = (),
     extra_env: dict[str, str] | None = None,
+    cpus: set[int] | None = None,
 ) -> VLLMServer:
     """Launch the server on 127.0.0.1 (a free port unless given) with the CPU weight-sync worker extension (and
-    `extra_flags`, `extra_env`, e.g. `--enable-lora`).
+    `extra_flags`, `extra_env`, e.g. `--enable-lora`); pinned with its children to `cpus` when given (its OpenMP
+    threads bound to them).
 
     Returns at once; call `wait_until_healthy`. The server runs in its own session so `stop()` reaches its children.
     """
@@ -168,10 +170,12 @@ def start_server(
         "--worker-extension-cls", WORKER_EXTENSION,
         *extra_flags,
     ]  # fmt: skip
+    pinned = {"VLLM_CPU_OMP_THREADS_BIND": ",".join(map(str, sorted(cpus)))} if cpus else {}
     with open(log_path, "w") as log:
         process = subprocess.Popen(
             command,
-            env={**os.environ, **SERVER_ENV, **(extra_env or {}), "PYTHONPATH": python_path},
+            env={**os.environ, **SERVER_ENV, **pinned, **(extra_env or {}), "PYTHONPATH": python_path},
+            preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None,
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
