@@ -821,6 +821,23 @@ def reached(curve: list[dict[str, float]], target: float, metric: str = "hardest
     return next((p["mark_s"] for p in curve if p[metric] >= target), math.inf)
 
 
+def trained_tokens(run: dict[str, Any], rows_per_step: int) -> float:
+    """Completion tokens that reached the loss over the run: TRL's asynchronous trainer logs them per step
+    (`batch/trained_tokens_per_step`); the synchronous one logs the mean completion length of its `rows_per_step`
+    trained rows."""
+    return sum(
+        log.get("batch/trained_tokens_per_step", log.get("completions/mean_length", 0.0) * rows_per_step)
+        for log in run.get("logs", [])
+    )
+
+
+def generated_per_trained(run: dict[str, Any], prompts_per_step: int) -> float:
+    """Completion tokens the server generated over the run per completion token trained (nan without logs)."""
+    trained = trained_tokens(run, prompts_per_step * ARM_SAMPLING[run["arm"]][1])
+    generated = run["steps"][-1]["tokens"] if run.get("steps") else 0.0
+    return generated / trained if trained > 0 else float("nan")
+
+
 def area(curve: list[dict[str, float]], metric: str = "hardest_third") -> float:
     """The area under `metric` against wall time (trapezoids from the base point at 0 s), over the span: the mean
     accuracy of the run over its budget."""
@@ -878,6 +895,13 @@ def summarize(runs: list[dict[str, Any]], meta: dict[str, Any], settings: Settin
                 if per_seed
                 else [],
                 "area": spread([area(curve) for curve in per_seed]),
+                "generated_per_trained": spread(
+                    [
+                        generated_per_trained(run, settings.prompts_per_step)
+                        for run in runs
+                        if run["family"] == family and run["arm"] == arm and run["seed"] in bases
+                    ]
+                ),
             }
         comparisons = {}
         for arm in settings.arms:
@@ -933,8 +957,8 @@ def tables(summary: dict[str, Any], runs: list[dict[str, Any]], settings: Settin
     for family, result in summary.items():
         seeds = len(result["seeds"])
         lines += [f"## {family} ({seeds} seeds; mean ± sample std, ddof = 1)", ""]
-        columns = ["arm", "seeds", "steps", "tokens", "avg@k", "hardest third", "area (hardest third)", "pass@k",
-                   "entropy"]  # fmt: skip
+        columns = ["arm", "seeds", "steps", "tokens", "generated / trained", "avg@k", "hardest third",
+                   "area (hardest third)", "pass@k", "entropy"]  # fmt: skip
         columns += ["unseen countries"] if family == NO_TRANSFER else []
         body = []
         for arm, data in result["arms"].items():
@@ -946,6 +970,7 @@ def tables(summary: dict[str, Any], runs: list[dict[str, Any]], settings: Settin
                 str(len(data["seeds"])),
                 f"{last['step']['mean']:.1f}",
                 f"{last['tokens']['mean']:.0f}",
+                _pm(data["generated_per_trained"], 2),
                 _pm(last["avg_at_k"]),
                 _pm(last["hardest_third"]),
                 _pm(data["area"]),
@@ -961,6 +986,7 @@ def tables(summary: dict[str, Any], runs: list[dict[str, Any]], settings: Settin
                 str(len(result["seeds"])),
                 "0",
                 "0",
+                "-",
                 _pm(first["avg_at_k"]),
                 _pm(first["hardest_third"]),
                 _pm(first["hardest_third"]),
@@ -986,7 +1012,7 @@ def tables(summary: dict[str, Any], runs: list[dict[str, Any]], settings: Settin
             "",
             markdown(["comparison", *marks, "area"], body),
             "",
-        ]
+        ] if body else []  # fmt: skip
         if result["plateau"]:
             flat = result["plateau"]
             verdict = "has plateaued" if flat["holds"] else "has not plateaued"
@@ -1012,7 +1038,7 @@ def tables(summary: dict[str, Any], runs: list[dict[str, Any]], settings: Settin
             "",
             markdown(["arm", "mark reached", f"× {REFERENCE}'s time", "before the budget"], body),
             "",
-        ]
+        ] if body else []  # fmt: skip
         if RECOMMENDED in result["reach_reference"]:
             reach = result["reach_reference"][RECOMMENDED]
             lines += [

@@ -339,3 +339,13 @@ def test_the_committed_tables_are_what_the_committed_runs_give(tmp_path):
     text = rl.DOCS.read_text()
     committed = text.split(rl.BEGIN, 1)[1].split(rl.END, 1)[0].strip()
     assert committed == rl.report(rl.RECORDS, rl.Settings(), None, tmp_path)
+
+
+def test_generated_tokens_per_trained_token_read_from_each_trainers_logs():
+    sync = {"arm": "GRPO n=8", "steps": [{"tokens": 100.0}, {"tokens": 960.0}],
+            "logs": [{"completions/mean_length": 10.0}, {"completions/mean_length": 5.0}]}  # fmt: skip
+    # 4 prompts x 8 rows a step: 320 + 160 trained tokens for 960 generated
+    assert rl.trained_tokens(sync, 32) == 480.0 and rl.generated_per_trained(sync, 4) == 2.0
+    worker = {"arm": "async balance", "steps": [{"tokens": 300.0}], "logs": [{"batch/trained_tokens_per_step": 100.0}]}
+    assert rl.generated_per_trained(worker, 4) == 3.0
+    assert math.isnan(rl.generated_per_trained({"arm": "Est n=8", "steps": [], "logs": []}, 4))
