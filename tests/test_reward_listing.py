@@ -158,11 +158,13 @@ def test_math_final_pays_nothing_for_a_hedged_number(completion, gold):
         ("The answer is 1300%.", "13", 0.0),
         ("That is 25%.", "25", 1.0),
         ("The answer is 25%.", "25\\%", 1.0),
+        ("The answer is 25%.", "0.25", 1.0),  # a proportion, up to 100%
+        ("It is 200%.", "2", 0.0),
         ("4 + 9 = 13.", "13", 1.0),
         ("Results: 12, 13.", "13", 1.0),
         ("The total is 1,234 dollars.", "1234", 1.0),
         ("13 or 13", "13", 1.0),
     ],
 )
-def test_math_final_reads_a_percentage_as_its_number_and_one_answer_as_one(completion, gold, expected):
+def test_math_final_reads_a_percentage_above_100_as_its_number_and_one_answer_as_one(completion, gold, expected):
     assert math_final_reward([completion], [gold]) == [expected]

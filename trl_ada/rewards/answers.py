@@ -30,6 +30,7 @@ __all__ = [
     "EXTRACTIONS",
     "MAX_ANSWER_BOXES",
     "MAX_BOX_CHARS",
+    "MAX_PROPORTION_PERCENT",
     "MAX_TEXT_CHARS",
     "MathVerifySettings",
     "PlainText",
@@ -454,6 +455,8 @@ _HEDGE_JOINT = r"\\?%?\s*(?:,\s+(?:or\s+)?|,?\s*\bor\s+)(?:(?:maybe|perhaps|poss
 _HEDGE_RIGHT = re.compile(rf"({_HEDGE_JOINT})({_HEDGE_NUMBER})(?!\w|\.\d)")
 _HEDGE_LEFT = re.compile(rf"(?<![\w.])({_HEDGE_NUMBER})({_HEDGE_JOINT})$")
 _MAX_HEDGE_ITEMS = 16
+MAX_PROPORTION_PERCENT = 100
+"""A plain-text percentage up to this also matches its fraction (`25%` equals 0.25); above it only its number."""
 
 
 def hedged(text: str, written: str) -> bool:
@@ -481,14 +484,17 @@ def hedged(text: str, written: str) -> bool:
 
 
 def plain_answer(text: str) -> list:
-    """The answer `_verify_pair` compares for plain `text`: its `final_value`, [] when that value is hedged
-    (`hedged`), and a percentage read as its number (`1300%` is 1300, not 13)."""
+    """The answer `_verify_pair` compares for plain `text`: its `final_value`, or [] when that value is hedged
+    (`hedged`). math-verify matches a percentage with its number and with its fraction (`25%` equals 25 and 0.25);
+    above `MAX_PROPORTION_PERCENT` it is read as its number only (`1300%` is 1300, not 13)."""
     parsed = final_value(text)
     written = parsed[-1] if parsed and isinstance(parsed[-1], str) else ""
     if not parsed or hedged(text.translate(_UNICODE), written):
         return []
     number = _percentage_number(parsed[0])
-    return parsed if number is None else [number, *parsed[1:]]
+    if number is not None and abs(number) > MAX_PROPORTION_PERCENT:
+        return [number, *parsed[1:]]
+    return parsed
 
 
 def _verify_pair(prediction: str | PlainText, gold: str, settings: MathVerifySettings = DEFAULT_SETTINGS) -> float:
