@@ -50,6 +50,8 @@ Name = tuple[str, ...]
 
 NEGATIONS = frozenset({"not", "never", "t"})
 """Words that negate the name right after them ("t" is the end of "n't", as `words` splits it)."""
+NEGATIONS_ONE_WORD_BEFORE = frozenset({"not", "t"})
+"""Words that negate a name one word after them ("don't know Paris")."""
 JOINS = frozenset({"or", "and"})
 """Words that join two items of a list into a hedge ("Paris or Lyon")."""
 HEDGES = frozenset({"maybe", "perhaps", "possibly", "probably", "either", "also", "even"})
@@ -132,11 +134,10 @@ def _name_at(text: Sequence[Token], start: int, index: NameIndex) -> Name | None
 def _negated(text: Sequence[Token], start: int) -> bool:
     """Whether a negation stands right before word `start`, or one word before it ("not Paris", "don't know
     Paris"), with only spaces between."""
-    before = [i for i in (start - 1, start - 2) if i >= 0]
-    for distance, i in enumerate(before, 1):
-        if any(not text[j].gap.isspace() for j in range(i + 1, start + 1)):
+    for i, negations in ((start - 1, NEGATIONS), (start - 2, NEGATIONS_ONE_WORD_BEFORE)):
+        if i < 0 or not text[i + 1].gap.isspace():
             return False
-        if text[i].word in NEGATIONS and (distance == 1 or text[i].word != "never"):
+        if text[i].word in negations:
             return True
     return False
 
@@ -180,10 +181,10 @@ def _item(text: Sequence[Token], at: int, step: int, index: NameIndex) -> tuple[
     them), not starting with one of `NOT_NAMES`."""
     if step > 0 and (known := _name_at(text, at, index)):
         return known, at + len(known)
-    if step < 0:
-        for end in range(at, max(at - 8, -1), -1):
-            if (known := _name_at(text, end, index)) and end + len(known) - 1 == at:
-                return known, end - 1
+    if step < 0 and (ending := _name_ending_at(text, at, index)):
+        return ending
+    if not text[at].capital:
+        return None
     span = [at]
     while len(span) < MAX_NAME_WORDS:
         nxt = span[-1] + step
@@ -193,15 +194,24 @@ def _item(text: Sequence[Token], at: int, step: int, index: NameIndex) -> tuple[
         if not (text[nxt].capital or text[nxt].word in CONNECTORS):
             break
         span.append(nxt)
-    span = sorted(span)
-    while span and not text[span[-1]].capital:
+    span.sort()  # `at` is capitalised, so it stays at its end of the span
+    while not text[span[-1]].capital:
         span.pop()
-    while span and not text[span[0]].capital:
+    while not text[span[0]].capital:
         span.pop(0)
-    if not span or text[span[0]].word in NOT_NAMES or (step > 0 and span[0] != at) or (step < 0 and span[-1] != at):
+    if text[span[0]].word in NOT_NAMES:
         return None
-    name = tuple(text[i].word for i in span)
-    return name, (span[-1] + 1 if step > 0 else span[0] - 1)
+    return tuple(text[i].word for i in span), (span[-1] + 1 if step > 0 else span[0] - 1)
+
+
+def _name_ending_at(text: Sequence[Token], at: int, index: NameIndex) -> tuple[Name, int] | None:
+    """A name of `index` that ends at word `at`, and the word before it; None if none."""
+    longest = max((len(name) for names in index.values() for name in names), default=0)
+    for start in range(at, max(at - longest, -1), -1):
+        for name in index.get(text[start].word, ()):
+            if len(name) == at - start + 1 and tuple(token.word for token in text[start : at + 1]) == name:
+                return name, start - 1
+    return None
 
 
 def listed(text: Sequence[Token], start: int, end: int, gold: Iterable[Name], index: NameIndex) -> bool:
