@@ -451,7 +451,7 @@ def _percentage_number(value: Any) -> Any:
 
 
 _HEDGE_NUMBER = r"-?\d+(?:\.\d+)?"
-_HEDGE_JOINT = r"\\?%?\s*(?:,\s+(?:or\s+)?|,?\s*\bor\s+)(?:(?:maybe|perhaps|possibly|probably)\s+)?"
+_HEDGE_JOINT = r"\\?%?\s*(?:,\s+(?:or\s+)?|(?:,\s*)?\bor\s+)(?:(?:maybe|perhaps|possibly|probably)\s+)?"
 _HEDGE_RIGHT = re.compile(rf"({_HEDGE_JOINT})({_HEDGE_NUMBER})(?!\w|\.\d)")
 _HEDGE_LEFT = re.compile(rf"(?<![\w.])({_HEDGE_NUMBER})({_HEDGE_JOINT})$")
 _MAX_HEDGE_ITEMS = 16
@@ -462,18 +462,17 @@ MAX_PROPORTION_PERCENT = 100
 def hedged(text: str, written: str) -> bool:
     """Whether the number `written`, at its last occurrence in `text`, is one item of a list of numbers: two
     distinct numbers joined by "or" ("13 or 14", "13, or maybe 14") or three joined by commas ("12, 13, 14")."""
-    at = [m for m in re.finditer(rf"(?<![\w.]){re.escape(written)}(?![\w]|\.\d)", text)] if written else []
-    if not at:
+    occurrences = list(re.finditer(rf"(?<![\w.]){re.escape(written)}(?!\w|\.\d)", text)) if written else []
+    if not occurrences:
         return False
     numbers, strong = {written}, False
-    end = at[-1].end()
+    start, end = occurrences[-1].span()
     for _ in range(_MAX_HEDGE_ITEMS):
         right = _HEDGE_RIGHT.match(text, end)
         if right is None:
             break
         numbers.add(right[2])
         strong, end = strong or "or" in right[1], right.end()
-    start = at[-1].start()
     for _ in range(_MAX_HEDGE_ITEMS):
         left = _HEDGE_LEFT.search(text, 0, start)
         if left is None:
