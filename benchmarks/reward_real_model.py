@@ -7,7 +7,7 @@ temperature 1.0 with 48 new tokens, as a user trains it. Each completion is scor
 - `math` (`math_reward`, boxed answers only) and `math_final` (`make_math_reward(extraction="final")`) for
   arithmetic, beside math-verify's own `parse` of the whole text and `verify`, as is (the reading `math_final`
   refines: it does not count uncomputed arithmetic such as the question restated), and
-- `short_answer` twice for capitals: as registered (the candidates are the call's gold answers) and built with
+- `short_answer` twice for capitals: as registered (it knows no wrong answer, only each row's own gold) and built with
   the family's answer set plus the big cities a model confuses with capitals (`make_short_answer_reward`),
 
 against a verdict read by hand ("did the completion give the right answer as its answer?"). A false positive is a

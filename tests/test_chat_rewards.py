@@ -147,9 +147,9 @@ SHORT_CASES = [
     pytest.param("It is Panama City.", "Panama City", 1.0, 1.0, id="several-words"),
     pytest.param("It is Panama.", "Panama City", 0.0, 0.0, id="part-of-a-name"),
     pytest.param("Canberra, not Sydney.", "Canberra", 1.0, 1.0, id="right-then-wrong"),
-    # listing: the first candidate named is the answer
+    # listing does not pay, wherever the gold stands in the list
     pytest.param("Paris, Berlin or Rome.", "Berlin", 0.0, 0.0, id="list-gold-second"),
-    pytest.param("Berlin, Paris or Rome.", "Berlin", 1.0, 1.0, id="list-gold-first"),
+    pytest.param("Berlin, Paris or Rome.", "Berlin", 0.0, 0.0, id="list-gold-first"),
     # a wrong city the reward does not know as a candidate cannot stop a later right one
     pytest.param("It is Sydney. Canberra is also nice.", "Canberra", 1.0, 0.0, id="unknown-wrong-city-first"),
     pytest.param("Bern", "Paris", 0.0, 0.0, id="other-name"),
@@ -163,19 +163,18 @@ SHORT_CASES = [
 
 @pytest.mark.parametrize(("completion", "gold", "alone", "with_family"), SHORT_CASES)
 def test_short_answer(completion, gold, alone, with_family):
-    # the other golds of the call are candidates too: "Paris" and "Rome" below
+    # the other golds of the call ("Paris" and "Rome" below) change nothing
     completions, answers = [completion, "x", "x"], [gold, "Paris", "Rome"]
     assert short_answer_reward(completions=completions, answer=answers)[0] == alone
     assert make_short_answer_reward(CAPITALS)(completions, answers)[0] == with_family
 
 
-def test_listing_is_scored_by_the_first_listed_name():
+def test_listing_never_pays_with_or_without_the_family_answer_set():
     listing = "It could be Rome, Paris or Berlin."
     family = make_short_answer_reward(["Paris", "Berlin", "Rome"])
-    assert family([listing] * 3, ["Rome", "Paris", "Berlin"]) == [1.0, 0.0, 0.0]
-    # without the family's answer set, the call's own golds are the candidates
-    assert short_answer_reward([listing] * 3, ["Rome", "Paris", "Berlin"]) == [1.0, 0.0, 0.0]
-    assert short_answer_reward([listing], ["Paris"]) == [1.0]  # a call that knows no other name
+    assert family([listing] * 3, ["Rome", "Paris", "Berlin"]) == [0.0, 0.0, 0.0]
+    assert short_answer_reward([listing] * 3, ["Rome", "Paris", "Berlin"]) == [0.0, 0.0, 0.0]
+    assert short_answer_reward([listing], ["Paris"]) == [0.0]  # a call that knows no other name
 
 
 def test_the_longest_name_at_the_first_word_wins():
@@ -286,7 +285,7 @@ def test_real_model_sample_is_labelled_and_scored_as_documented(tmp_path):
         assert (c["reward 1"], c["false positives"], c["false negatives"]) == (ones, false_positives, false_negatives)
     for name in ("short_answer", "short_answer + answer set"):
         c = bench.counts(capitals, name)
-        assert (c["right"], c["reward 1"], c["false positives"], c["false negatives"]) == (44, 46, 2, 0)
+        assert (c["right"], c["reward 1"], c["false positives"], c["false negatives"]) == (44, 44, 1, 1)
 
 
 def test_real_model_benchmark_prompts_have_right_answers():

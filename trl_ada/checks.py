@@ -5,8 +5,9 @@
 * [`resolve_reward_funcs`]: registry names (`"math"`) and `module:function` paths become callables, as on the
   command line; any other string stays a reward-model id or path for TRL.
 * [`check_reward_columns`]: a reward function's own arguments (`answer` for `math`) must be dataset columns.
-* [`CheckedReward`]: a reward function whose answers are checked: one number or None per completion; a bad answer
-  is a [`RewardError`], which the command line reports in one line whenever it happens.
+* [`check_rewards`] and [`CheckedReward`]: a reward function's answer must be one number or None per completion; a
+  bad answer is a [`RewardError`], which the command line reports in one line whenever it happens. Training, the
+  asynchronous worker, evaluation and prompt selection all check with `check_rewards`.
 * [`RewardGuard`]: the weighted reward of each round's completions (TRL's weighted sum), refusing a reward that is
   infinite or overflows (naming the reward function and the completion), and warning once when no completion of the
   first training steps scored above `positive_threshold`.
@@ -18,7 +19,8 @@ import inspect
 import logging
 import math
 import numbers
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -188,13 +190,31 @@ def _short(value: Any) -> str:
     return text if len(text) <= _SHOWN_CHARS else text[:_SHOWN_CHARS] + "..."
 
 
-def check_rewards(name: str, rewards: Any) -> Any:
-    """`rewards` as returned, when it is a list of numbers or None; else a `RewardError` naming `name` and what it
-    returned."""
-    if isinstance(rewards, (str, bytes, dict)) or not hasattr(rewards, "__len__"):
+def _length(rewards: Any) -> int | None:
+    """The length of an ordered collection (a list, a tuple, a 1-d array), else None (a string, a mapping, a set,
+    a scalar, a generator, a 0-d array)."""
+    if isinstance(rewards, (str, bytes, Mapping, AbstractSet)):
+        return None
+    try:
+        return len(rewards)
+    except TypeError:
+        return None
+
+
+def check_rewards(name: str, rewards: Any, expected: int | None = None) -> Any:
+    """`rewards` as returned, when it is a list of numbers or None, one per completion when `expected` (the number
+    of completions scored) is given; else a `RewardError` naming `name`, what it returned and the fix. Every path
+    that calls a reward function (`train`, `train-async`, `evaluate`, `select-prompts`) checks its answer here."""
+    length = _length(rewards)
+    if length is None:
         raise RewardError(
             f"Reward function {name!r} returned a {type(rewards).__name__} ({_short(rewards)}), not a list with one "
             f"reward per completion. Make {name!r} return a list of floats (None for 'no opinion')."
+        )
+    if expected is not None and length != expected:
+        raise RewardError(
+            f"Reward function {name!r} returned {length} rewards for {expected} completions; it must return one per "
+            f"completion, in the order of `completions` (None for 'no opinion')."
         )
     for index, value in enumerate(rewards):
         if not _is_reward(value):
@@ -216,14 +236,20 @@ class CheckedReward:
         self.__name__ = get_callable_name(func)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return check_rewards(self.__name__, self.func(*args, **kwargs))
+        return check_rewards(self.__name__, self.func(*args, **kwargs), _expected(kwargs))
 
 
 class CheckedAsyncReward(CheckedReward):
     """[`CheckedReward`] for an async reward function."""
 
     async def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return check_rewards(self.__name__, await self.func(*args, **kwargs))
+        return check_rewards(self.__name__, await self.func(*args, **kwargs), _expected(kwargs))
+
+
+def _expected(kwargs: dict[str, Any]) -> int | None:
+    """The number of completions TRL asks a reward for (its `completions` argument), None when not given."""
+    completions = kwargs.get("completions")
+    return None if completions is None else _length(completions)
 
 
 def _shown(completion: Any) -> str:

@@ -345,13 +345,7 @@ class AdaptiveRolloutWorker:
         if "error" in box:
             error = box["error"]
             raise RuntimeError(f"reward function {name!r} raised {type(error).__name__}: {error}") from error
-        value = check_rewards(name, box["value"])
-        if len(value) != len(prompts):
-            raise RewardError(
-                f"Reward function {name!r} returned {len(value)} rewards for {len(prompts)} completions; it must "
-                f"return one per completion (None for 'no opinion')."
-            )
-        return value
+        return check_rewards(name, box["value"], len(prompts))
 
     # -- pushing -------------------------------------------------------------------------------
 

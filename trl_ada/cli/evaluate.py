@@ -96,7 +96,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Print the avg@k table and write the JSON report when `--output` is given.
 
     Every input and `--output` are checked before sampling; the report is written to a temporary sibling and renamed
-    into place.
+    into place. A reward function's answer that is not one reward per sample is one line (`RewardError`), exit 2.
     """
     from datasets import disable_caching
 
@@ -113,15 +113,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         datasets = fitting_prompts(datasets, args, "--datasets")
     except (ValueError, OSError) as err:
         return print_error(COMMAND, err)
-    report = avg_at_k(
-        args.model,
-        datasets,
-        k=args.k,
-        sampling=sampling,
-        problem_column=args.problem_column,
-        answer_column=args.answer_column,
-        reward_func=reward_func,
-    )
+    from ..checks import RewardError
+
+    try:
+        report = avg_at_k(
+            args.model,
+            datasets,
+            k=args.k,
+            sampling=sampling,
+            problem_column=args.problem_column,
+            answer_column=args.answer_column,
+            reward_func=reward_func,
+        )
+    except RewardError as err:  # what the reward returned for the sampled completions
+        return print_error(COMMAND, err)
     print(report.table())
     if output:
         with staged_output(output) as staging:

@@ -101,7 +101,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Write the kept prompts and their pass rates to `--output`.
 
     Every input is checked before sampling. The selection is written to a temporary sibling of `--output` and
-    renamed into place; an empty selection is not written.
+    renamed into place; an empty selection is not written. A reward function's answer that is not one reward per
+    sample is one line (`RewardError`), exit 2.
     """
     from datasets import disable_caching
 
@@ -124,17 +125,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         dataset = fitting_prompts({args.dataset: dataset}, args, "--dataset")[args.dataset]
     except (ValueError, OSError) as err:
         return print_error(COMMAND, err)
-    kept = select_prompts(
-        args.model,
-        dataset,
-        num_samples=args.num_samples,
-        max_pass_rate=args.max_pass_rate,
-        min_correct=args.min_correct,
-        sampling=sampling,
-        problem_column=args.problem_column,
-        answer_column=args.answer_column,
-        reward_func=reward_func,
-    )
+    from ..checks import RewardError
+
+    try:
+        kept = select_prompts(
+            args.model,
+            dataset,
+            num_samples=args.num_samples,
+            max_pass_rate=args.max_pass_rate,
+            min_correct=args.min_correct,
+            sampling=sampling,
+            problem_column=args.problem_column,
+            answer_column=args.answer_column,
+            reward_func=reward_func,
+        )
+    except RewardError as err:  # what the reward returned for the sampled completions
+        return print_error(COMMAND, err)
     if len(kept) == 0:
         print_error(
             COMMAND,

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from ..utils import format_table, mean
 from . import generation
 from .generation import SamplingSettings, _check_positive_int
-from .scoring import _format, _pass_rate, _split_by_sizes, score_completions
+from .scoring import _format, _pass_rate, _split_by_sizes, reward_name, score_completions
 
 if TYPE_CHECKING:
     from datasets import Dataset
@@ -124,7 +124,7 @@ def avg_at_k(
     sizes = [len(ds) for ds in formatted.values()]
     per_dataset = dict(zip(formatted, _split_by_sizes(correct, sizes), strict=True))
     settings = {name: getattr(sampling, name) for name in ("temperature", "top_p", "max_new_tokens", "seed")}
-    settings |= {"backend": generation.resolve_backend(sampling.backend), "reward": _reward_name(reward_func)}
+    settings |= {"backend": generation.resolve_backend(sampling.backend), "reward": reward_name(reward_func)}
     return EvalReport(
         model=str(model),
         k=k,
@@ -132,8 +132,3 @@ def avg_at_k(
         settings=settings,
         pass_rates={name: [_pass_rate(s) for s in c] for name, c in per_dataset.items()},
     )
-
-
-def _reward_name(reward_func: RewardFunc | None) -> str:
-    """The name a report gives the reward that scored it (TRL logs a reward under the same name)."""
-    return "math_reward" if reward_func is None else getattr(reward_func, "__name__", type(reward_func).__name__)

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import logging
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -15,6 +17,8 @@ if TYPE_CHECKING:
     from datasets import Dataset
 
     from ..rewards import RewardFunc
+
+logger = logging.getLogger(__name__)
 
 CORRECT_THRESHOLD = 0.5
 """A sample whose reward is strictly above this counts as correct."""
@@ -35,10 +39,16 @@ def score_completions(
     `reward_func` (default [`~trl_ada.rewards.math_reward`]) is called as TRL calls a reward function:
     `reward_func(completions=..., answer=..., **columns)`, every per-problem value of `answer` and of the extra
     `columns` repeated for each of its samples. All samples are scored in chunks of `chunk_size` (math_reward
-    verifies repeated answers once and may use its worker processes, see `TRL_ADA_REWARD_WORKERS`).
+    verifies repeated answers once and may use its worker processes, see `TRL_ADA_REWARD_WORKERS`). Each answer is
+    checked as training checks it (`trl_ada.checks.check_rewards`: one number or None per completion, else a
+    `RewardError` naming the function). A sample the reward abstains on (None or NaN: no opinion) is not correct;
+    their count is logged as a warning.
     """
     from tqdm.auto import tqdm
 
+    from ..checks import check_rewards
+
+    name = reward_name(reward_func)
     if reward_func is None:
         from ..rewards import math_reward as reward_func
 
@@ -47,15 +57,36 @@ def score_completions(
     per_problem = {"answer": answers, **(columns or {})}
     flat = [text for samples in completions for text in samples]
     repeated = {
-        name: [value for samples, value in zip(completions, values, strict=True) for _ in samples]
-        for name, values in per_problem.items()
+        column: [value for samples, value in zip(completions, values, strict=True) for _ in samples]
+        for column, values in per_problem.items()
     }
-    rewards: list[float] = []
+    rewards: list[float | None] = []
     for start in tqdm(range(0, len(flat), chunk_size), desc="Scoring", unit="chunk"):
         chunk = slice(start, start + chunk_size)
-        rewards += reward_func(completions=flat[chunk], **{name: values[chunk] for name, values in repeated.items()})
-    correct = [reward > CORRECT_THRESHOLD for reward in rewards]
+        scored = reward_func(completions=flat[chunk], **{column: values[chunk] for column, values in repeated.items()})
+        rewards.extend(check_rewards(name, scored, len(flat[chunk])))
+    abstained = sum(_abstains(reward) for reward in rewards)
+    if abstained:
+        logger.warning(
+            "Reward function %r gave no reward (None or NaN: no opinion) to %d of %d samples; they count as not "
+            "correct.",
+            name,
+            abstained,
+            len(rewards),
+        )
+    correct = [not _abstains(reward) and float(reward) > CORRECT_THRESHOLD for reward in rewards]
     return _split_by_sizes(correct, [len(samples) for samples in completions])
+
+
+def reward_name(reward_func: RewardFunc | None) -> str:
+    """The name a reward function is reported under (TRL logs a reward under the same name); `math_reward` when
+    none is given."""
+    return "math_reward" if reward_func is None else getattr(reward_func, "__name__", type(reward_func).__name__)
+
+
+def _abstains(reward: float | None) -> bool:
+    """Whether a checked reward is "no opinion": None or NaN."""
+    return reward is None or math.isnan(float(reward))
 
 
 def _pass_rate(correct: Sequence[bool]) -> float:

@@ -5,7 +5,8 @@ r"""Rule-based rewards for math RL, and a registry that resolves reward function
   (`MathVerifySettings`).
 - `trl_ada.rewards.scoring`: time-bounded batch scoring (`score_math`) and the TRL reward functions `math_reward`,
   `math_final_reward`, `format_reward`, `make_math_reward`.
-- `trl_ada.rewards.short_answer`: `short_answer_reward` for fact prompts (the first candidate named is the gold).
+- `trl_ada.rewards.short_answer`: `short_answer_reward` for fact prompts (the first known name answered is the
+  gold, alone: lists and hedges score 0).
 - `trl_ada.rewards.workers`: the per-pair timers and the worker processes that `score_math` verifies in.
 - `trl_ada.rewards.registry`: `register_reward` and `get_reward_funcs` (names such as `"math"`, `"math_final"`,
   `"short_answer"`, or import paths).

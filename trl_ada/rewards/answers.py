@@ -30,6 +30,7 @@ __all__ = [
     "EXTRACTIONS",
     "MAX_ANSWER_BOXES",
     "MAX_BOX_CHARS",
+    "MAX_PROPORTION_PERCENT",
     "MAX_TEXT_CHARS",
     "MathVerifySettings",
     "PlainText",
@@ -39,7 +40,9 @@ __all__ = [
     "extract_answer",
     "extract_boxed",
     "final_value",
+    "hedged",
     "normalize_answer",
+    "plain_answer",
     "reference_answer",
 ]
 
@@ -437,8 +440,60 @@ def _uncomputed(value: Any) -> bool:
         value = value.rhs
     if not isinstance(value, (Add, Mul, Pow)) or not all(atom.is_Number for atom in value.atoms()):
         return False
-    percentage = isinstance(value, Mul) and len(value.args) == 2 and value.args[1] == _PERCENT
-    return not percentage and value.is_rational is not False
+    return _percentage_number(value) is None and value.is_rational is not False
+
+
+def _percentage_number(value: Any) -> Any:
+    """The number of a percentage as math-verify parses it (`50%` is `50 * (1/100)`: 50), else None."""
+    if isinstance(value, Mul) and len(value.args) == 2 and value.args[1] == _PERCENT:
+        return value.args[0]
+    return None
+
+
+_HEDGE_NUMBER = r"-?\d+(?:\.\d+)?"
+_HEDGE_JOINT = r"\\?%?\s*(?:,\s+(?:or\s+)?|(?:,\s*)?\bor\s+)(?:(?:maybe|perhaps|possibly|probably)\s+)?"
+_HEDGE_RIGHT = re.compile(rf"({_HEDGE_JOINT})({_HEDGE_NUMBER})(?!\w|\.\d)")
+_HEDGE_LEFT = re.compile(rf"(?<![\w.])({_HEDGE_NUMBER})({_HEDGE_JOINT})$")
+_MAX_HEDGE_ITEMS = 16
+MAX_PROPORTION_PERCENT = 100
+"""A plain-text percentage up to this also matches its fraction (`25%` equals 0.25); above it only its number."""
+
+
+def hedged(text: str, written: str) -> bool:
+    """Whether the number `written`, at its last occurrence in `text`, is one item of a list of numbers: two
+    distinct numbers joined by "or" ("13 or 14", "13, or maybe 14") or three joined by commas ("12, 13, 14")."""
+    occurrences = list(re.finditer(rf"(?<![\w.]){re.escape(written)}(?!\w|\.\d)", text)) if written else []
+    if not occurrences:
+        return False
+    numbers, strong = {written}, False
+    start, end = occurrences[-1].span()
+    for _ in range(_MAX_HEDGE_ITEMS):
+        right = _HEDGE_RIGHT.match(text, end)
+        if right is None:
+            break
+        numbers.add(right[2])
+        strong, end = strong or "or" in right[1], right.end()
+    for _ in range(_MAX_HEDGE_ITEMS):
+        left = _HEDGE_LEFT.search(text, 0, start)
+        if left is None:
+            break
+        numbers.add(left[1])
+        strong, start = strong or "or" in left[2], left.start()
+    return len(numbers) >= 3 or (len(numbers) == 2 and strong)
+
+
+def plain_answer(text: str) -> list:
+    """The answer `_verify_pair` compares for plain `text`: its `final_value`, or [] when that value is hedged
+    (`hedged`). math-verify matches a percentage with its number and with its fraction (`25%` equals 25 and 0.25);
+    above `MAX_PROPORTION_PERCENT` it is read as its number only (`1300%` is 1300, not 13)."""
+    parsed = final_value(text)
+    written = parsed[-1] if parsed and isinstance(parsed[-1], str) else ""
+    if not parsed or hedged(text.translate(_UNICODE), written):
+        return []
+    number = _percentage_number(parsed[0])
+    if number is not None and abs(number) > MAX_PROPORTION_PERCENT:
+        return [number, *parsed[1:]]
+    return parsed
 
 
 def _verify_pair(prediction: str | PlainText, gold: str, settings: MathVerifySettings = DEFAULT_SETTINGS) -> float:
@@ -454,7 +509,7 @@ def _verify_pair(prediction: str | PlainText, gold: str, settings: MathVerifySet
     gold_parsed = list(_parse_gold(gold))
     if not gold_parsed:
         return 0.0
-    pred_parsed = final_value(prediction.text) if plain else parse(f"${prediction}$", parsing_timeout=None)
+    pred_parsed = plain_answer(prediction.text) if plain else parse(f"${prediction}$", parsing_timeout=None)
     equal = pred_parsed and verify(
         gold_parsed,
         pred_parsed,

@@ -5,17 +5,23 @@ CSV, JSONL and `trl_ada.data.format_dataset`, which turns answers into strings) 
 are matched as whole words, case- and accent-insensitively: a text is read as its words ([`words`]), so `"São
 Tomé"` matches "sao tome", and `"Washington, D.C."` matches "Washington D.C.".
 
-Listing candidates must not pay ("Paris, Berlin or Rome"), so the completion's answer is **the first candidate it
-names**: the earliest name (the longest at the same word) among the row's own aliases, the family's answer set
-(`candidates`, e.g. every capital of the data file) and the gold answers of the other rows in the call. It scores 1.0
-when that is one of the row's aliases. "The capital of Australia is Canberra, not Sydney." names Canberra first; a
-completion listing cities is scored by the first one it lists, as if it had answered only that.
+A completion's score depends on the completion, its own gold answer and the fixed `candidates` of
+`make_short_answer_reward` only, never on the other rows of the call:
+
+- **The answer is the first known name the completion names**, the known names being the row's own aliases and
+  the `candidates`: the earliest (the longest at the same word), skipping a name negated by the word before it or
+  by "not"/"n't" and one word ("not Paris", "don't know Paris"). It must be one of the row's aliases.
+- **Listing or hedging does not pay**: the answer scores 0 when it is one item of a list of names
+  ([`listed`]): two distinct names joined by "or", "and", "/" or "&" ("Paris or Lyon"), or three joined by commas
+  ("Berlin, Madrid, Paris"). A name here is a known name or 1 to 4 capitalised words ("Hoi An", "Rio de Janeiro").
 """
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from .answers import completion_text
@@ -23,12 +29,16 @@ from .scoring import RewardFunc
 
 __all__ = [
     "ALIAS_SEPARATOR",
+    "Token",
     "answer_aliases",
-    "first_named",
+    "find_answer",
+    "listed",
     "make_short_answer_reward",
     "name_index",
+    "score_short_answer",
     "score_short_answers",
     "short_answer_reward",
+    "tokens",
     "words",
 ]
 
@@ -38,13 +48,56 @@ ALIAS_SEPARATOR = "|"
 Name = tuple[str, ...]
 """A name as its words (see `words`)."""
 
+NEGATIONS = frozenset({"not", "never", "t"})
+"""Words that negate the name right after them ("t" is the end of "n't", as `words` splits it)."""
+NEGATIONS_ONE_WORD_BEFORE = frozenset({"not", "t"})
+"""Words that negate a name one word after them ("don't know Paris")."""
+JOINS = frozenset({"or", "and"})
+"""Words that join two items of a list into a hedge ("Paris or Lyon")."""
+HEDGES = frozenset({"maybe", "perhaps", "possibly", "probably", "either", "also", "even"})
+"""Words that may stand between the items of a list ("Paris or maybe Lyon")."""
+CONNECTORS = frozenset({"de", "del", "da", "do", "dos", "das", "es", "la", "le", "el", "al", "of", "the", "and"})
+"""Lower-case words inside a capitalised name ("Rio de Janeiro", "Dar es Salaam")."""
+NOT_NAMES = frozenset(
+    {"i", "the", "a", "an", "it", "its", "this", "that", "he", "she", "we", "they", "you", "my", "our", "yes", "no"}
+    | {"well", "so", "oh", "hmm", "ok", "okay", "however", "but", "then", "there", "here", "in", "on", "at", "for"}
+)
+"""Capitalised words that do not start a name ("Yes, Paris, of course" lists nothing)."""
+MAX_NAME_WORDS = 4
+"""Most words of a capitalised name that is not a known one."""
+_JOINT_CHARS = re.compile(r"[\s\"'*_`\u2018\u2019\u201c\u201d\u00ab\u00bb,;/&]*")
+_STRONG_CHARS = re.compile(r"[/&]")
+_SOFT_CHARS = re.compile(r"[,;]")
+_INSIDE_NAME = re.compile(r"\s+|[-'\u2019]")
+
+
+@dataclass(frozen=True)
+class Token:
+    """A word of a text: folded (`words`), whether it was written capitalised, and the text before it."""
+
+    word: str
+    capital: bool
+    gap: str
+
+
+def tokens(text: str) -> list[Token]:
+    """The words of `text` with their capitalisation and the text between them: accents dropped (NFKD), split at
+    every character that is not a letter or a digit, each word case-folded."""
+    decomposed = unicodedata.normalize("NFKD", text)
+    plain = "".join(char for char in decomposed if not unicodedata.combining(char))
+    found, end = [], 0
+    for match in re.finditer(r"[^\W_]+", plain):
+        folded = "".join(c if c.isalnum() else " " for c in match[0].casefold()).split()
+        gaps = [plain[end : match.start()]] + [""] * (len(folded) - 1)
+        found += [Token(word, match[0][0].isupper(), gap) for word, gap in zip(folded, gaps, strict=True)]
+        end = match.end()
+    return found
+
 
 def words(text: str) -> Name:
     """The words of `text`, case- and accent-insensitive: accents dropped (NFKD), case folded, split at every
     character that is not a letter or a digit."""
-    decomposed = unicodedata.normalize("NFKD", text)
-    plain = "".join(char for char in decomposed if not unicodedata.combining(char)).casefold()
-    return tuple("".join(char if char.isalnum() else " " for char in plain).split())
+    return tuple(token.word for token in tokens(text))
 
 
 def answer_aliases(answer: object) -> tuple[Name, ...]:
@@ -61,7 +114,7 @@ NameIndex = dict[str, list[Name]]
 
 
 def name_index(names: Iterable[Name]) -> NameIndex:
-    """`names` by their first word, the longest first, for `first_named`."""
+    """`names` by their first word, the longest first, for `find_answer`."""
     index: NameIndex = {}
     for name in set(names):
         index.setdefault(name[0], []).append(name)
@@ -70,13 +123,113 @@ def name_index(names: Iterable[Name]) -> NameIndex:
     return index
 
 
-def first_named(text: Name, index: NameIndex) -> Name | None:
-    """The name of `index` that `text` (as words) names first; at the same word the longest; None if none."""
-    for start, word in enumerate(text):
-        for name in index.get(word, ()):
-            if text[start : start + len(name)] == name:
-                return name
+def _name_at(text: Sequence[Token], start: int, index: NameIndex) -> Name | None:
+    """The longest name of `index` that `text` names from word `start`, or None."""
+    for name in index.get(text[start].word, ()):
+        if tuple(token.word for token in text[start : start + len(name)]) == name:
+            return name
     return None
+
+
+def _negated(text: Sequence[Token], start: int) -> bool:
+    """Whether a negation stands right before word `start`, or one word before it ("not Paris", "don't know
+    Paris"), with only spaces between."""
+    for i, negations in ((start - 1, NEGATIONS), (start - 2, NEGATIONS_ONE_WORD_BEFORE)):
+        if i < 0 or not text[i + 1].gap.isspace():
+            return False
+        if text[i].word in negations:
+            return True
+    return False
+
+
+def find_answer(text: Sequence[Token], index: NameIndex) -> tuple[Name, int] | None:
+    """The first name of `index` that `text` names and does not negate, with the word it starts at; None if none."""
+    start = 0
+    while start < len(text):
+        name = _name_at(text, start, index)
+        if name is not None and not _negated(text, start):
+            return name, start
+        start += len(name) if name else 1
+    return None
+
+
+def _joint(text: Sequence[Token], start: int, step: int) -> tuple[int, str] | None:
+    """The words joining two list items from word `start` on, walking by `step` (+1 right, -1 left): where the
+    next item begins (right) or ends (left), and the joint's kind, `"strong"` ("or", "and", "/", "&") or `"soft"`
+    (commas); None when no list joint is there."""
+    i, marks = start, ""
+    gap_of = (lambda j: text[j].gap) if step > 0 else (lambda j: text[j + 1].gap)
+    while 0 <= i < len(text):
+        gap = gap_of(i)
+        if _JOINT_CHARS.fullmatch(gap) is None:
+            return None
+        marks += gap
+        if text[i].word not in JOINS | HEDGES or text[i].capital:
+            break
+        marks += f" {text[i].word} "
+        i += step
+    else:
+        return None
+    if _STRONG_CHARS.search(marks) or any(f" {word} " in marks for word in JOINS):
+        return i, "strong"
+    return (i, "soft") if _SOFT_CHARS.search(marks) else None
+
+
+def _item(text: Sequence[Token], at: int, step: int, index: NameIndex) -> tuple[Name, int] | None:
+    """The name-like item that begins (step +1) or ends (step -1) at word `at`, and the word past it; None when
+    none. An item is a known name, or 1 to `MAX_NAME_WORDS` capitalised words (lower-case `CONNECTORS` between
+    them), not starting with one of `NOT_NAMES`."""
+    if step > 0 and (known := _name_at(text, at, index)):
+        return known, at + len(known)
+    if step < 0 and (ending := _name_ending_at(text, at, index)):
+        return ending
+    if not text[at].capital:
+        return None
+    span = [at]
+    while len(span) < MAX_NAME_WORDS:
+        nxt = span[-1] + step
+        inner = nxt if step > 0 else span[-1]
+        if not 0 <= nxt < len(text) or _INSIDE_NAME.fullmatch(text[inner].gap) is None:
+            break
+        if not (text[nxt].capital or text[nxt].word in CONNECTORS):
+            break
+        span.append(nxt)
+    span.sort()  # `at` is capitalised, so it stays at its end of the span
+    while not text[span[-1]].capital:
+        span.pop()
+    while not text[span[0]].capital:
+        span.pop(0)
+    if text[span[0]].word in NOT_NAMES:
+        return None
+    return tuple(text[i].word for i in span), (span[-1] + 1 if step > 0 else span[0] - 1)
+
+
+def _name_ending_at(text: Sequence[Token], at: int, index: NameIndex) -> tuple[Name, int] | None:
+    """A name of `index` that ends at word `at`, and the word before it; None if none."""
+    longest = max((len(name) for names in index.values() for name in names), default=0)
+    for start in range(at, max(at - longest, -1), -1):
+        for name in index.get(text[start].word, ()):
+            if len(name) == at - start + 1 and tuple(token.word for token in text[start : at + 1]) == name:
+                return name, start - 1
+    return None
+
+
+def listed(text: Sequence[Token], start: int, end: int, gold: Iterable[Name], index: NameIndex) -> bool:
+    """Whether the name at words `start:end` is one item of a list of names: with its neighbours joined to it,
+    at least two distinct names with a strong joint ("or", "and", "/", "&") among the joints, or at least three.
+    The gold's aliases count as one name."""
+    gold = set(gold)
+    items, strong = {"gold"}, False
+    for step, at in ((1, end), (-1, start - 1)):
+        for _ in range(16):  # a bound on the walk; a longer list is a list already
+            joint = _joint(text, at, step)
+            item = joint and _item(text, joint[0], step, index)
+            if not item:
+                break
+            items.add("gold" if item[0] in gold else " ".join(item[0]))
+            strong = strong or joint[1] == "strong"
+            at = item[1]
+    return len(items) >= 3 or (len(items) == 2 and strong)
 
 
 def _candidate_names(candidates: Iterable[str] | None) -> frozenset[Name]:
@@ -95,18 +248,29 @@ def _candidate_names(candidates: Iterable[str] | None) -> frozenset[Name]:
     return frozenset(name for c in candidates for name in answer_aliases(c))
 
 
+def score_short_answer(completion: Any, gold: tuple[Name, ...], candidates: frozenset[Name] = frozenset()) -> float:
+    """1.0 when the first name `completion` answers (`find_answer`, among `gold` and `candidates`) is one of the
+    `gold` aliases and is not one item of a list (`listed`), else 0.0."""
+    if not gold:
+        return 0.0
+    text = tokens(completion_text(completion))
+    index = name_index(candidates.union(gold))
+    found = find_answer(text, index)
+    if found is None or found[0] not in gold:
+        return 0.0
+    name, start = found
+    return 0.0 if listed(text, start, start + len(name), gold, index) else 1.0
+
+
 def score_short_answers(
     completions: Sequence[Any], answers: Sequence[object], candidates: frozenset[Name] = frozenset()
 ) -> list[float]:
-    """1.0/0.0 per completion: is the first candidate it names one of its gold answer's aliases? The candidates are
-    `candidates` and every row's aliases. Never raises for any content of `completions`/`answers`."""
-    golds = [_safe_aliases(answer) for answer in answers]
-    index = name_index(candidates.union(*golds))
-    scores = []
-    for completion, gold in zip(completions, golds, strict=True):
-        first = first_named(words(completion_text(completion)), index) if gold else None
-        scores.append(1.0 if first in gold else 0.0)
-    return scores
+    """`score_short_answer` of each completion against its own gold answer. Never raises for any content of
+    `completions`/`answers`."""
+    return [
+        score_short_answer(completion, _safe_aliases(answer), candidates)
+        for completion, answer in zip(completions, answers, strict=True)
+    ]
 
 
 def _safe_aliases(answer: object) -> tuple[Name, ...]:
@@ -118,20 +282,20 @@ def _safe_aliases(answer: object) -> tuple[Name, ...]:
 
 
 def short_answer_reward(completions: Sequence[Any], answer: Sequence[object], **kwargs: Any) -> list[float]:
-    """TRL reward for fact prompts: 1.0 when the first candidate a completion names is its gold `answer` (one of its
-    `|`-separated aliases), else 0.0. The candidates are the call's gold answers; `make_short_answer_reward` adds
-    the family's answer set. Other TRL keyword arguments are ignored."""
+    """TRL reward for fact prompts: 1.0 when a completion answers its gold `answer` (one of its `|`-separated
+    aliases) and lists no other name beside it, else 0.0; each completion is scored on its own. Knows no wrong
+    answers: `make_short_answer_reward` adds the family's answer set. Other TRL keyword arguments are ignored."""
     return score_short_answers(completions, answer)
 
 
 def make_short_answer_reward(candidates: Iterable[str] | None = None) -> RewardFunc:
     """`short_answer_reward` that also knows the family's answer set `candidates` (a list of names, each may hold
-    `|`-separated aliases): a completion naming any of them before the gold scores 0, whatever else the call holds.
-    Raises ValueError for a bad `candidates`, naming the option."""
+    `|`-separated aliases): a completion naming any of them before the gold scores 0. Raises ValueError for a bad
+    `candidates`, naming the option."""
     names = _candidate_names(candidates)
 
     def short_answer_reward(completions: Sequence[Any], answer: Sequence[object], **kwargs: Any) -> list[float]:
-        """TRL reward: 1.0 when the first candidate a completion names is its gold `answer`, else 0.0."""
+        """TRL reward: 1.0 when a completion answers its gold `answer` first and lists no other name, else 0.0."""
         return score_short_answers(completions, answer, names)
 
     return short_answer_reward

@@ -1,0 +1,170 @@
+"""Listing or hedging answers must not pay, and a reward must not depend on the other rows of its call (issue 35):
+`short_answer` in the synchronous and the asynchronous trainer, with and without a candidate set, and `math_final`
+on hedged numbers and percentages."""
+
+from __future__ import annotations
+
+import pytest
+from test_async_worker import tiny, worker_for  # noqa: F401  (the fixture is used by name)
+
+from trl_ada.real.tasks import task_reward
+from trl_ada.rewards import get_reward_funcs, make_short_answer_reward, math_final_reward, short_answer_reward
+
+CAPITAL_LIST = "Berlin, Madrid, Rome, Paris, Canberra, Tokyo, Ottawa, Cairo."
+LISTED_GOLDS = ["Berlin", "Madrid", "Rome", "Paris", "Canberra", "Tokyo", "Ottawa", "Cairo"]
+SHORT_REWARDS = {
+    "short_answer": short_answer_reward,
+    "with candidates": make_short_answer_reward(LISTED_GOLDS + ["Sydney", "Lyon"]),
+    "capitals task": task_reward("capitals"),
+}
+
+
+# --------------------------------------------------------------------------- short_answer: listing never pays
+
+
+@pytest.mark.parametrize("reward", SHORT_REWARDS.values(), ids=SHORT_REWARDS)
+def test_a_list_of_capitals_scores_zero_for_every_listed_country_alone_and_in_a_batch(reward):
+    for gold in LISTED_GOLDS:  # the asynchronous worker scores one prompt's completions per call
+        assert reward([CAPITAL_LIST], [gold]) == [0.0], gold
+    assert reward([CAPITAL_LIST] * len(LISTED_GOLDS), LISTED_GOLDS) == [0.0] * len(LISTED_GOLDS)
+
+
+@pytest.mark.parametrize("reward", SHORT_REWARDS.values(), ids=SHORT_REWARDS)
+def test_a_completion_scores_the_same_whatever_shares_its_call(reward):
+    completions = [
+        CAPITAL_LIST,
+        "The capital of France is Paris.",
+        "It is Berlin. No: Paris.",
+        "Paris or Lyon, I think.",
+        "The capital of Australia is Canberra, not Sydney.",
+        "Sydney, then Canberra.",
+    ]
+    golds = ["Paris", "Paris", "Paris", "Paris", "Canberra", "Canberra"]
+    alone = [reward([completion], [gold])[0] for completion, gold in zip(completions, golds, strict=True)]
+    assert reward(completions, golds) == alone
+    assert reward(completions[::-1], golds[::-1]) == alone[::-1]
+    with_others = reward([*completions, "x", "x"], [*golds, "Berlin", "Sydney"])
+    assert with_others[: len(completions)] == alone
+
+
+def test_the_shipped_completions_score_the_same_one_by_one_as_in_one_call():
+    from benchmarks import reward_real_model as bench
+
+    rows = [row for row in bench.load(bench.DATA) if row["family"] == "capitals"]
+    completions, golds = [row["completion"] for row in rows], [row["answer"] for row in rows]
+    for reward in SHORT_REWARDS.values():
+        assert [reward([c], [g])[0] for c, g in zip(completions, golds, strict=True)] == reward(completions, golds)
+
+
+def test_the_asynchronous_worker_pays_nothing_for_a_list(tmp_path, tiny):  # noqa: F811
+    reward = get_reward_funcs(["short_answer"])[0]
+    row = {"prompt": [{"role": "user", "content": "What is the capital of France?"}], "answer": "Paris"}
+    worker = worker_for(tmp_path, tiny, [row], reward=reward)
+    scores = worker._score([row, row], [[11], [12]], [CAPITAL_LIST, "The capital of France is Paris."])
+    assert scores.tolist() == [[0.0], [1.0]]
+
+
+@pytest.mark.parametrize(
+    ("completion", "gold"),
+    [
+        ("Paris or Lyon.", "Paris"),
+        ("Lyon or maybe Paris.", "Paris"),
+        ("Paris and Lyon.", "Paris"),
+        ("Paris/Lyon", "Paris"),
+        ("It could be Rio de Janeiro, Paris, or Lyon.", "Paris"),
+        ("It's home to cities like Hoi An, Hanoi, and Ha Long", "Hanoi"),
+    ],
+)
+def test_hedged_and_listed_answers_score_zero(completion, gold):
+    assert short_answer_reward([completion], [gold]) == [0.0]
+    assert make_short_answer_reward(["Paris", "Berlin", "Rome"])([completion], [gold]) == [0.0]
+
+
+def test_a_list_in_lower_case_is_seen_through_the_candidates():
+    listing = "paris, berlin, rome"
+    assert make_short_answer_reward(["Paris", "Berlin", "Rome"])([listing], ["Paris"]) == [0.0]
+    assert short_answer_reward([listing], ["Paris"]) == [1.0]  # a known limit: unknown lower-case names
+
+
+@pytest.mark.parametrize(
+    ("completion", "gold"),
+    [
+        ("The capital of France is Paris.", "Paris"),
+        ("The capital of Italy is Rome, Italy.", "Rome"),
+        ("Yes, Paris, of course.", "Paris"),
+        ("It is Paris and it is lovely.", "Paris"),
+        ("Kyiv or Kiev, depending on the spelling.", "Kyiv|Kiev"),
+        ("The capital of Australia is Canberra, not Sydney.", "Canberra"),
+        ("Paris. Other big cities are Lyon, Marseille and Nice.", "Paris"),
+    ],
+)
+def test_one_answer_beside_other_words_still_scores_one(completion, gold):
+    assert short_answer_reward([completion], [gold]) == [1.0]
+    assert make_short_answer_reward(["Paris", "Lyon", "Sydney", "Rome"])([completion], [gold]) == [1.0]
+
+
+# --------------------------------------------------------------------------- short_answer: negations, corrections
+
+
+@pytest.mark.parametrize(
+    "completion", ["The capital is not Paris, it is Lyon.", "I don't know Paris well.", "It isn't Paris."]
+)
+def test_a_negated_gold_is_not_the_answer(completion):
+    assert short_answer_reward([completion], ["Paris"]) == [0.0]
+
+
+def test_corrections_are_read_alike_whether_or_not_the_call_knows_the_first_city():
+    corrections = ["Sydney. Just kidding, Canberra.", "Berlin. No: Paris."]
+    golds = ["Canberra", "Paris"]
+    # the first answer counts when the reward knows it; the other row's gold (Paris, Canberra) changes nothing
+    assert short_answer_reward(corrections, golds) == [1.0, 1.0]
+    assert [short_answer_reward([c], [g])[0] for c, g in zip(corrections, golds, strict=True)] == [1.0, 1.0]
+    assert make_short_answer_reward(["Sydney", "Berlin"])(corrections, golds) == [0.0, 0.0]
+
+
+@pytest.mark.parametrize(("completion", "country"), [("Delhi.", "India"), ("It is Nursultan.", "Kazakhstan")])
+def test_common_other_names_of_a_capital_count(completion, country):
+    from trl_ada.real.tasks import load_capitals
+
+    table = load_capitals()
+    gold = table["capital"][table["country"].index(country)]
+    assert task_reward("capitals")([completion], [gold]) == [1.0]
+
+
+# --------------------------------------------------------------------------- math_final: hedges and percentages
+
+
+@pytest.mark.parametrize(
+    ("completion", "gold"),
+    [
+        ("13 or 14", "14"),
+        ("13 or 14", "13"),
+        ("12, 13, 14", "14"),
+        ("12, 13, 14", "13"),
+        ("It is 13 or maybe 14.", "14"),
+        ("The answer is 13 or 14.", "13"),
+        ("It is 13, 14 or 15.", "15"),
+        ("It is 13% or 14%.", "14"),
+    ],
+)
+def test_math_final_pays_nothing_for_a_hedged_number(completion, gold):
+    assert math_final_reward([completion], [gold]) == [0.0]
+
+
+@pytest.mark.parametrize(
+    ("completion", "gold", "expected"),
+    [
+        ("1300%", "13", 0.0),
+        ("The answer is 1300%.", "13", 0.0),
+        ("That is 25%.", "25", 1.0),
+        ("The answer is 25%.", "25\\%", 1.0),
+        ("The answer is 25%.", "0.25", 1.0),  # a proportion, up to 100%
+        ("It is 200%.", "2", 0.0),
+        ("4 + 9 = 13.", "13", 1.0),
+        ("Results: 12, 13.", "13", 1.0),
+        ("The total is 1,234 dollars.", "1234", 1.0),
+        ("13 or 13", "13", 1.0),
+    ],
+)
+def test_math_final_reads_a_percentage_above_100_as_its_number_and_one_answer_as_one(completion, gold, expected):
+    assert math_final_reward([completion], [gold]) == [expected]
