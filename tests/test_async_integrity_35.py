@@ -7,6 +7,7 @@ import queue
 from collections import defaultdict
 
 import pytest
+from test_async import async_config
 from test_async_worker import Recorder, drain, tiny, worker_for  # noqa: F401 (tiny: the module-scoped model)
 from trl.experimental.async_grpo.async_grpo_trainer import RolloutQueueDataset
 
@@ -93,3 +94,54 @@ def test_a_group_let_through_keeps_its_rows_across_a_sync_in_trls_reader(tmp_pat
     advantages = [row["advantage"] for row in read]
     assert sum(a > 0 for a in advantages) == 2 and sum(a < 0 for a in advantages) == 2
     assert worker.rollout_buffer.qsize() == 0
+
+
+# -- item 4: a token budget a sample could exceed -----------------------------------------------------------------
+
+
+LONG_PROMPT = "one two three four five six seven eight nine ten " * 3
+
+
+def test_a_token_budget_that_a_sample_could_exceed_is_refused_before_the_model_loads(
+    tmp_path,
+    tiny,
+    monkeypatch,  # noqa: F811
+):
+    """TRL's batcher drops a sample longer than `token_budget` without telling the record of trained groups: its
+    group would never settle. Refused at construction, naming the option, its value and the budget that fits."""
+    from trl_ada.async_grpo import AsyncReinforceAdaTrainer
+    from trl_ada.async_grpo import trainer as async_trainer
+
+    class Built(Exception):
+        """Raised by the rollout worker, built before the model loads: the check has passed."""
+
+    def built(*args, **kwargs):
+        raise Built
+
+    model_dir, tokenizer = tiny
+    monkeypatch.setattr(async_trainer, "AdaptiveRolloutWorker", built)
+    dataset = [{"prompt": "hi"}, {"prompt": LONG_PROMPT}]
+    prompt_tokens = len(tokenizer(LONG_PROMPT, add_special_tokens=False)["input_ids"])
+    reward = [lambda completions, **_: [0.0] * len(completions)]
+
+    def build(token_budget):
+        args = async_config(tmp_path, token_budget=token_budget, max_completion_length=4)
+        AsyncReinforceAdaTrainer(model_dir, reward, args=args, train_dataset=dataset, processing_class=tokenizer)
+
+    with pytest.raises(ValueError) as refused:
+        build(prompt_tokens + 3)
+    message = str(refused.value)
+    assert f"token_budget={prompt_tokens + 3}" in message and str(prompt_tokens + 4) in message
+    assert "\n" not in message
+    for fits in (prompt_tokens + 4, 0, None):
+        with pytest.raises(Built):
+            build(fits)
+
+
+def test_a_token_budget_no_larger_than_the_completion_is_refused_without_counting_prompts(tmp_path, tiny):  # noqa: F811
+    from trl_ada.async_grpo.trainer import check_token_budget
+
+    args = async_config(tmp_path, token_budget=4, max_completion_length=4)
+    with pytest.raises(ValueError, match="token_budget=4"):
+        check_token_budget(args, [{"prompt": "hi"}], tiny[1])
+    check_token_budget(async_config(tmp_path, token_budget=64, max_completion_length=4), [{"prompt": "hi"}], tiny[1])

@@ -14,7 +14,7 @@ from transformers import AutoConfig, AutoTokenizer, PreTrainedTokenizerBase, Tra
 from .. import _trl
 from ..checkpoint_state import MEMORY_FILE
 from ..checks import resolve_reward_funcs
-from ..data import check_train_prompts, model_context
+from ..data import check_train_prompts, model_context, prompt_lengths, prompts_over, rendered_prompts
 from ..run_dir import claim_run_dir, complete_checkpoint
 from ..server_requests import decoding_params
 from ..trainer import new_memory, restored_memory
@@ -75,6 +75,7 @@ class AsyncReinforceAdaTrainer(_trl.async_joints()):
         )
         context, template_kwargs = model_context(config, processing_class), args.chat_template_kwargs
         check_train_prompts(train_dataset, processing_class, context, args.max_completion_length, template_kwargs)
+        check_token_budget(args, train_dataset, processing_class)
         device = PartialState().device
         off_cuda = weight_transfer is None and device.type != "cuda"
         if off_cuda and not (peft_config is not None and _serves_lora(args)):
@@ -180,6 +181,41 @@ def queue_bound(queue_maxsize: int, staleness_window: int) -> int:
     """Samples the worker may queue: `queue_maxsize` (0: no bound), never more than the trainer consumes within the
     staleness window (`max(max_staleness, 1)` steps); samples queued beyond it would go stale before their turn."""
     return staleness_window if queue_maxsize <= 0 else min(queue_maxsize, staleness_window)
+
+
+def check_token_budget(args: AsyncReinforceAdaConfig, dataset: Any, tokenizer: PreTrainedTokenizerBase) -> None:
+    """Refuse a positive `token_budget` that a sample (a prompt of `dataset` and `max_completion_length` tokens)
+    could exceed: TRL's batcher drops such a sample without a word to the record of trained groups, so its group
+    would never settle."""
+    budget, completion = args.token_budget, args.max_completion_length
+    if budget is None or budget <= 0:
+        return
+    fix = "or 0 to pack a fixed number of samples per micro-batch (unset: the vLLM server's max_model_len)"
+    if budget <= completion:
+        raise ValueError(
+            f"token_budget={budget} leaves no room for a prompt beside max_completion_length={completion}: TRL "
+            f"would drop samples whose group then never settles. Set token_budget to at least "
+            f"max_completion_length plus the longest prompt's tokens, {fix}."
+        )
+    kwargs = args.chat_template_kwargs
+    over = prompts_over(
+        _train_prompts(dataset),
+        budget - completion + 1,
+        lambda prompts: rendered_prompts(prompts, tokenizer, kwargs),
+        lambda prompts: prompt_lengths(prompts, tokenizer, kwargs),
+    )
+    if over:
+        row = max(over, key=over.get)
+        raise ValueError(
+            f"token_budget={budget} is less than train_dataset row {row}'s {over[row]} prompt tokens plus "
+            f"max_completion_length={completion}: TRL would drop such samples and their groups would never settle. "
+            f"Set token_budget to at least {over[row] + completion}, {fix}."
+        )
+
+
+def _train_prompts(dataset: Any) -> list[Any]:
+    """The `prompt` of every row of the train dataset (a `datasets.Dataset` or a sequence of rows)."""
+    return list(dataset["prompt"]) if hasattr(dataset, "column_names") else [row["prompt"] for row in dataset]
 
 
 def _check_reward_funcs(reward_funcs: Any) -> list[Callable]:
