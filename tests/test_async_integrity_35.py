@@ -102,11 +102,7 @@ def test_a_group_let_through_keeps_its_rows_across_a_sync_in_trls_reader(tmp_pat
 LONG_PROMPT = "one two three four five six seven eight nine ten " * 3
 
 
-def test_a_token_budget_that_a_sample_could_exceed_is_refused_before_the_model_loads(
-    tmp_path,
-    tiny,
-    monkeypatch,  # noqa: F811
-):
+def test_a_token_budget_that_a_sample_could_exceed_is_refused_before_the_model_loads(tmp_path, tiny, monkeypatch):  # noqa: F811
     """TRL's batcher drops a sample longer than `token_budget` without telling the record of trained groups: its
     group would never settle. Refused at construction, naming the option, its value and the budget that fits."""
     from trl_ada.async_grpo import AsyncReinforceAdaTrainer
@@ -145,3 +141,13 @@ def test_a_token_budget_no_larger_than_the_completion_is_refused_without_countin
     with pytest.raises(ValueError, match="token_budget=4"):
         check_token_budget(args, [{"prompt": "hi"}], tiny[1])
     check_token_budget(async_config(tmp_path, token_budget=64, max_completion_length=4), [{"prompt": "hi"}], tiny[1])
+
+
+def test_the_token_budget_is_checked_against_a_datasets_prompt_column(tmp_path, tiny):  # noqa: F811
+    from datasets import Dataset
+
+    from trl_ada.async_grpo.trainer import check_token_budget
+
+    dataset = Dataset.from_dict({"prompt": [[{"role": "user", "content": LONG_PROMPT}]]})
+    with pytest.raises(ValueError, match="token_budget=16 is less than train_dataset row 0's"):
+        check_token_budget(async_config(tmp_path, token_budget=16, max_completion_length=4), dataset, tiny[1])
