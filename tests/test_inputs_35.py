@@ -1,0 +1,83 @@
+"""Issue 35: inputs that used to be misread, kept silently or fail with a traceback, each now refused or handled."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import pytest
+
+from trl_ada.cli import select_prompts
+
+PROBLEMS = [{"problem": f"What is {i} + 1?", "answer": str(i + 1)} for i in range(8)]
+
+
+@pytest.fixture(autouse=True)
+def fresh_log_handler():
+    """The CLI adds a stderr handler to the `trl_ada` logger once; let each test's captured stderr receive it."""
+    package_logger = logging.getLogger("trl_ada")
+    saved = package_logger.handlers[:]
+    package_logger.handlers.clear()
+    yield
+    package_logger.handlers[:] = saved
+
+
+def _jsonl(path: Path, rows: list[dict]) -> str:
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return str(path)
+
+
+def _error_line(capsys, command: str) -> str:
+    """The one error line of `command` (no traceback before it)."""
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    line = err.strip().splitlines()[-1]
+    assert line.startswith(f"trl-ada {command}: error: ")
+    return line
+
+
+# --------------------------------------------------------------------------- item 8: select-prompts --overwrite
+
+
+def _fake_selection(monkeypatch, kept_rows: int = 3) -> None:
+    """select-prompts without a model: every input check passes and the 'selection' is the first rows."""
+    from datasets import Dataset
+
+    monkeypatch.setattr(select_prompts, "check_model", lambda *a, **k: None)
+    monkeypatch.setattr(select_prompts, "fitting_prompts", lambda datasets, *a: datasets)
+    rows = {"problem": [row["problem"] for row in PROBLEMS[:kept_rows]]}
+    monkeypatch.setattr(select_prompts, "select_prompts", lambda *a, **k: Dataset.from_dict(rows))
+
+
+def test_select_prompts_overwrite_refuses_a_directory_with_files_it_did_not_write(tmp_path, monkeypatch, capsys):
+    from datasets import Dataset
+
+    from trl_ada.evaluation import save_selection
+
+    problems = _jsonl(tmp_path / "problems.jsonl", PROBLEMS)
+    out = tmp_path / "selected"
+    save_selection(Dataset.from_dict({"problem": ["old"]}), out)  # an earlier selection ...
+    (out / "notes.txt").write_text("mine")  # ... plus the user's own file
+    _fake_selection(monkeypatch)
+    argv = ["--model", "m", "--dataset", problems, "--output", str(out), "--overwrite", "--backend", "transformers"]
+    assert select_prompts.main(argv) == 2
+    line = _error_line(capsys, "select-prompts")
+    assert "--output" in line and str(out) in line and "notes.txt" in line
+    assert (out / "notes.txt").read_text() == "mine"
+    (out / "notes.txt").rename(tmp_path / "notes.txt")  # the suggested fix: move it away
+    assert select_prompts.main(argv) == 0
+    assert len((out / "prompts.jsonl").read_text().splitlines()) == 3  # the earlier selection was replaced
+
+
+def test_select_prompts_overwrite_replaces_an_earlier_selection_of_several_shards(tmp_path, monkeypatch):
+    from datasets import Dataset
+
+    problems = _jsonl(tmp_path / "problems.jsonl", PROBLEMS)
+    out = tmp_path / "selected"
+    Dataset.from_dict({"problem": list("abcdef")}).save_to_disk(str(out), num_shards=3)
+    (out / "prompts.jsonl").write_text("{}\n")
+    _fake_selection(monkeypatch, kept_rows=2)
+    argv = ["--model", "m", "--dataset", problems, "--output", str(out), "--overwrite", "--backend", "transformers"]
+    assert select_prompts.main(argv) == 0
+    assert len((out / "prompts.jsonl").read_text().splitlines()) == 2
