@@ -81,3 +81,42 @@ def test_select_prompts_overwrite_replaces_an_earlier_selection_of_several_shard
     argv = ["--model", "m", "--dataset", problems, "--output", str(out), "--overwrite", "--backend", "transformers"]
     assert select_prompts.main(argv) == 0
     assert len((out / "prompts.jsonl").read_text().splitlines()) == 2
+
+
+# --------------------------------------------------------------------------- item 10: null or empty problems
+
+
+@pytest.mark.parametrize("blank", [None, "", "   ", []])
+def test_rows_with_a_null_or_empty_problem_are_dropped_with_a_count(blank, caplog):
+    from datasets import Dataset
+
+    from trl_ada.data import format_dataset
+
+    rows = [{"problem": "What is 1 + 1?", "answer": "2"}, {"problem": blank, "answer": "3"}]
+    if blank == []:
+        rows[0]["problem"] = [{"role": "user", "content": "What is 1 + 1?"}]
+    with caplog.at_level(logging.WARNING, logger="trl_ada.data"):
+        formatted = format_dataset(Dataset.from_list(rows))
+    assert formatted["answer"] == ["2"]
+    assert not any("None" in message["content"] for prompt in formatted["prompt"] for message in prompt)
+    assert "dropped 1 of 2 rows whose problem (column 'problem')" in caplog.text
+
+
+def test_a_dataset_without_any_problem_is_refused_naming_the_column():
+    from datasets import Dataset
+
+    from trl_ada.data import drop_unposed
+
+    with pytest.raises(ValueError, match=r"data.jsonl: every row's problem \(column 'question'\) is null or empty"):
+        drop_unposed(Dataset.from_dict({"question": [None, " "], "answer": ["1", "2"]}), "question", "data.jsonl")
+
+
+def test_select_prompts_drops_the_rows_without_a_problem_before_sampling(tmp_path, monkeypatch, capsys):
+    problems = _jsonl(tmp_path / "problems.jsonl", [*PROBLEMS[:3], {"problem": None, "answer": "4"}])
+    seen = []
+    _fake_selection(monkeypatch)
+    monkeypatch.setattr(select_prompts, "fitting_prompts", lambda datasets, *a: seen.append(datasets) or datasets)
+    argv = ["--model", "m", "--dataset", problems, "--output", str(tmp_path / "o"), "--backend", "transformers"]
+    assert select_prompts.main(argv) == 0
+    assert len(seen[0][problems]) == 3
+    assert "dropped 1 of 4 rows whose problem (column 'problem') is null or empty" in capsys.readouterr().err
