@@ -120,3 +120,26 @@ def test_select_prompts_drops_the_rows_without_a_problem_before_sampling(tmp_pat
     assert select_prompts.main(argv) == 0
     assert len(seen[0][problems]) == 3
     assert "dropped 1 of 4 rows whose problem (column 'problem') is null or empty" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- item 12: `eval_strategy: no` in YAML
+
+
+def _parse_recipe(tmp_path: Path, text: str):
+    from trl_ada.cli.train import parse_train_args
+
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(f"model_name_or_path: m\noutput_dir: {tmp_path / 'run'}\nreport_to: none\nuse_cpu: true\n{text}")
+    return parse_train_args(["--config", str(recipe)])[1]
+
+
+def test_unquoted_no_in_yaml_is_the_choice_no_for_every_strategy(tmp_path):
+    config = _parse_recipe(tmp_path, "eval_strategy: no\nsave_strategy: no\nlogging_strategy: off\n")
+    assert (config.eval_strategy, config.save_strategy, config.logging_strategy) == ("no", "no", "no")
+
+
+def test_a_yaml_boolean_for_an_option_without_such_a_choice_is_still_refused(tmp_path):
+    from trl_ada.cli.common import UsageError
+
+    with pytest.raises(UsageError, match=r"hub_strategy: False .* is not one of"):
+        _parse_recipe(tmp_path, "hub_strategy: no\n")
