@@ -143,3 +143,80 @@ def test_a_yaml_boolean_for_an_option_without_such_a_choice_is_still_refused(tmp
 
     with pytest.raises(UsageError, match=r"hub_strategy: False .* is not one of"):
         _parse_recipe(tmp_path, "hub_strategy: no\n")
+
+
+# --------------------------------------------------------------------------- items 9 and 14: incomplete checkpoints
+
+
+def _checkpoint(root: Path, step: int) -> Path:
+    """A complete checkpoint-`step`: trainer state, safetensors weights, optimizer."""
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    path = root / f"checkpoint-{step}"
+    path.mkdir(parents=True)
+    (path / "trainer_state.json").write_text(json.dumps({"global_step": step}))
+    save_file({"w": np.zeros(16, np.float32)}, str(path / "model.safetensors"))
+    (path / "optimizer.pt").write_bytes(b"optimizer state")
+    return path
+
+
+def _truncate(file: Path) -> None:
+    file.write_bytes(file.read_bytes()[:-10])
+
+
+@pytest.mark.parametrize(
+    ("damage", "reason"),
+    [
+        (lambda p: (p / "model.safetensors").unlink(), "it has no model weights"),
+        (lambda p: [f.unlink() for f in p.iterdir() if f.name != "trainer_state.json"], "it has no model weights"),
+        (lambda p: (p / "optimizer.pt").write_bytes(b""), "its optimizer.pt is empty"),
+        (lambda p: _truncate(p / "model.safetensors"), "its model.safetensors is truncated or corrupt"),
+        (lambda p: (p / "model.safetensors").write_bytes(b"\xff" * 12), "its model.safetensors is truncated"),
+    ],
+)
+def test_resume_true_falls_back_past_a_checkpoint_with_a_missing_empty_or_truncated_file(
+    tmp_path, caplog, damage, reason
+):
+    from trl_ada.run_dir import RunDirectoryError, is_complete, resolve_resume
+
+    previous = _checkpoint(tmp_path, 1)
+    newest = _checkpoint(tmp_path, 2)
+    damage(newest)
+    assert not is_complete(newest) and is_complete(previous)
+    with caplog.at_level(logging.INFO, logger="trl_ada.run_dir"):
+        assert resolve_resume(tmp_path, True) == str(previous)
+    assert f"{newest}: it was not completely written ({reason}" in caplog.text
+    assert f"Resuming from {previous}" in caplog.text  # says which
+    with pytest.raises(RunDirectoryError, match=f"checkpoint-2'.*{reason}.*The last complete checkpoint there is"):
+        resolve_resume(tmp_path, str(newest))
+
+
+def test_a_sharded_checkpoint_with_a_missing_shard_is_incomplete(tmp_path):
+    from trl_ada.run_dir import incomplete_reason
+
+    path = _checkpoint(tmp_path, 1)
+    (path / "model.safetensors").rename(path / "model-00001-of-00002.safetensors")
+    shards = {"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}
+    (path / "model.safetensors.index.json").write_text(json.dumps({"weight_map": shards}))
+    assert incomplete_reason(path) == "its weight shard model-00002-of-00002.safetensors is missing"
+    (path / "model-00002-of-00002.safetensors").write_bytes((path / "model-00001-of-00002.safetensors").read_bytes())
+    assert incomplete_reason(path) is None
+
+
+def test_train_resumes_the_newest_complete_checkpoint_by_path_and_refuses_in_one_line_without_one(tmp_path, capsys):
+    from types import SimpleNamespace
+
+    from trl_ada.cli.train import check_run_dir, main
+
+    previous = _checkpoint(tmp_path, 1)
+    (_checkpoint(tmp_path, 2) / "model.safetensors").unlink()
+    args = SimpleNamespace(output_dir=str(tmp_path), resume_from_checkpoint="true", overwrite_output_dir=False)
+    check_run_dir(args)
+    assert args.resume_from_checkpoint == str(previous)  # the trainer resumes exactly this one
+
+    (previous / "optimizer.pt").write_bytes(b"")
+    flags = ["--output_dir", str(tmp_path), "--model_name_or_path", str(tmp_path / "no-model"), "--use_cpu", "1"]
+    assert main([*flags, "--report_to", "none", "--resume_from_checkpoint", "true"]) == 2
+    line = _error_line(capsys, "train")
+    assert "only partial checkpoints (checkpoint-1, checkpoint-2)" in line and "no-model" not in line

@@ -621,11 +621,14 @@ def _log_level(training_args: ReinforceAdaConfig) -> int:
 
 
 def check_run_dir(training_args: ReinforceAdaConfig) -> None:
-    """Before the model loads: resuming needs a complete checkpoint, and a new run a directory without another
-    run's checkpoints (unless `overwrite_output_dir`; the trainer deletes them when training starts)."""
+    """Before the model loads: resuming needs a complete checkpoint (`true` falls back to the newest complete one,
+    which is then resumed by path), and a new run a directory without another run's checkpoints (unless
+    `overwrite_output_dir`; the trainer deletes them when training starts)."""
     from ..run_dir import check_output_dir, resolve_resume
 
     resume = resolve_resume(training_args.output_dir, _resume_value(training_args.resume_from_checkpoint))
+    if resume is not None:
+        training_args.resume_from_checkpoint = resume
     check_output_dir(
         training_args.output_dir,
         resuming=resume is not None,
