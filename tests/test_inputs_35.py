@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 from pathlib import Path
 
 import pytest
@@ -220,3 +221,84 @@ def test_train_resumes_the_newest_complete_checkpoint_by_path_and_refuses_in_one
     assert main([*flags, "--report_to", "none", "--resume_from_checkpoint", "true"]) == 2
     line = _error_line(capsys, "train")
     assert "only partial checkpoints (checkpoint-1, checkpoint-2)" in line and "no-model" not in line
+
+
+# --------------------------------------------------------------------------- item 13: the real-model task data
+
+
+@pytest.mark.parametrize(("train", "test"), [(5, -1), (-1, 3), (2.5, 1)])
+def test_arithmetic_task_refuses_a_size_that_is_not_a_count(train, test):
+    from trl_ada.real.tasks import arithmetic_task
+
+    bad, value = ("test_per_kind", test) if train == 5 else ("train_per_kind", train)
+    with pytest.raises(ValueError, match=rf"^{bad}={value}: must be an integer >= 0"):
+        arithmetic_task(train, test)
+    assert len(arithmetic_task(5, 0)["test"]) == 0  # zero is a size
+
+
+def test_capitals_task_refuses_a_negative_size():
+    from trl_ada.real.tasks import capitals_task
+
+    with pytest.raises(ValueError, match=r"^control_countries=-2: must be an integer >= 0"):
+        capitals_task(4, -2)
+
+
+def _capitals(tmp_path: Path, text: str, encoding: str = "utf-8") -> Path:
+    path = tmp_path / "capitals.csv"
+    path.write_bytes(text.encode(encoding))
+    return path
+
+
+def test_a_capitals_row_without_a_country_is_dropped_with_a_count(tmp_path, caplog):
+    from trl_ada.real.tasks import load_capitals
+
+    path = _capitals(tmp_path, "country,capital\nFrance,Paris\n,Nowhere\n  ,Elsewhere\nItaly,Rome\n")
+    with caplog.at_level(logging.WARNING, logger="trl_ada"):
+        table = load_capitals(path)
+    assert table["country"] == ["France", "Italy"]
+    assert "dropped 2 of 4 rows whose problem (column 'country') is null or empty" in caplog.text
+
+
+def test_a_country_listed_twice_is_kept_once_and_never_in_both_train_and_control(tmp_path, caplog):
+    from trl_ada.real.tasks import capitals_task, load_capitals
+
+    path = _capitals(tmp_path, "country,capital\nFrance,Paris\nItaly,Rome\nfrance,paris\nSpain,Madrid\n")
+    with caplog.at_level(logging.WARNING, logger="trl_ada.real.tasks"):
+        assert load_capitals(path)["country"] == ["France", "Italy", "Spain"]
+    assert "dropped 1 repeated rows" in caplog.text and "france" in caplog.text
+    for seed in range(5):
+        task = capitals_task(2, 1, seed=seed, path=path)
+        trained = {c.casefold() for c in task["train"]["fact"]}
+        assert not trained & {c.casefold() for c in task["control"]["fact"]}
+
+
+def test_contradictory_capitals_are_refused_naming_the_country(tmp_path):
+    from trl_ada.real.tasks import load_capitals
+
+    path = _capitals(tmp_path, "country,capital\nFrance,Paris\nItaly,Rome\nFrance,Lyon\n")
+    with pytest.raises(ValueError, match=r"capitals.csv: France is listed twice, .*'Paris' and 'Lyon'"):
+        load_capitals(path)
+
+
+def test_a_capitals_file_with_a_byte_order_mark_is_read(tmp_path):
+    from trl_ada.real.tasks import load_capitals
+
+    path = _capitals(tmp_path, "country,capital\nFrance,Paris\n", encoding="utf-8-sig")
+    assert load_capitals(path)["capital"] == ["Paris"]
+
+
+def test_a_latin1_capitals_file_is_one_error_naming_the_file_and_the_fix(tmp_path):
+    import subprocess
+
+    from trl_ada.real.tasks import load_capitals
+
+    path = _capitals(tmp_path, "country,capital\nCôte d'Ivoire,Yamoussoukro\n", encoding="latin-1")
+    with pytest.raises(ValueError) as refused:
+        load_capitals(path)
+    message = str(refused.value)
+    assert str(path) in message and "UTF-8" in message and "\n" not in message
+    command = message.split("`")[1]  # the suggested conversion works
+    if shutil.which("iconv") is None:
+        pytest.skip("no iconv here to run the suggested conversion")
+    subprocess.run(command, shell=True, check=True, cwd=tmp_path)
+    assert load_capitals(tmp_path / "capitals-utf8.csv")["country"] == ["Côte d'Ivoire"]
