@@ -302,3 +302,27 @@ def test_a_latin1_capitals_file_is_one_error_naming_the_file_and_the_fix(tmp_pat
         pytest.skip("no iconv here to run the suggested conversion")
     subprocess.run(command, shell=True, check=True, cwd=tmp_path)
     assert load_capitals(tmp_path / "capitals-utf8.csv")["country"] == ["Côte d'Ivoire"]
+
+
+# --------------------------------------------------------------------------- item 14: sane upper bounds
+
+
+@pytest.mark.parametrize(
+    ("flags", "named"),
+    [
+        (["--samples_per_round", "100000000"], "samples_per_round=100000000: at most 4096"),
+        (
+            ["--sampling", "dapo", "--pass_rate_memory", "true", "--skip_unsolvable_draws", "100000000"],
+            "skip_unsolvable_draws=100000000: at most 10000",
+        ),
+    ],
+)
+def test_an_absurd_sample_count_is_refused_in_one_line_before_the_model_loads(tmp_path, capsys, flags, named):
+    from trl_ada.cli.train import main
+    from trl_ada.plan import SamplingPlan
+
+    base = ["--output_dir", str(tmp_path / "run"), "--model_name_or_path", str(tmp_path / "no-model")]
+    assert main([*base, "--use_cpu", "1", "--report_to", "none", *flags]) == 2
+    line = _error_line(capsys, "train")
+    assert named in line and "no-model" not in line
+    SamplingPlan.from_fields(num_generations=4, samples_per_round=4096, max_rounds=1)  # the bound itself is allowed
