@@ -326,3 +326,70 @@ def test_an_absurd_sample_count_is_refused_in_one_line_before_the_model_loads(tm
     line = _error_line(capsys, "train")
     assert named in line and "no-model" not in line
     SamplingPlan.from_fields(num_generations=4, samples_per_round=4096, max_rounds=1)  # the bound itself is allowed
+
+
+# --------------------------------------------------------------------------- item 14: the SmolLM2 fixture's cache
+
+
+def _finished_fixture(cache: Path) -> Path:
+    from trl_ada.real import model
+
+    folder = cache / model.SMOLLM2_NAME
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text("{}")
+    (folder / model.MARKER).write_text(json.dumps({"files": {"config.json": 2}}))
+    return folder
+
+
+def test_a_tilde_in_trl_ada_cache_is_the_home_folder(monkeypatch, tmp_path):
+    from trl_ada.real import model
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("TRL_ADA_CACHE", "~/x")
+    assert model.default_cache_dir() == tmp_path / "x"
+    folder = _finished_fixture(tmp_path / "x")
+    assert model.smollm2_checkpoint() == folder
+    assert model.smollm2_checkpoint("~/x") == folder
+
+
+def test_a_corrupt_marker_is_a_fixture_error_with_the_fix(tmp_path):
+    from trl_ada.real import FixtureError, smollm2_checkpoint
+
+    folder = _finished_fixture(tmp_path)
+    (folder / "trl_ada_fixture.json").write_text('{"files": {"config.js')
+    with pytest.raises(FixtureError, match=rf"trl_ada_fixture.json cannot be read .*rm -rf {folder}"):
+        smollm2_checkpoint(tmp_path)
+
+
+def test_a_cache_folder_that_cannot_be_created_is_a_fixture_error(tmp_path, monkeypatch):
+    from trl_ada.real import FixtureError, model, smollm2_checkpoint
+
+    monkeypatch.setattr(model, "smollm2_gguf", lambda: tmp_path / "model.gguf")
+    blocker = tmp_path / "cache"
+    blocker.write_text("a file where the cache folder should be")
+    with pytest.raises(FixtureError, match=rf"cache folder {blocker / 'sub'} cannot be created or .*TRL_ADA_CACHE"):
+        smollm2_checkpoint(blocker / "sub")
+
+
+def test_the_next_call_removes_the_staging_folders_of_killed_conversions(tmp_path):
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    from trl_ada.real import model
+
+    folder = _finished_fixture(tmp_path)
+    finished = subprocess.Popen([sys.executable, "-c", "pass"])
+    finished.wait()
+    prefix = f".{model.SMOLLM2_NAME}.staging-{socket.gethostname()}"
+    killed = tmp_path / f"{prefix}-{finished.pid}-abc"
+    running = tmp_path / f"{prefix}-{os.getpid()}-def"
+    old_release, recent = tmp_path / f".{model.SMOLLM2_NAME}-old", tmp_path / f".{model.SMOLLM2_NAME}-new"
+    for staging in (killed, running, old_release, recent):
+        staging.mkdir()
+        (staging / "model.safetensors").write_bytes(b"half")
+    os.utime(old_release, (0, 0))
+    assert model.smollm2_checkpoint(tmp_path) == folder
+    assert not killed.exists() and not old_release.exists()
+    assert running.exists() and recent.exists()  # a conversion in progress is left alone
