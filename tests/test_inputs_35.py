@@ -393,3 +393,31 @@ def test_the_next_call_removes_the_staging_folders_of_killed_conversions(tmp_pat
     assert model.smollm2_checkpoint(tmp_path) == folder
     assert not killed.exists() and not old_release.exists()
     assert running.exists() and recent.exists()  # a conversion in progress is left alone
+
+
+# --------------------------------------------------------------------------- item 14: `evaluate --datasets =path`
+
+
+def test_a_dataset_starting_with_equals_is_refused_with_a_hint_that_works(tmp_path, monkeypatch, capsys):
+    from trl_ada.cli import evaluate
+
+    monkeypatch.chdir(tmp_path)
+    _jsonl(tmp_path / "problems.jsonl", PROBLEMS)
+    monkeypatch.setattr(evaluate, "avg_at_k", lambda *a, **k: pytest.fail("sampled before the check"))
+    monkeypatch.setattr(evaluate, "check_model", lambda *a, **k: None)
+    monkeypatch.setattr(evaluate, "fitting_prompts", lambda datasets, *a: datasets)
+    assert evaluate.main(["--model", "m", "--datasets", "=problems.jsonl"]) == 2
+    line = _error_line(capsys, "evaluate")
+    assert "--datasets =problems.jsonl" in line and "--datasets problems.jsonl" in line
+    assert evaluate.main(["--model", "m", "--datasets", "math="]) == 2
+    assert "--datasets math=" in _error_line(capsys, "evaluate")
+
+    class Report:
+        def table(self) -> str:
+            return "table"
+
+    labels = []
+    monkeypatch.setattr(evaluate, "avg_at_k", lambda model, datasets, **k: labels.append(list(datasets)) or Report())
+    assert evaluate.main(["--model", "m", "--datasets", "problems.jsonl"]) == 0  # the hints work
+    assert evaluate.main(["--model", "m", "--datasets", "LABEL=problems.jsonl"]) == 0
+    assert labels == [["problems"], ["LABEL"]]
