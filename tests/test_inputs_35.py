@@ -421,3 +421,18 @@ def test_a_dataset_starting_with_equals_is_refused_with_a_hint_that_works(tmp_pa
     assert evaluate.main(["--model", "m", "--datasets", "problems.jsonl"]) == 0  # the hints work
     assert evaluate.main(["--model", "m", "--datasets", "LABEL=problems.jsonl"]) == 0
     assert labels == [["problems"], ["LABEL"]]
+
+
+# --------------------------------------------------------------------------- item 14: vllm_server_timeout
+
+
+@pytest.mark.parametrize("command", ["train", "train-async"])
+@pytest.mark.parametrize("timeout", ["-5", "0"])
+def test_a_vllm_server_timeout_that_is_not_positive_is_refused_in_one_line(tmp_path, capsys, command, timeout):
+    from trl_ada import cli
+
+    base = ["--output_dir", str(tmp_path / "run"), "--model_name_or_path", str(tmp_path / "no-model")]
+    argv = [command, *base, "--report_to", "none", "--vllm_server_timeout", timeout]
+    assert cli.main([*argv, *(["--use_cpu", "1"] if command == "train" else [])]) == 2
+    line = _error_line(capsys, command)
+    assert f"vllm_server_timeout={float(timeout)!r}: must be a number of seconds > 0" in line

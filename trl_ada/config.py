@@ -27,7 +27,13 @@ from .plan import (
     resolve,
 )
 
-__all__ = ["ReinforceAdaConfig", "RunDirArguments", "SamplingArguments", "SamplingConfig"]
+__all__ = [
+    "ReinforceAdaConfig",
+    "RunDirArguments",
+    "SamplingArguments",
+    "SamplingConfig",
+    "check_vllm_server_timeout",
+]
 
 RUN_DIRECTORY = "the run directory"
 """The `--help` group of `overwrite_output_dir`."""
@@ -117,6 +123,15 @@ SamplingArguments.__doc__ = """The sampling fields shared by `ReinforceAdaConfig
 each None until resolved; their defaults are written once, in the plan's sections."""
 
 
+def check_vllm_server_timeout(timeout: Any) -> None:
+    """Refuse a `vllm_server_timeout` that is not a positive number of seconds (TRL would not wait at all)."""
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+        raise ValueError(
+            f"vllm_server_timeout={timeout!r}: must be a number of seconds > 0, how long to wait for the vLLM server "
+            "to be up (TRL's default: 240)."
+        )
+
+
 @dataclass
 class RunDirArguments:
     """`overwrite_output_dir`, shared by `ReinforceAdaConfig` and `AsyncReinforceAdaConfig` (one run per
@@ -169,6 +184,7 @@ class ReinforceAdaConfig(SamplingArguments, RunDirArguments, GRPOConfig):
 
     def __post_init__(self) -> None:
         self.resolve_sampling()
+        check_vllm_server_timeout(self.vllm_server_timeout)
         if self.scale_rewards not in ("none", "group", "batch", True, False):
             raise ValueError(f"scale_rewards={self.scale_rewards!r}: choose one of ['none', 'group', 'batch'].")
         super().__post_init__()

@@ -7,7 +7,7 @@ from typing import ClassVar
 
 from trl.experimental.async_grpo import AsyncGRPOConfig
 
-from ..config import RunDirArguments, SamplingArguments
+from ..config import RunDirArguments, SamplingArguments, check_vllm_server_timeout
 from ..plan import PLAN_DEFAULTS, Host, check_type, preset_unused_fields
 from .rollout import ASYNCHRONOUS, PromptStreaming
 
@@ -97,6 +97,7 @@ def _check_number_types(config: AsyncReinforceAdaConfig) -> None:
     check_type("max_inflight_tasks", config.max_inflight_tasks, int, example=-1)
     check_type("max_prompts_in_flight", config.max_prompts_in_flight, int, optional=True)
     check_type("reward_timeout", config.reward_timeout, float, example=300.0)
+    check_vllm_server_timeout(config.vllm_server_timeout)
 
 
 def _refuse_replaced(config: AsyncReinforceAdaConfig) -> None:
