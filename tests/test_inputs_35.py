@@ -436,3 +436,39 @@ def test_a_vllm_server_timeout_that_is_not_positive_is_refused_in_one_line(tmp_p
     assert cli.main([*argv, *(["--use_cpu", "1"] if command == "train" else [])]) == 2
     line = _error_line(capsys, command)
     assert f"vllm_server_timeout={float(timeout)!r}: must be a number of seconds > 0" in line
+
+
+# --------------------------------------------------------------------------- item 14: `--help` defaults
+
+
+def _help_of(command: str) -> dict[str, str]:
+    from trl_ada.cli.train import TRAIN, make_parser
+    from trl_ada.cli.train_async import TRAIN_ASYNC
+
+    parser = make_parser(command=TRAIN if command == "train" else TRAIN_ASYNC)
+    return {action.dest: " ".join((action.help or "").split()) for action in parser._actions}
+
+
+@pytest.mark.parametrize(
+    ("command", "defaults"),
+    [
+        (
+            "train",
+            {"num_generations": 4, "scale_rewards": "none", "loss_type": "dapo", "beta": 0.0, "epsilon": 0.2},
+        ),
+        ("train-async", {"num_generations": 4, "scale_rewards": "none"}),
+    ],
+)
+def test_help_shows_the_defaults_that_differ_from_trl(command, defaults):
+    shown = _help_of(command)
+    for name, default in defaults.items():
+        assert f"Default: {default!r}." in shown[name], name
+
+
+def test_train_async_help_shows_the_schedule_it_runs_by_default(tmp_path):
+    from trl_ada.async_grpo import AsyncReinforceAdaConfig
+
+    assert _help_of("train-async")["generation_schedule"].endswith("Default: the preset's, else 'streaming'.")
+    assert _help_of("train")["generation_schedule"].endswith("Default: the preset's, else 'rounds'.")
+    run = {"use_cpu": True, "bf16": False, "per_device_train_batch_size": 8, "report_to": [], "save_strategy": "no"}
+    assert AsyncReinforceAdaConfig(output_dir=str(tmp_path), **run).generation_schedule == "streaming"
