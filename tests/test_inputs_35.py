@@ -472,3 +472,24 @@ def test_train_async_help_shows_the_schedule_it_runs_by_default(tmp_path):
     assert _help_of("train")["generation_schedule"].endswith("Default: the preset's, else 'rounds'.")
     run = {"use_cpu": True, "bf16": False, "per_device_train_batch_size": 8, "report_to": [], "save_strategy": "no"}
     assert AsyncReinforceAdaConfig(output_dir=str(tmp_path), **run).generation_schedule == "streaming"
+
+
+# --------------------------------------------------------------------------- item 14: NaN and inf rewards
+
+
+def test_a_nan_reward_abstains_like_none_and_an_infinite_one_is_refused():
+    import math
+
+    import numpy as np
+
+    from trl_ada.checks import check_rewards
+    from trl_ada.groups import aggregate_rewards, reward_values
+
+    check_rewards("r", [math.nan, None, 1.0])  # both pass the check: no RewardError
+    with_nan = aggregate_rewards(np.array([[math.nan, 1.0], [math.nan, math.nan]]), [1.0, 1.0])
+    with_none = aggregate_rewards(np.array([[None, 1.0], [None, None]], dtype=float), [1.0, 1.0])
+    assert np.array_equal(with_nan, with_none, equal_nan=True) and math.isnan(with_nan[1])
+    with pytest.raises(ValueError, match=r"rewards\[0\] = inf: a reward must be finite, or NaN"):
+        reward_values([math.inf, 1.0], 2)
+    text = (Path(__file__).resolve().parents[1] / "docs" / "algorithm.md").read_text()
+    assert 'A reward of `float("nan")` means the same as `None`' in text
