@@ -493,3 +493,30 @@ def test_a_nan_reward_abstains_like_none_and_an_infinite_one_is_refused():
         reward_values([math.inf, 1.0], 2)
     text = (Path(__file__).resolve().parents[1] / "docs" / "algorithm.md").read_text()
     assert 'A reward of `float("nan")` means the same as `None`' in text
+
+
+# --------------------------------------------------------------------------- item 14: Ctrl-C during a save
+
+
+def test_ctrl_c_during_a_checkpoint_save_is_one_line_naming_the_checkpoint(tmp_path, monkeypatch, capsys):
+    from types import SimpleNamespace
+
+    from trl_ada.cli import train
+    from trl_ada.run_dir import SAVING_MARKER, SaveInterrupted, saving_checkpoint
+
+    checkpoint = tmp_path / "run" / "checkpoint-3"
+
+    def interrupted_save(trainer, script_args):
+        with saving_checkpoint(checkpoint):
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(train, "check_model", lambda *a, **k: None)
+    monkeypatch.setattr(train, "build_trainer", lambda *a, **k: SimpleNamespace(add_callback=lambda cb: None))
+    monkeypatch.setattr(train, "run_training", interrupted_save)
+    argv = ["--output_dir", str(tmp_path / "run"), "--model_name_or_path", "m", "--use_cpu", "1"]
+    assert train.main([*argv, "--report_to", "none"]) == 130
+    line = _error_line(capsys, "train")
+    assert str(checkpoint) in line and "--resume_from_checkpoint true" in line
+    assert (checkpoint / SAVING_MARKER).exists()
+    with pytest.raises(KeyboardInterrupt), saving_checkpoint(tmp_path / "other"):  # still an interrupt in Python
+        raise SaveInterrupted("nested")

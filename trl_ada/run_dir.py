@@ -46,6 +46,7 @@ __all__ = [
     "SAVING_MARKER",
     "LockHolder",
     "RunDirectoryError",
+    "SaveInterrupted",
     "check_output_dir",
     "check_output_dir_is_directory",
     "checkpoint_dirs",
@@ -83,6 +84,10 @@ _CHECKPOINT = re.compile(rf"^{PREFIX_CHECKPOINT_DIR}-(\d+)$")
 
 class RunDirectoryError(ValueError):
     """The output directory cannot be used as asked; the message says why and what to do."""
+
+
+class SaveInterrupted(KeyboardInterrupt):
+    """Ctrl-C while a checkpoint was being written; the message names the checkpoint and how to go on."""
 
 
 # --------------------------------------------------------------------------- checkpoints
@@ -293,9 +298,14 @@ def saving_checkpoint(checkpoint: str | os.PathLike, *, is_writer: bool = True) 
         _write_atomically(path / SAVING_MARKER, f"{os.getpid()} {time.time():.0f}\n")
     try:
         yield
-    except BaseException:
+    except BaseException as error:
         if is_writer:
             logger.warning("Saving %s was interrupted; it stays marked partial and resuming will skip it.", path)
+        if isinstance(error, KeyboardInterrupt) and not isinstance(error, SaveInterrupted):
+            raise SaveInterrupted(
+                f"interrupted (Ctrl-C) while saving {path}; it stays marked partial and resuming skips it. Go on "
+                "with --resume_from_checkpoint true."
+            ) from error
         raise
     if is_writer:
         (path / SAVING_MARKER).unlink()

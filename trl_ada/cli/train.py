@@ -649,12 +649,12 @@ def main(argv: Sequence[str] | None = None, command: TrainCommand = TRAIN) -> in
     """`trl-ada train`: setup errors (flags, recipe, model, data, rewards, run directory, credentials) are reported
     in one line without a traceback, before the model loads; exit code 2 for usage errors, 1 otherwise. So is a
     resumed checkpoint's unusable Reinforce-Ada state (memory, candidate stream), found when training starts, a reward
-    function's answer that is not a reward per completion (`RewardError`, whenever a call returns one), and
-    `command.startup_errors` raised before the first step.
+    function's answer that is not a reward per completion (`RewardError`, whenever a call returns one),
+    `command.startup_errors` raised before the first step, and Ctrl-C during a checkpoint save (exit code 130).
 
     The main process holds the `output_dir` lock from these checks until the final model is saved.
     """
-    from ..run_dir import run_lock
+    from ..run_dir import SaveInterrupted, run_lock
 
     name = command.name
     try:
@@ -689,6 +689,9 @@ def main(argv: Sequence[str] | None = None, command: TrainCommand = TRAIN) -> in
             return print_error(name, err)
         except RewardError as err:  # a reward function's answer, found where it is first called (a training step)
             return print_error(name, err)
+        except SaveInterrupted as err:  # Ctrl-C during a checkpoint save: one line, the usual exit code of SIGINT
+            print_error(name, err)
+            return 130
         except command.startup_errors as err:  # e.g. no generation server: one line; later failures keep the trace
             if first_step.reached:
                 raise
