@@ -223,7 +223,7 @@ _YAML_BOOLEAN_WORDS = {False: ("no", "off", "false"), True: ("yes", "on", "true"
 """The words YAML 1.1 reads as booleans, each value's in the order a choice is matched."""
 
 
-def yaml_choice(action: argparse.Action, value: Any) -> Any:
+def _yaml_choice(action: argparse.Action, value: Any) -> Any:
     """A YAML boolean as the option's choice it was written as (`eval_strategy: no` is read as False); any other
     value as it is."""
     if not isinstance(value, bool) or action.choices is None:
@@ -332,7 +332,7 @@ class ReinforceAdaParser(TrlParser):
         if unknown:
             raise ConfigKeyError(self._unknown_key_message(unknown, where))
         actions = {action.dest: action for action in self._actions if action.option_strings}
-        kwargs = {key: yaml_choice(actions[key], value) for key, value in kwargs.items()}
+        kwargs = {key: _yaml_choice(actions[key], value) for key, value in kwargs.items()}
         for key, value in kwargs.items():
             problem = _yaml_value_problem(actions[key], value)
             if problem:

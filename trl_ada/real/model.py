@@ -145,6 +145,7 @@ def _is_stale(folder: Path) -> bool:
 
 
 def _is_running(pid: int) -> bool:
+    """Whether process `pid` exists on this host (one of another user's counts)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
