@@ -12,8 +12,10 @@ import textwrap
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 from datasets import Dataset
+from safetensors.numpy import save_file
 
 from trl_ada import ReinforceAdaConfig, ReinforceAdaTrainer
 from trl_ada.run_dir import (
@@ -34,6 +36,7 @@ def _checkpoint(root: Path, step: int, *, complete: bool = True) -> Path:
     path = root / f"checkpoint-{step}"
     path.mkdir(parents=True)
     (path / "trainer_state.json").write_text(json.dumps({"global_step": step}))
+    save_file({"w": np.zeros(1, np.float32)}, str(path / "model.safetensors"))
     if not complete:
         (path / SAVING_MARKER).write_text("")
     return path

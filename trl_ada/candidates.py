@@ -123,6 +123,10 @@ class Candidates(Record):
         return max_rounds if self.rounds_per_prompt is None else min(self.rounds_per_prompt, max_rounds)
 
 
+MAX_SKIP_UNSOLVABLE_DRAWS = 10_000
+"""The largest `skip_unsolvable_draws`: its probability is a product over that many draws for every candidate."""
+
+
 def validate_refill(
     prompt_oversampling: float,
     skip_threshold: float | None,
@@ -154,6 +158,11 @@ def validate_refill(
             f"skip_unsolvable_draws={skip_unsolvable_draws!r}: must be an integer >= 1 (e.g. 64: a prompt counts as "
             "unsolvable when 64 more completions would all be wrong with probability skip_threshold), or None to "
             "never skip a prompt for being hard."
+        )
+    if skip_unsolvable_draws is not None and skip_unsolvable_draws > MAX_SKIP_UNSOLVABLE_DRAWS:
+        raise ValueError(
+            f"skip_unsolvable_draws={skip_unsolvable_draws}: at most {MAX_SKIP_UNSOLVABLE_DRAWS} (the default is 64); "
+            "its probability is a product over that many draws for every candidate. Lower it."
         )
     if not is_int(skip_max_consecutive) or skip_max_consecutive < 1:
         raise ValueError(

@@ -27,7 +27,15 @@ from .plan import (
     resolve,
 )
 
-__all__ = ["ReinforceAdaConfig", "RunDirArguments", "SamplingArguments", "SamplingConfig"]
+__all__ = [
+    "ReinforceAdaConfig",
+    "RunDirArguments",
+    "SamplingArguments",
+    "SamplingConfig",
+    "changed_default",
+    "check_vllm_server_timeout",
+    "host_sampling_field",
+]
 
 RUN_DIRECTORY = "the run directory"
 """The `--help` group of `overwrite_output_dir`."""
@@ -92,9 +100,23 @@ def _preset_help() -> str:
     )
 
 
-def _help(spec: FlatField) -> str:
-    default = f"the preset's, else {spec.default!r}" if spec.name in PRESET_FIELDS else repr(spec.default)
+def _help(spec: FlatField, host: Host = SYNCHRONOUS) -> str:
+    """The `--help` of a sampling field, ending with its default on `host` (the preset's first, when it has one)."""
+    fallback = host.base.get(spec.name, spec.default)
+    default = f"the preset's, else {fallback!r}" if spec.name in PRESET_FIELDS else repr(fallback)
     return f"{spec.help} Default: {default}."
+
+
+def host_sampling_field(name: str, host: Host) -> Any:
+    """The sampling field `name` as a config of `host` declares it: unset by default, its `--help` naming the
+    default of `host` (the asynchronous trainer streams where the synchronous one runs rounds)."""
+    spec = _FLAT[name]
+    return field(default=spec.unset, metadata={"help": _help(spec, host)})
+
+
+def changed_default(default: Any, text: str) -> Any:
+    """A field whose default differs from TRL's, with that default at the end of its `--help`."""
+    return field(default=default, metadata={"help": f"{text} Default: {default!r}."})
 
 
 SamplingArguments = dataclasses.make_dataclass(
@@ -115,6 +137,15 @@ SamplingArguments.__module__ = __name__
 SamplingArguments.__doc__ = """The sampling fields shared by `ReinforceAdaConfig` and the asynchronous
 `trl_ada.async_grpo.AsyncReinforceAdaConfig`, one per `trl_ada.plan.flat_fields()` (plus `sampling`, the preset),
 each None until resolved; their defaults are written once, in the plan's sections."""
+
+
+def check_vllm_server_timeout(timeout: Any) -> None:
+    """Refuse a `vllm_server_timeout` that is not a positive number of seconds (TRL would not wait at all)."""
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+        raise ValueError(
+            f"vllm_server_timeout={timeout!r}: must be a number of seconds > 0, how long to wait for the vLLM server "
+            "to be up (TRL's default: 240)."
+        )
 
 
 @dataclass
@@ -151,24 +182,22 @@ class ReinforceAdaConfig(SamplingArguments, RunDirArguments, GRPOConfig):
     """
 
     # Paper defaults where TRL's differ
-    num_generations: int | None = field(
-        default=4,
-        metadata={"help": "n: the fixed group size that reaches the loss (completions kept per prompt)."},
+    num_generations: int | None = changed_default(
+        4, "n: the fixed group size that reaches the loss (completions kept per prompt)."
     )
-    scale_rewards: str = field(
-        default="none",
-        metadata={
-            "help": "'none' (paper): advantages are not divided by a std. 'group': divided by the std of the "
-            "advantage baseline's set (pool or group). 'batch': divided by the std of all kept rewards."
-        },
+    scale_rewards: str = changed_default(
+        "none",
+        "'none' (paper): advantages are not divided by a std. 'group': divided by the std of the advantage "
+        "baseline's set (pool or group). 'batch': divided by the std of all kept rewards.",
     )
-    loss_type: str = field(default="dapo", metadata={"help": "TRL's loss formulation; the paper uses 'dapo'."})
-    epsilon: float = field(default=0.2, metadata={"help": "Lower clipping epsilon."})
-    epsilon_high: float | None = field(default=0.28, metadata={"help": "Upper clipping epsilon (clip-higher)."})
-    beta: float = field(default=0.0, metadata={"help": "KL coefficient; the paper uses no KL (0.0)."})
+    loss_type: str = changed_default("dapo", "TRL's loss formulation; the paper uses 'dapo'.")
+    epsilon: float = changed_default(0.2, "Lower clipping epsilon.")
+    epsilon_high: float | None = changed_default(0.28, "Upper clipping epsilon (clip-higher).")
+    beta: float = changed_default(0.0, "KL coefficient; the paper uses no KL (0.0).")
 
     def __post_init__(self) -> None:
         self.resolve_sampling()
+        check_vllm_server_timeout(self.vllm_server_timeout)
         if self.scale_rewards not in ("none", "group", "batch", True, False):
             raise ValueError(f"scale_rewards={self.scale_rewards!r}: choose one of ['none', 'group', 'batch'].")
         super().__post_init__()

@@ -42,6 +42,7 @@ __all__ = [
     "build_prompt",
     "check_prompt_lengths",
     "drop_unanswered",
+    "drop_unposed",
     "filter_by_prompt_length",
     "format_dataset",
     "load_prompt_dataset",
@@ -293,6 +294,32 @@ def drop_unanswered(dataset: Dataset, answer_column: str, source: str = "The dat
     return dataset.select(keep)
 
 
+def _is_unposed(value: Any) -> bool:
+    """A problem with nothing to ask: null, blank, or a conversation of no message."""
+    return not value if _is_conversation(value) else _is_blank(value)
+
+
+def drop_unposed(dataset: Dataset, problem_column: str, source: str = "The dataset") -> Dataset:
+    """`dataset` without the rows whose problem is null or empty (nothing to ask), with a warning giving their count;
+    a ValueError when no row is left."""
+    keep = [index for index, value in enumerate(dataset[problem_column]) if not _is_unposed(value)]
+    if len(keep) == len(dataset):
+        return dataset
+    if not keep:
+        raise ValueError(
+            f"{source}: every row's problem (column {problem_column!r}) is null or empty, so there is nothing to ask. "
+            "Fill in the problems, or name the right column with `problem_column`."
+        )
+    logger.warning(
+        "%s: dropped %d of %d rows whose problem (column %r) is null or empty: there is nothing to ask.",
+        source,
+        len(dataset) - len(keep),
+        len(dataset),
+        problem_column,
+    )
+    return dataset.select(keep)
+
+
 def format_dataset(
     dataset: Dataset,
     problem_column: str | None = None,
@@ -304,10 +331,11 @@ def format_dataset(
 
     A problem column that already holds conversations is kept as it is (no template is applied). An answer becomes
     text as `trl_ada.rewards.answers.reference_answer` reads it (a list of several answers: `2, 3`); rows whose
-    answer is null, empty or without a clear meaning are dropped with a warning ([`drop_unanswered`]).
+    answer is null, empty or without a clear meaning are dropped with a warning ([`drop_unanswered`]), and so are
+    the rows whose problem is null or empty ([`drop_unposed`]).
     """
     problem_key, answer_key = resolve_columns(dataset.column_names, problem_column, answer_column)
-    dataset = drop_unanswered(dataset, answer_key)
+    dataset = drop_unanswered(drop_unposed(dataset, problem_key), answer_key)
 
     def to_row(example: dict[str, Any]) -> dict[str, Any]:
         problem = example[problem_key]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -36,12 +36,14 @@ def check_output(
     overwrite: bool = False,
     directory: bool = False,
     inputs: Iterable[str | os.PathLike] = (),
+    owned: Callable[[str], bool] | None = None,
 ) -> Path:
     """The absolute output path, after checking that it can be written as a new file (or `directory`).
 
     Raises [`OutputError`] when `path` exists and `overwrite` is False, when it exists as the other kind (file vs
-    directory), when it is, contains or lies inside one of `inputs`, or when its nearest existing ancestor is not a
-    writable directory.
+    directory), when it is, contains or lies inside one of `inputs`, when an existing `directory` holds an entry whose
+    name `owned` does not accept (a file the command did not write, which replacing the directory would delete), or
+    when its nearest existing ancestor is not a writable directory.
     """
     target = Path(path).expanduser().absolute()
     kind = "directory" if directory else "file"
@@ -64,12 +66,25 @@ def check_output(
                 f"{option} {path}: already exists. Pass --overwrite to replace it (only once the new results are "
                 f"complete), or choose another {option}."
             )
+        if directory and owned is not None:
+            _check_owned(target, owned, option, path)
     ancestor = _nearest_existing(target.parent)
     if not ancestor.is_dir():
         raise OutputError(f"{option} {path}: cannot be created, {ancestor} is a file. Choose another {option}.")
     if not os.access(ancestor, os.W_OK | os.X_OK):
         raise OutputError(f"{option} {path}: cannot be written, {ancestor} is not writable. Choose another {option}.")
     return target
+
+
+def _check_owned(target: Path, owned: Callable[[str], bool], option: str, path: str | os.PathLike) -> None:
+    """Refuse to replace a directory that holds entries the command did not write (`owned` rejects their names)."""
+    foreign = sorted(entry.name for entry in target.iterdir() if not owned(entry.name))
+    if foreign:
+        shown = ", ".join(foreign[:5]) + (", ..." if len(foreign) > 5 else "")
+        raise OutputError(
+            f"{option} {path}: holds {len(foreign)} file(s) this command did not write ({shown}); --overwrite "
+            f"replaces only an earlier output of the command. Move them away, or choose another {option}."
+        )
 
 
 @contextmanager

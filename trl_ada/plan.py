@@ -179,6 +179,10 @@ def is_number(value: Any) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
 
 
+MAX_SAMPLES_PER_ROUND = 4096
+"""The most completions one prompt may draw in one round: a sane bound, far above the paper's 8."""
+
+
 def validate_sampling(
     num_generations: int, samples_per_round: int, max_rounds: int, positive_threshold: float, rounds: bool = True
 ) -> None:
@@ -186,6 +190,11 @@ def validate_sampling(
     the plan samples in rounds, so M·N must fill a group)."""
     check_group_size(num_generations)
     check_integer("samples_per_round", samples_per_round, 1, " (the paper uses 8).")
+    if samples_per_round > MAX_SAMPLES_PER_ROUND:
+        raise ValueError(
+            f"samples_per_round={samples_per_round}: at most {MAX_SAMPLES_PER_ROUND} completions per prompt and round "
+            "(the paper uses 8); more would not fit one generation call. Lower it."
+        )
     check_integer("max_rounds", max_rounds, 1, " (the paper uses 4).")
     if rounds and samples_per_round * max_rounds < num_generations:
         raise ValueError(

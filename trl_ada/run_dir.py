@@ -13,10 +13,13 @@ Three guarantees for a training run's `output_dir`:
 * **No half-written checkpoint is ever resumed.** [`saving_checkpoint`] marks `checkpoint-N` with
   `.trl_ada-saving` before the first file is written and removes the marker only after the last one (and after
   checkpoint rotation, so an interruption between the two cannot delete the previous complete checkpoint).
-  [`last_complete_checkpoint`] skips marked folders, and folders without a readable `trainer_state.json`, with a
-  warning. A new save of a step deletes the folder an earlier save of that step left, before writing into it.
+  [`last_complete_checkpoint`] skips, with a warning, marked folders and folders that a save cut short in another
+  way: no readable `trainer_state.json`, no model weights (or a missing shard, or a safetensors file shorter than
+  its header says), or an empty file (an `optimizer.pt` of 0 bytes); resuming with `True` falls back to the newest
+  complete checkpoint and logs which. A new save of a step deletes the folder an earlier save of that step left,
+  before writing into it.
 
-Checkpoints written by other tools (no marker, a readable `trainer_state.json`) count as complete.
+Checkpoints written by other tools (no marker, a readable `trainer_state.json`, whole weights) count as complete.
 [`claim_run_dir`] and [`complete_checkpoint`] wire this into a `transformers.Trainer` in one line each.
 """
 
@@ -43,6 +46,7 @@ __all__ = [
     "SAVING_MARKER",
     "LockHolder",
     "RunDirectoryError",
+    "SaveInterrupted",
     "check_output_dir",
     "check_output_dir_is_directory",
     "checkpoint_dirs",
@@ -54,6 +58,7 @@ __all__ = [
     "last_complete_checkpoint",
     "resolve_resume",
     "run_lock",
+    "safetensors_complete",
     "saving_checkpoint",
 ]
 
@@ -81,6 +86,10 @@ class RunDirectoryError(ValueError):
     """The output directory cannot be used as asked; the message says why and what to do."""
 
 
+class SaveInterrupted(KeyboardInterrupt):
+    """Ctrl-C while a checkpoint was being written; the message names the checkpoint and how to go on."""
+
+
 # --------------------------------------------------------------------------- checkpoints
 
 
@@ -95,7 +104,7 @@ def checkpoint_dirs(output_dir: str | os.PathLike) -> list[Path]:
 
 def incomplete_reason(checkpoint: str | os.PathLike) -> str | None:
     """Why the checkpoint was not completely written (a saving marker, a missing or unreadable
-    `trainer_state.json`), or None when it is complete."""
+    `trainer_state.json`, missing or truncated model weights, an empty file), or None when it is complete."""
     path = Path(checkpoint)
     if (path / SAVING_MARKER).exists():
         return f"its saving marker {SAVING_MARKER} is still there"
@@ -105,12 +114,86 @@ def incomplete_reason(checkpoint: str | os.PathLike) -> str | None:
         return f"it has no {TRAINER_STATE}"
     except (OSError, UnicodeDecodeError, ValueError):
         return f"its {TRAINER_STATE} is truncated or corrupt"
-    return None if isinstance(state, dict) else f"its {TRAINER_STATE} is not a JSON object"
+    if not isinstance(state, dict):
+        return f"its {TRAINER_STATE} is not a JSON object"
+    return _weights_problem(path) or _empty_file(path)
 
 
 def is_complete(checkpoint: str | os.PathLike) -> bool:
-    """True when every file of the checkpoint was written: no saving marker, and a `trainer_state.json` that parses."""
+    """True when every file of the checkpoint was written: no saving marker, a `trainer_state.json` that parses,
+    model weights whose size matches their header, and no empty file."""
     return incomplete_reason(checkpoint) is None
+
+
+_WEIGHT_FILES = (
+    "model.safetensors",
+    "adapter_model.safetensors",
+    "pytorch_model.bin",
+    "adapter_model.bin",
+)
+"""The model weights of a checkpoint, one of which (or a sharded index, `<name>.index.json`) it must hold."""
+_UNCHECKED_WEIGHTS = re.compile(r"^(global_step\d+|pytorch_model_fsdp_\d+)$")
+"""DeepSpeed and FSDP folders of sharded weights: present counts as complete (their layout is theirs)."""
+
+
+def _weights_problem(checkpoint: Path) -> str | None:
+    """Why the checkpoint's model weights cannot be loaded (none, a missing shard, a truncated safetensors file)."""
+    for name in _WEIGHT_FILES:
+        index = checkpoint / f"{name}.index.json"
+        if index.is_file():
+            return _index_problem(index)
+        if (checkpoint / name).is_file():
+            return _file_problem(checkpoint / name)
+    if any(_UNCHECKED_WEIGHTS.match(entry.name) for entry in checkpoint.iterdir()):
+        return None
+    return f"it has no model weights ({', '.join(_WEIGHT_FILES[:2])} or {_WEIGHT_FILES[2]})"
+
+
+def _index_problem(index: Path) -> str | None:
+    """The first problem of a sharded checkpoint: an unreadable index, or a shard missing or truncated."""
+    try:
+        shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError):
+        return f"its {index.name} is truncated or corrupt"
+    for shard in shards:
+        if not (index.parent / shard).is_file():
+            return f"its weight shard {shard} is missing"
+        problem = _file_problem(index.parent / shard)
+        if problem:
+            return problem
+    return None
+
+
+def _file_problem(weights: Path) -> str | None:
+    """Why a weights file is incomplete: empty, or (safetensors) shorter than its header says."""
+    if weights.stat().st_size == 0:
+        return f"its {weights.name} is empty"
+    if weights.suffix == ".safetensors" and not safetensors_complete(weights):
+        return f"its {weights.name} is truncated or corrupt"
+    return None
+
+
+def safetensors_complete(path: str | os.PathLike) -> bool:
+    """True when the safetensors file's JSON header parses and the file is as long as the tensors it lists."""
+    size = os.path.getsize(path)
+    try:
+        with open(path, "rb") as handle:
+            length = int.from_bytes(handle.read(8), "little")
+            if size < 8 or 8 + length > size:
+                return False
+            header = json.loads(handle.read(length))
+        ends = [entry["data_offsets"][1] for key, entry in header.items() if key != "__metadata__"]
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError, IndexError):
+        return False
+    return size >= 8 + length + max(ends, default=0)
+
+
+def _empty_file(checkpoint: Path) -> str | None:
+    """The first file of the checkpoint that is empty (a save that died after creating it), as a reason."""
+    empty = sorted(
+        p.name for p in checkpoint.iterdir() if not p.name.startswith(".") and p.is_file() and not p.stat().st_size
+    )
+    return f"its {empty[0]} is empty" if empty else None
 
 
 def last_complete_checkpoint(output_dir: str | os.PathLike) -> Path | None:
@@ -143,6 +226,7 @@ def resolve_resume(output_dir: str | os.PathLike, resume: str | os.PathLike | bo
                 f"resume_from_checkpoint=True, but output_dir {str(output_dir)!r} holds {found}. Start a new run "
                 "without resume_from_checkpoint, or pass the path of a complete checkpoint."
             )
+        logger.info("Resuming from %s, the newest complete checkpoint in %s.", last, output_dir)
         return str(last)
     path = Path(resume)
     if not path.is_dir():
@@ -214,9 +298,14 @@ def saving_checkpoint(checkpoint: str | os.PathLike, *, is_writer: bool = True) 
         _write_atomically(path / SAVING_MARKER, f"{os.getpid()} {time.time():.0f}\n")
     try:
         yield
-    except BaseException:
+    except BaseException as error:
         if is_writer:
             logger.warning("Saving %s was interrupted; it stays marked partial and resuming will skip it.", path)
+        if isinstance(error, KeyboardInterrupt) and not isinstance(error, SaveInterrupted):
+            raise SaveInterrupted(
+                f"interrupted (Ctrl-C) while saving {path}; it stays marked partial and resuming skips it. Go on "
+                "with --resume_from_checkpoint true."
+            ) from error
         raise
     if is_writer:
         (path / SAVING_MARKER).unlink()

@@ -7,7 +7,13 @@ from typing import ClassVar
 
 from trl.experimental.async_grpo import AsyncGRPOConfig
 
-from ..config import RunDirArguments, SamplingArguments
+from ..config import (
+    RunDirArguments,
+    SamplingArguments,
+    changed_default,
+    check_vllm_server_timeout,
+    host_sampling_field,
+)
 from ..plan import PLAN_DEFAULTS, Host, check_type, preset_unused_fields
 from .rollout import ASYNCHRONOUS, PromptStreaming
 
@@ -47,18 +53,15 @@ class AsyncReinforceAdaConfig(SamplingArguments, RunDirArguments, AsyncGRPOConfi
             "help": "Seconds one reward call may take before the run stops with an error.",
         },
     )
-    scale_rewards: str = field(
-        default="none",
-        metadata={"help": "'none' (paper): A = r - baseline. 'group': divided by the std of the baseline's set."},
+    scale_rewards: str = changed_default(
+        "none", "'none' (paper): A = r - baseline. 'group': divided by the std of the baseline's set."
     )
     vllm_mode: str = field(
         default="server",
         metadata={"help": "Only 'server': asynchronous generation runs on a separate vLLM server."},
     )
-    num_generations: int = field(
-        default=4,
-        metadata={"help": "n: the group size kept per prompt (Est: the average allocation)."},
-    )
+    num_generations: int = changed_default(4, "n: the group size kept per prompt (Est: the average allocation).")
+    generation_schedule: str | None = host_sampling_field("generation_schedule", ASYNCHRONOUS)
 
     sampling_host: ClassVar[Host] = ASYNCHRONOUS
     help_groups: ClassVar[dict[str, str]] = {
@@ -97,6 +100,7 @@ def _check_number_types(config: AsyncReinforceAdaConfig) -> None:
     check_type("max_inflight_tasks", config.max_inflight_tasks, int, example=-1)
     check_type("max_prompts_in_flight", config.max_prompts_in_flight, int, optional=True)
     check_type("reward_timeout", config.reward_timeout, float, example=300.0)
+    check_vllm_server_timeout(config.vllm_server_timeout)
 
 
 def _refuse_replaced(config: AsyncReinforceAdaConfig) -> None:

@@ -320,11 +320,11 @@ def load_split(source: str, split: str, limit: int | None) -> Dataset:
 
 def answerable_rows(dataset: Dataset, problem_column: str | None, answer_column: str | None, source: str) -> Dataset:
     """Fail before any generation when the problem or answer column is missing; the rows with a null or empty answer
-    are dropped with a warning (they could never score)."""
-    from ..data import drop_unanswered, resolve_columns
+    (they could never score) or problem (nothing to ask) are dropped with a warning."""
+    from ..data import drop_unanswered, drop_unposed, resolve_columns
 
-    _, answer = resolve_columns(dataset.column_names, problem_column, answer_column)
-    return drop_unanswered(dataset, answer, source)
+    problem, answer = resolve_columns(dataset.column_names, problem_column, answer_column)
+    return drop_unanswered(drop_unposed(dataset, problem, source), answer, source)
 
 
 def fitting_prompts(datasets: dict[str, Dataset], args: argparse.Namespace, option: str) -> dict[str, Dataset]:

@@ -71,9 +71,18 @@ def make_parser(prog: str = f"{PROG} {COMMAND}") -> argparse.ArgumentParser:
 
 
 def dataset_label(spec: str) -> tuple[str, str]:
-    """`LABEL=NAME_OR_PATH` -> (label, source); otherwise a label from the file stem or the repository name."""
+    """`LABEL=NAME_OR_PATH` -> (label, source); otherwise a label from the file stem or the repository name. A `=`
+    with nothing before or after it (`=data.jsonl`, a stray space in `--datasets =data.jsonl`) is a ValueError."""
     label, sep, source = spec.partition("=")
-    if sep and label and "/" not in label and not Path(spec).exists():
+    if sep and not Path(spec).exists():
+        if not label:
+            raise ValueError(
+                f"--datasets {spec}: starts with '='; write the dataset alone (--datasets {source}) or with a label "
+                f"(--datasets LABEL={source})."
+            )
+        if not source:
+            raise ValueError(f"--datasets {spec}: nothing after '='; write --datasets {label}=NAME_OR_PATH.")
+    if sep and "/" not in label and not Path(spec).exists():
         return label, source
     path = Path(spec)
     return (path.stem if path.is_file() else spec.rstrip("/").split("/")[-1]), spec

