@@ -23,7 +23,7 @@ table gives the median and the interquartile range. `scores per head` counts the
 computes (CPU kernels compute masked ones too). Before timing, every arm's output on every real token is checked
 against the per-segment loop's.
 
-    python -m benchmarks.async_attention                # 200 repetitions x 4 arms: about a minute on 2 CPUs
+    python -m benchmarks.async_attention                # 10 warm-up and 200 timed repetitions x 4 arms
     python -m benchmarks.async_attention --threads 2    # torch's intra-op threads (default: torch's choice)
     python -m benchmarks.async_attention --smoke        # a tiny batch and head size, 3 repetitions
 
