@@ -12,7 +12,7 @@ projections and the MLP are outside it), forward and backward, for one decoder l
   call per segment of the packed prefix tree, over its path's gathered keys;
 - `one dense mask`: one call over the whole packed micro-batch, every query against every token, masked to its path;
 - `segment rows (trl_ada)`: `trl_ada.async_grpo.cpu_attention.tree_attention_cpu`, one batched call over padded rows
-  of at most `QUERY_BLOCK` queries of one segment and the keys of its path;
+  of at most 32 queries (an 8th of the longest path if more) of one segment and the keys of its path;
 - `synchronous (padded)`: what transformers' sdpa attention does for `GRPOTrainer`: left-padded prompts and
   right-padded completions in one batch, a causal and padding mask, keys and values repeated per query head. The
   baseline of the ratio column.

@@ -10,7 +10,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from trl.experimental.async_grpo.packing import TreeRow
 
-from trl_ada.async_grpo.cpu_attention import QUERY_BLOCK, TreeRows, TreeRowsCache, tree_attention_cpu, tree_rows
+from trl_ada.async_grpo.cpu_attention import (
+    QUERY_BLOCK,
+    TreeRows,
+    TreeRowsCache,
+    query_block,
+    tree_attention_cpu,
+    tree_rows,
+)
 
 TREE_FIELDS = ("tree_kv_index", "tree_cu_seqlens_q", "tree_cu_seqlens_k")
 
@@ -135,14 +142,15 @@ def test_rows_of_a_small_tree(block):
     assert bool(rows.mask.any(dim=-1).all())  # no query, padding included, sees no key
 
 
-def test_a_long_segment_is_cut_into_blocks():
-    rng = np.random.default_rng(3)
-    prompt = rng.integers(0, 50, size=70).tolist()
+@pytest.mark.parametrize(("prompt_length", "rows"), [(70, 5), (300, 10)])
+def test_a_long_segment_is_cut_into_blocks(prompt_length, rows):
+    rng = np.random.default_rng(prompt_length)
+    prompt = rng.integers(0, 50, size=prompt_length).tolist()
     tree = packed_tree([prompt + [1, 2, 3], prompt + [4, 5]])
-    assert rows_of(tree).query_index.shape == (
-        5,
-        QUERY_BLOCK,
-    )  # the prompt up to its fork (69 tokens) in 3 rows, 2 branches
+    # the prompt up to its fork in blocks of 32 queries, or of an 8th of the longest path (38 of 303), then 2 branches
+    block = query_block(int(tree["tree_cu_seqlens_k"].diff().max()))
+    assert block == (QUERY_BLOCK if prompt_length == 70 else 38)
+    assert rows_of(tree).query_index.shape == (rows, block)
     assert_matches_naive(tree, 4, 2, None, seed=3)
 
 

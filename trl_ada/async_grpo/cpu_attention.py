@@ -5,7 +5,7 @@ from the Hub (`trl/experimental/async_grpo/packing.py`, `_flash_attn`), which ne
 the same computation in plain PyTorch: segment s holds the queries `q[cu_q[s]:cu_q[s+1]]` and attends, causally and
 aligned to the end, to the keys of its root-to-segment path `k[kv_index[cu_k[s]:cu_k[s+1]]]`.
 
-It makes one batched `scaled_dot_product_attention` call per layer. Each row of the batch holds up to `QUERY_BLOCK`
+It makes one batched `scaled_dot_product_attention` call per layer. Each row of the batch holds up to `query_block`
 consecutive queries of one segment and the keys of its path that they may see, padded to the longest row and masked
 ([`TreeRows`]). A single boolean mask over the whole packed micro-batch (queries × tokens) would also be one call, but
 CPU kernels do not skip masked blocks: it would compute every query against every token, several times the scores the
@@ -21,10 +21,23 @@ from typing import Any
 import torch
 from torch.nn.functional import scaled_dot_product_attention
 
-__all__ = ["QUERY_BLOCK", "TreeRows", "TreeRowsCache", "tree_attention_cpu", "tree_rows"]
+__all__ = [
+    "KEYS_PER_QUERY_BLOCK",
+    "QUERY_BLOCK",
+    "TreeRows",
+    "TreeRowsCache",
+    "query_block",
+    "tree_attention_cpu",
+    "tree_rows",
+]
 
 QUERY_BLOCK = 32
-"""The most queries in one row: a longer segment is cut into blocks, so that it does not widen every other row."""
+"""The most queries in one row, unless paths are long: a longer segment is cut into blocks, so that it does not widen
+every other row."""
+KEYS_PER_QUERY_BLOCK = 8
+"""With paths longer than `KEYS_PER_QUERY_BLOCK × QUERY_BLOCK`, a row holds up to 1/`KEYS_PER_QUERY_BLOCK` of the
+longest path's queries instead: every row copies the keys of a longest path, and fewer, wider rows bound those
+copies to about `KEYS_PER_QUERY_BLOCK` × the tokens, plus one longest path per segment."""
 
 
 @dataclass(frozen=True)
@@ -44,15 +57,15 @@ class TreeRows:
 
 
 def tree_rows(
-    kv_index: torch.Tensor, cu_seqlens_q: torch.Tensor, cu_seqlens_k: torch.Tensor, block: int = QUERY_BLOCK
+    kv_index: torch.Tensor, cu_seqlens_q: torch.Tensor, cu_seqlens_k: torch.Tensor, block: int | None = None
 ) -> TreeRows:
     """Lay out TRL's packed tree (`tree_kv_index`, `tree_cu_seqlens_q`, `tree_cu_seqlens_k`) as [`TreeRows`], rows
-    of at most `block` queries. Query a of a segment with Lq queries and a path of Lk keys sees path keys
-    `0 .. a + Lk - Lq`. Raises `ValueError` for a path shorter than its segment (a query would see no key; TRL's
-    trees never have one)."""
-    starts, counts, lasts, keys = zip(
-        *_blocks(kv_index.tolist(), cu_seqlens_q.tolist(), cu_seqlens_k.tolist(), block), strict=True
-    )
+    of at most `block` queries (default: [`query_block`]). Query a of a segment with Lq queries and a path of Lk keys
+    sees path keys `0 .. a + Lk - Lq`. Raises `ValueError` for a path shorter than its segment (a query would see no
+    key; TRL's trees never have one)."""
+    cu_q, cu_k = cu_seqlens_q.tolist(), cu_seqlens_k.tolist()
+    block = block or query_block(max(b - a for a, b in zip(cu_k[:-1], cu_k[1:], strict=True)))
+    starts, counts, lasts, keys = zip(*_blocks(kv_index.tolist(), cu_q, cu_k, block), strict=True)
     device, width = kv_index.device, max(map(len, keys))
     query, key = torch.arange(max(counts), device=device), torch.arange(width, device=device)
     counts_t, lasts_t = torch.tensor(counts, device=device)[:, None], torch.tensor(lasts, device=device)[:, None]
@@ -63,6 +76,11 @@ def tree_rows(
     mask = torch.where(real[:, :, None], causal, key == 0)
     output_index = (torch.arange(len(counts), device=device)[:, None] * len(query) + query)[real]
     return TreeRows(query_index, key_index, mask[:, None], output_index)
+
+
+def query_block(longest_path: int) -> int:
+    """The most queries in one row: `QUERY_BLOCK`, or 1/`KEYS_PER_QUERY_BLOCK` of the longest path if more."""
+    return max(QUERY_BLOCK, -(-longest_path // KEYS_PER_QUERY_BLOCK))
 
 
 def _blocks(
@@ -127,9 +145,10 @@ def tree_attention_cpu(
     [`tree_rows`]. `query` is `(1, heads, tokens, head_dim)`, `key` and `value` have as many heads or a divisor of
     them (grouped-query attention); returns `(1, tokens, heads, head_dim)`, as transformers' attention functions do.
 
-    Memory per layer: copies of the queries, keys and values gathered into rows (a token is copied once per row that
-    sees it), and the rows' mask, rows × row_queries × row_keys booleans, built once per micro-batch: well under
-    100 MB for the micro-batches the asynchronous trainer packs on CPU.
+    Memory per layer: the queries, keys and values gathered into rows (each row copies up to a longest path's keys:
+    about `KEYS_PER_QUERY_BLOCK` × the tokens plus a longest path per segment, the order of the synchronous trainer's
+    padded batch), and the rows' mask, rows × row_queries × row_keys booleans, built once per micro-batch. On the
+    real-model benchmark's micro-batch (16 samples, ~450 tokens, SmolLM2-135M's heads) each is 2 MB or less.
     """
     if sliding_window or softcap:
         raise NotImplementedError("the CPU tree attention has no sliding window and no logit softcapping.")
