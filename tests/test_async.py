@@ -388,9 +388,9 @@ def test_cpu_tree_attention_matches_the_plain_forward(tiny):
     from transformers import AttentionInterface
     from trl.experimental.async_grpo.packing import TREE_ATTENTION, TreeRow
 
-    from trl_ada.async_grpo.cpu_attention import tree_attention_reference
+    from trl_ada.async_grpo.cpu_attention import tree_attention_cpu
 
-    AttentionInterface.register(TREE_ATTENTION, tree_attention_reference)
+    AttentionInterface.register(TREE_ATTENTION, tree_attention_cpu)
     model = AutoModelForCausalLM.from_pretrained(tiny[0], dtype=torch.float32).eval()
     samples = [[5, 6, 7, 8, 9], [5, 6, 7, 10, 11, 12], [13, 14]]  # two share a prefix
     row = TreeRow()

@@ -33,7 +33,7 @@ from vllm_support.server import PLAIN_TEXT_RESPONSE, free_port  # noqa: E402
 
 from trl_ada import _trl  # noqa: E402
 from trl_ada.async_grpo import AsyncReinforceAdaConfig, AsyncReinforceAdaTrainer, HTTPWeightTransfer  # noqa: E402
-from trl_ada.async_grpo.cpu_attention import tree_attention_reference  # noqa: E402
+from trl_ada.async_grpo.cpu_attention import tree_attention_cpu  # noqa: E402
 from trl_ada.async_grpo.worker import connect_to_server, seeds_requests, server_info  # noqa: E402
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
@@ -194,7 +194,7 @@ def test_trl_async_rollout_worker_baseline(vllm_server, servable_model_dir, rest
     # chat template it does not know (trl/chat_template_utils.py:778), the toy model's included. A template that
     # reads the whole completion as the assistant's text (what plain, tool-free completions are) lets it run.
     tokenizer.response_template = PLAIN_TEXT_RESPONSE
-    with _trl.async_trainer_on_device(torch.device("cpu"), tree_attention_reference):
+    with _trl.async_trainer_on_device(torch.device("cpu"), tree_attention_cpu):
         trainer = AsyncGRPOTrainer(
             servable_model_dir,
             reward_funcs=[parity],

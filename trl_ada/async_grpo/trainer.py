@@ -19,7 +19,7 @@ from ..run_dir import claim_run_dir, complete_checkpoint
 from ..server_requests import decoding_params
 from ..trainer import new_memory, restored_memory
 from .config import AsyncReinforceAdaConfig
-from .cpu_attention import tree_attention_reference
+from .cpu_attention import tree_attention_cpu
 from .weights import HTTPWeightTransfer
 from .worker import AdaptiveRolloutWorker, WorkerSettings, check_server, server_info
 
@@ -90,7 +90,7 @@ class AsyncReinforceAdaTrainer(_trl.async_joints()):
             memory=new_memory(args.sampling_plan),
             connect=connect,
         )
-        with _trl.async_trainer_on_device(device, tree_attention_reference):
+        with _trl.async_trainer_on_device(device, tree_attention_cpu):
             super().__init__(
                 model,
                 reward_funcs=reward_funcs,
