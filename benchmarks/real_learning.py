@@ -1392,7 +1392,10 @@ def prepare_families(settings: Settings, model_dir: str, server_url: str, out: P
             "temperature": 1.0,
             "max_tokens": settings.max_completion_length,
             "task_seed": settings.task_seed,
-            "rewards": {"arithmetic": "math_final", "capitals": "short_answer, every capital as candidate"},
+            "rewards": {
+                "arithmetic": "math_final, hedged numbers score 0",
+                "capitals": "short_answer, every capital as candidate, lists and hedges score 0",
+            },
         },
     )
     families = {name: prepare_family(name, settings, model_dir, server_url, cache) for name in settings.families}
