@@ -220,7 +220,8 @@ def pool_per_group(logs: list[dict[str, Any]], synchronous: bool, prompts: int) 
 
 
 def summarize(runs: list[Run], max_staleness: int) -> list[dict[str, Any]]:
-    """Per method: mean ± std over the cycles of groups/s, samples and tokens per group; staleness quantiles."""
+    """Per method: mean ± population std over the cycles of groups/s, samples and tokens per group; staleness
+    quantiles."""
     rows = []
     for method in dict.fromkeys(run.method for run in runs):
         mine = [run for run in runs if run.method == method]

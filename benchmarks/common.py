@@ -131,7 +131,8 @@ def markdown(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
 
 
 def mean_and_std(values: Sequence[float]) -> tuple[float, float]:
-    """Mean and population std of finite values; (nan, nan) if there are none."""
+    """Mean and population std (ddof 0) of finite values; (nan, nan) if there are none. The tables of the toy and
+    modelled benchmarks say "population std"; the real-model benchmark uses the sample std (ddof 1)."""
     finite = np.asarray([v for v in values if v is not None and math.isfinite(v)], dtype=np.float64)
     if finite.size == 0:
         return float("nan"), float("nan")

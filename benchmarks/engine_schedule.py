@@ -665,13 +665,13 @@ def trainer_table(results: list[tuple[EngineSetting, dict[str, Any]]]) -> str:
     title = (
         "With a trainer: wall time per trained group (engine time units) after the warm-up, trained groups per"
         f" 1,000 units, completions per trained group, staleness of pulled samples in versions (p50/p90/max: means"
-        f" over seeds), fraction dropped (max_staleness={MAX_STALENESS}); mean ± std over seeds"
+        f" over seeds), fraction dropped (max_staleness={MAX_STALENESS}); mean ± population std over seeds"
     )
     return format_table(headers, rows, title=title)
 
 
 def ratio_table(results: list[tuple[EngineSetting, dict[str, Any]]]) -> str:
-    headers = ["engine", "ratio of wall time per trained group", "mean ± std over seeds", "≤ 0.5"]
+    headers = ["engine", "ratio of wall time per trained group", "mean ± population std over seeds", "≤ 0.5"]
     rows = [
         [engine_label(setting), pair, f"{v['mean']:.2f} ± {v['std']:.2f}", "yes" if v["mean"] <= 0.5 else "no"]
         for setting, summary in results
@@ -725,7 +725,7 @@ def table(results: list[tuple[EngineSetting, dict[str, dict[str, Any]]]]) -> str
                     f"{v['cancelled_requests']:.0f}",
                 ]
             )
-    title = "Modelled engine time per step (decoding steps of a near-empty batch); mean ± std over seeds"
+    title = "Modelled engine time per step (decoding steps of a near-empty batch); mean ± population std over seeds"
     return format_table(headers, rows, title=title)
 
 

@@ -187,7 +187,9 @@ def table(results: list[dict[str, Any]]) -> str:
                         "fitted" if row["fitted"] else ("yes" if abs(row["error"]) <= GOAL else "no"),
                     ]
                 )
-    title = "Modelled step time (engine time + training time), calibrated on GRPO n=4; mean ± std over seeds"
+    title = (
+        "Modelled step time (engine time + training time), calibrated on GRPO n=4; mean ± population std over seeds"
+    )
     return format_table(headers, rows, title=title)
 
 

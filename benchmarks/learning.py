@@ -476,7 +476,8 @@ def add_ratios(summaries: dict[str, dict[str, Any]], targets: Sequence[float], b
 
 
 def _pm(stats: dict[str, Any], digits: int = 0, missing: str = "never") -> str:
-    """'mean ± std', or `missing` when no seed has a value (did not reach a target, or has no such metric)."""
+    """'mean ± population std', or `missing` when no seed has a value (did not reach a target, or has no such
+    metric)."""
     if not stats["reached"]:
         return missing
     return f"{stats['mean']:.{digits}f} ± {stats['std']:.{digits}f}"
@@ -498,7 +499,7 @@ def target_table(
         rows.append(
             [label, f"{steps['reached']}/{num_seeds}", _pm(steps), _ratio(steps), _pm(samples), _ratio(samples)]
         )
-    title = f"Target: {curve.title} {target:g} {curve.note}; mean ± std over seeds"
+    title = f"Target: {curve.title} {target:g} {curve.note}; mean ± population std over seeds"
     return format_table(headers, rows, title=title)
 
 
@@ -521,7 +522,10 @@ def objectives_target_table(summaries: dict[str, dict[str, Any]], target: float,
                 _ratio(trained),
             ]
         )
-    title = f"Target: {FIRST_ROUND.title} {target:g} {FIRST_ROUND.note}; samples generated and trained; mean ± std"
+    title = (
+        f"Target: {FIRST_ROUND.title} {target:g} {FIRST_ROUND.note}; samples generated and trained; "
+        "mean ± population std"
+    )
     return format_table(headers, rows, title=title)
 
 
@@ -560,7 +564,7 @@ def objectives_outcome_table(summaries: dict[str, dict[str, Any]], steps: int) -
         f"Final reward: first-round reward of the last {SMOOTHING_WINDOW} steps; pass rate: {DIFFICULTY_SAMPLES} "
         "completions of every distinct task prompt after training; hardest third: the third of the prompts with the "
         f"lowest pass rate before training (then {_pm(first['initial_hard_third_pass_rate'], 3)}; all prompts "
-        f"{_pm(first['initial_pass_rate'], 3)}); mean ± std over seeds"
+        f"{_pm(first['initial_pass_rate'], 3)}); mean ± population std over seeds"
     )
     return format_table(headers, rows, title=title)
 
@@ -589,11 +593,12 @@ def overview_table(summaries: dict[str, dict[str, Any]], steps: int) -> str:
         for label, s in summaries.items()
     ]
     title = f"Over the {steps} steps (final reward: last {SMOOTHING_WINDOW} steps; the rest: mean per step); "
-    return format_table(headers, rows, title=title + "mean ± std over seeds")
+    return format_table(headers, rows, title=title + "mean ± population std over seeds")
 
 
 def gpu_hours_table(runs: Runs) -> str:
-    """Modelled GPU hours of each method's run and per step, mean ± std over seeds (`benchmarks/gpu_hours.py`)."""
+    """Modelled GPU hours of each method's run and per step, mean ± population std over seeds
+    (`benchmarks/gpu_hours.py`)."""
     rows = []
     for label, per_seed in runs.items():
         hours = [records[-1]["gpu_hours"] for records in per_seed.values()]
@@ -626,7 +631,10 @@ def refill_table(summaries: dict[str, dict[str, Any]], steps: int) -> str:
         ]
         for label, s in summaries.items()
     ]
-    title = f"Candidates over the {steps} steps (mean per step; '-': no candidates beyond the batch); mean ± std"
+    title = (
+        f"Candidates over the {steps} steps (mean per step; '-': no candidates beyond the batch); "
+        "mean ± population std"
+    )
     return format_table(headers, rows, title=title)
 
 
@@ -695,8 +703,8 @@ def mean_curves(runs: Runs, curve: Curve = FIRST_ROUND) -> dict[str, dict[str, l
 
 
 def plot_against_samples(curves: dict[str, dict[str, list[float]]], title: str) -> Any:
-    """Two panels: the smoothed first-round reward (mean ± std over seeds) against the completions generated and
-    against the completions trained (rows that reached the loss), a line per method."""
+    """Two panels: the smoothed first-round reward (mean ± population std over seeds) against the completions
+    generated and against the completions trained (rows that reached the loss), a line per method."""
     fig, axes = pyplot().subplots(1, 2, figsize=(12, 4.5), sharey=True)
     for label, curve in curves.items():
         for ax, x in zip(axes, (curve["samples"], curve["trained"]), strict=True):
@@ -913,9 +921,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     (out / "tables.txt").write_text(text + "\n")
     title = task_title(settings, f"{seeds[0]}-{seeds[-1]}" if len(seeds) > 1 else seeds[0])
     if args.objectives:
-        figure = plot_against_samples(mean_curves(runs, curve), title + " (mean ± std)")
+        figure = plot_against_samples(mean_curves(runs, curve), title + " (mean ± population std)")
     else:
-        figure = plot_curves(mean_curves(runs, curve), title + " (mean ± std)")
+        figure = plot_curves(mean_curves(runs, curve), title + " (mean ± population std)")
     if args.refill:
         figure.axes[0].set_ylabel(f"{curve.title} {curve.note}")
     figure = save_figure(figure, out / "learning.png")

@@ -9,9 +9,9 @@ GPU seconds (`benchmarks/gpu_hours.py`, the paper's 1.5B setting). The cost mode
 Seq-pos and Seq-balance steps (by 1.66x and 1.37x against the paper's Table 3), so their hours are also reported
 scaled to the published step times (`TABLE_3_SCALE`): the two hour axes bracket what those methods cost.
 
-Reported per regime, mean ± std over seeds: the final probe; the probe at equal generated samples and at equal
-modelled GPU hours (fractions of GRPO n=4's whole run, the cheapest method); generated samples, modelled hours and
-steps to each pass-rate target; one figure per regime (hardest-third pass rate against modelled GPU hours).
+Reported per regime, mean ± population std over seeds: the final probe; the probe at equal generated samples and at
+equal modelled GPU hours (fractions of GRPO n=4's whole run, the cheapest method); generated samples, modelled hours
+and steps to each pass-rate target; one figure per regime (hardest-third pass rate against modelled GPU hours).
 
     python -m benchmarks.learning --regimes                  # 3 regimes x 9 presets x 5 seeds x 60 steps
     python -m benchmarks.learning --regimes --smoke --out DIR  # seconds
@@ -142,7 +142,7 @@ def regime_tables(name: str, summaries: dict[str, dict[str, Any]], budgets: dict
     final = [[label, *(_pm(summaries[label]["final"][n], 3) for n in (*dict(SHOWN), "entropy")),
               _pm(summaries[label]["spent"]["cumulative_samples"], 0), _pm(summaries[label]["spent"]["gpu_hours"], 2)]
              for label in labels]  # fmt: skip
-    parts = [f"== {name}: final probe (mean ± std over seeds)",
+    parts = [f"== {name}: final probe (mean ± population std over seeds)",
              format_table(["method", *dict(SHOWN), "entropy", "samples", "GPU h"], final)]  # fmt: skip
     for axis, unit in AXES.items():
         for fraction, budget in budgets[axis].items():
@@ -184,7 +184,7 @@ def central_claim(summaries: dict[str, dict[str, Any]]) -> str:
 
 
 def plot_regime(name: str, runs: dict[str, dict[int, list[dict[str, Any]]]]) -> Any:
-    """Hardest-third pass rate against modelled GPU hours, mean ± std over seeds, one line per method."""
+    """Hardest-third pass rate against modelled GPU hours, mean ± population std over seeds, one line per method."""
     import matplotlib
 
     matplotlib.use("Agg")

@@ -53,6 +53,7 @@ import itertools
 import json
 import math
 import os
+import re
 import statistics
 import sys
 import threading
@@ -956,7 +957,7 @@ def tables(summary: dict[str, Any], runs: list[dict[str, Any]], settings: Settin
     lines = [header, ""]
     for family, result in summary.items():
         seeds = len(result["seeds"])
-        lines += [f"## {family} ({seeds} seeds; mean ± sample std, ddof = 1)", ""]
+        lines += [f"## {family} ({seeds} seed{'s' * (seeds != 1)}; mean ± sample std, ddof = 1)", ""]
         columns = ["arm", "seeds", "steps", "tokens", "generated / trained", "avg@k", "hardest third",
                    "area (hardest third)", "pass@k", "entropy"]  # fmt: skip
         columns += ["unseen countries"] if family == NO_TRANSFER else []
@@ -1016,6 +1017,7 @@ def tables(summary: dict[str, Any], runs: list[dict[str, Any]], settings: Settin
         if result["plateau"]:
             flat = result["plateau"]
             verdict = "has plateaued" if flat["holds"] else "has not plateaued"
+            verdict = verdict if len(result["arms"][REFERENCE]["seeds"]) > 1 else "(one seed: no verdict)"
             lines += [
                 f"{REFERENCE} {verdict} on the hardest third: {flat['before']:.3f} at the last mark but one, "
                 f"{flat['last']:.3f} at the last (change {flat['change']:+.3f}; the criterion is a change no larger "
@@ -1237,7 +1239,8 @@ def report(out: Path, base: Settings, docs: Path | None, figures: Path) -> str:
             continue
         settings = replace(base, arms=arms, families=families, geometry=geometry)
         summary = summarize(chosen, meta, settings)
-        text += [f"### {geometry.capitalize()} cores", "", tables(summary, chosen, settings, "").strip(), ""]
+        body = re.sub(r"(?m)^## ", "#### ", tables(summary, chosen, settings, "").strip())
+        text += [f"### {geometry.capitalize()} cores", "", body, ""]
         text += [busy_table(chosen), ""] if any("busy" in run for run in chosen) else []
         for family, result in summary.items():
             curve_figure(f"{family}, {geometry} cores", result, figures / f"real_{geometry}_{family}.png")

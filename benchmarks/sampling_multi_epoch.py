@@ -400,7 +400,8 @@ def est_comparison_table(summaries: dict[str, dict[str, float]], sizes: dict[str
         )
     title = (
         f"[base multi-epoch, Est side by side] D={sizes['dataset']}, B={sizes['num_prompts']}, {sizes['epochs']} "
-        f"epochs, {sizes['seeds']} seed(s); eff. prompts: trained samples not all equal; mean ± std over seeds"
+        f"epochs, {sizes['seeds']} seed(s); eff. prompts: trained samples not all equal; mean ± population std over "
+        "seeds"
     )
     return format_table(headers, rows, title)
 
@@ -635,9 +636,9 @@ def skip_coverage_table(summaries: dict[str, dict[str, float]], sizes: dict[str,
         )
     title = (
         f"[skip coverage] D={sizes['dataset']} prompts, B={sizes['num_prompts']} per step, {sizes['epochs']} epochs "
-        f"of steps, {sizes['seeds']} seed(s), mean ± std; skip_threshold={COVERAGE_SKIP_THRESHOLD}, exploration "
-        f"{SKIP_EXPLORATION}, memory_decay={MEMORY_DECAY}. low: 0 < p < 0.1 at the start; third: the hardest third "
-        f"of the solvable prompts; starved: share skipped more than {STARVED_STREAK} turns in a row at some point"
+        f"of steps, {sizes['seeds']} seed(s), mean ± population std; skip_threshold={COVERAGE_SKIP_THRESHOLD}, "
+        f"exploration {SKIP_EXPLORATION}, memory_decay={MEMORY_DECAY}. low: 0 < p < 0.1 at the start; third: the "
+        f"hardest third of the solvable prompts; starved: share skipped more than {STARVED_STREAK} turns in a row at some point"
     )
     return format_table(headers, rows, title)
 
