@@ -638,7 +638,8 @@ def skip_coverage_table(summaries: dict[str, dict[str, float]], sizes: dict[str,
         f"[skip coverage] D={sizes['dataset']} prompts, B={sizes['num_prompts']} per step, {sizes['epochs']} epochs "
         f"of steps, {sizes['seeds']} seed(s), mean ± population std; skip_threshold={COVERAGE_SKIP_THRESHOLD}, "
         f"exploration {SKIP_EXPLORATION}, memory_decay={MEMORY_DECAY}. low: 0 < p < 0.1 at the start; third: the "
-        f"hardest third of the solvable prompts; starved: share skipped more than {STARVED_STREAK} turns in a row at some point"
+        f"hardest third of the solvable prompts; starved: share skipped more than {STARVED_STREAK} turns in a row at "
+        "some point"
     )
     return format_table(headers, rows, title)
 
