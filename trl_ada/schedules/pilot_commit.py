@@ -164,9 +164,9 @@ class PilotCommit(Section):
         if pilot + commit != n:
             given = "" if self.pilot_samples is not None else " (pilot_samples=None: max(2, num_generations // 2))"
             raise ValueError(
-                f"pilot_samples + commit_samples = {pilot} + {commit} = {pilot + commit}{given}, but the trained group "
-                f"is num_generations={n} completions (TRL's batch is B × n). Set commit_samples={n - pilot}, or "
-                "leave it None (num_generations - pilot_samples)."
+                f"pilot_samples + commit_samples = {pilot} + {commit} = {pilot + commit}{given}, but the trained "
+                f"group is num_generations={n} completions (TRL's batch is B × n). Set commit_samples={n - pilot}, "
+                "or leave it None (num_generations - pilot_samples)."
             )
         if not any(self.passes(k / pilot) for k in range(pilot + 1)):
             raise ValueError(
