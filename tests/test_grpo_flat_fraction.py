@@ -62,3 +62,23 @@ def test_a_larger_group_is_less_often_flat(p, n):
 
 def test_a_group_of_one_is_always_flat():
     assert np.all(flat_group_probability(np.linspace(0, 1, 11), 1) == 1.0)
+
+
+def test_the_asynchronous_worker_logs_it_per_group(tmp_path):
+    """The issue's worker example without staleness: the pool 000011 meets balance and its group is pushed; p̂ = 2/6,
+    so the group logs (1/3)⁴ + (2/3)⁴ = 17/81."""
+    from test_async_worker import Recorder, metric_total, worker_for
+    from transformers import AutoTokenizer
+
+    from trl_ada.toy import build_tiny_model
+
+    model_dir = build_tiny_model(tmp_path / "model", hidden_size=64)
+    tiny = (str(model_dir), AutoTokenizer.from_pretrained(model_dir))
+    worker = worker_for(tmp_path, tiny, [{"prompt": "hello"}], streaming_window=4, max_prompts_in_flight=1)
+    server, active = Recorder(), {}
+    stream = {0: [0.0] * 4 + [1.0, 1.0, 0.0, 0.0] + [0.0] * 24}
+    worker._admit(active, server)
+    worker._use(server.answer(stream), active, server)
+    worker._use(server.answer(stream), active, server)
+    assert active == {}
+    assert metric_total(worker, "reinforce_ada/grpo_flat_fraction") == pytest.approx(17 / 81)
