@@ -273,3 +273,14 @@ def test_checkpoint_restores_the_candidate_stream(tiny_model_dir, tmp_path):
     )
     resumed.train(resume_from_checkpoint=str(Path(first.args.output_dir) / "checkpoint-1"))
     assert resumed.schedule.candidate_stream.state_dict() == states[1]  # step 2 piloted the same candidates
+
+
+@pytest.mark.parametrize(
+    ("given", "sampling"), [({}, "pilot_commit"), ({"generation_schedule": "pilot_commit"}, None)]
+)
+def test_the_asynchronous_trainer_refuses_pilot_commit_by_name(given, sampling):
+    from trl_ada.async_grpo.config import ASYNCHRONOUS
+    from trl_ada.plan import resolve
+
+    with pytest.raises(ValueError, match=r"^generation_schedule='pilot_commit' is not supported by the asynchronous"):
+        resolve(given, sampling=sampling, host=ASYNCHRONOUS)
