@@ -23,23 +23,19 @@ commit run in the same step, so nothing is stale. Loads without torch.
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
 
-from ..candidates import CandidateStream, num_candidates
-from ..checkpoint_state import CANDIDATE_STREAM_FILE, load_candidate_stream, save_candidate_stream
 from ..groups import reward_values
-from ..memory import prompt_key
 from ..plan import SCHEDULING, SamplingPlan, Section, check_integer, is_number, option
 from ..sampling import PromptPools, masked_flags
 from ..utils import closest_name
-from .base import StepHost, sampler_prior
+from .base import sampler_prior
 from .outcome import StepOutcome
-from .rounds import RoundsSchedule
+from .rounds import CandidatesSchedule
 
 __all__ = [
     "COMMIT_PRIORITIES",
@@ -321,73 +317,28 @@ class PilotCommitSampler(PromptPools):
         return {**super().metrics(prefix), **{f"{prefix}pilot_commit/{k}": v for k, v in metrics.items()}}
 
 
-class PilotCommitSchedule(RoundsSchedule):
+class PilotCommitSchedule(CandidatesSchedule):
     """Two rounds over candidates beyond the batch (`PilotCommitSampler`), run by the rounds loop: the batch's B
-    prompts and ⌈`pilot_oversampling` · B⌉ − B more from the seeded `CandidateStream`, every one consumed. The
-    stream is the schedule's state: checkpoints keep its position (`candidate_stream.json`)."""
+    prompts and ⌈`pilot_oversampling` · B⌉ − B more from the seeded candidate stream, every one consumed."""
 
-    def __init__(self, trainer: StepHost):
-        from .. import _trl
+    what = "Pilot-Commit's pilots"
+    oversampling_field = "pilot_oversampling"
+    instead = "Use generation_schedule='rounds'."
 
-        super().__init__(trainer)
-        oversampling = self.plan.section.pilot_oversampling
-        if _trl.rollout_features(trainer)["environment_factory"]:
-            raise ValueError(
-                "generation_schedule='pilot_commit' pilots candidates beyond the batch, which environment_factory "
-                "does not support yet (its environments are per batch row). Use generation_schedule='rounds'."
-            )
-        dataset = trainer.train_dataset
-        if dataset is None or not hasattr(dataset, "__len__"):
-            raise ValueError(
-                "generation_schedule='pilot_commit' needs a train_dataset with a length (a map-style dataset): the "
-                "extra candidates are drawn from it by index."
-            )
-        args = trainer.args
-        per_batch = args.generation_batch_size // args.num_generations
-        needed = num_candidates(per_batch, oversampling)
-        if len(dataset) < needed:
-            raise ValueError(
-                f"pilot_oversampling={oversampling:g}: one step pilots {needed} candidate prompts ({per_batch} per "
-                f"generation batch), but train_dataset has only {len(dataset)}. Lower pilot_oversampling to at most "
-                f"{len(dataset) / per_batch:.2f}, or add prompts."
-            )
-        self.candidate_stream = CandidateStream(len(dataset), args.seed)
+    @property
+    def oversampling(self) -> float:
+        return self.plan.section.pilot_oversampling
 
     def new_sampler(self, step_inputs: list[dict]) -> tuple[list[dict], PilotCommitSampler]:
-        """The step's candidates (the batch first, then new prompts from the stream) and their sampler; the same on
-        every process (the batch is gathered, the stream is identical, the draws are seeded by seed and step)."""
-        trainer, plan, b = self.trainer, self.plan, len(step_inputs)
-        if any("image" in x or "images" in x for x in step_inputs):
-            raise ValueError(
-                "generation_schedule='pilot_commit' does not support image datasets yet; use "
-                "generation_schedule='rounds'."
-            )
-        seen = {prompt_key(x["prompt"]) for x in step_inputs}
-
-        def accept(index: int) -> bool:  # no prompt twice in a step
-            key = prompt_key(trainer.train_dataset[index]["prompt"])
-            if key in seen:
-                return False
-            seen.add(key)
-            return True
-
-        extra = self.candidate_stream.peek(num_candidates(b, plan.section.pilot_oversampling) - b, accept)
-        rows = step_inputs + [trainer.train_dataset[index] for index in extra]
+        """The step's candidates and their sampler; the draws are seeded by (`seed`, global step), so the same on
+        every process."""
+        trainer, b = self.trainer, len(step_inputs)
+        rows = self.candidate_rows(step_inputs)
         uniforms = np.random.default_rng([trainer.args.seed, trainer.state.global_step]).random(len(rows))
         prior = sampler_prior(trainer.pass_rate_memory, rows)
-        return rows, PilotCommitSampler(len(rows), plan, num_kept=b, uniforms=uniforms, **prior)
+        return rows, PilotCommitSampler(len(rows), self.plan, num_kept=b, uniforms=uniforms, **prior)
 
     def end_step(self, outcome: StepOutcome) -> None:
         """Every candidate beyond the batch was piloted: consume them all."""
         sampler = outcome.sampler
         self.candidate_stream.consume(sampler.num_prompts - sampler.num_kept)
-
-    def state_dict(self) -> dict[str, Any]:
-        """The candidate stream's position."""
-        return self.candidate_stream.state_dict()
-
-    def save_state(self, state: dict[str, Any], folder: str) -> None:
-        save_candidate_stream(CandidateStream.from_state_dict(state), os.path.join(folder, CANDIDATE_STREAM_FILE))
-
-    def load_state(self, checkpoint: str) -> None:
-        self.candidate_stream = load_candidate_stream(checkpoint, self.candidate_stream.size)
