@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from datasets import Dataset
-from tiny import CountingReward, loss_batches, tiny_config
+from tiny import CountingReward, loss_batches, run_two_processes, tiny_config
 
 from trl_ada import ReinforceAdaTrainer
 from trl_ada.plan import PRESETS, SamplingPlan
@@ -288,3 +288,18 @@ def test_the_asynchronous_trainer_refuses_pilot_commit_by_name(given, sampling):
 
     with pytest.raises(ValueError, match=r"^generation_schedule='pilot_commit' is not supported by the asynchronous"):
         resolve(given, sampling=sampling, host=ASYNCHRONOUS)
+
+
+@pytest.mark.slow
+def test_two_processes_pilot_and_commit_alike(tiny_model_dir, tmp_path):
+    result = run_two_processes("distributed_pilot_commit.py", tiny_model_dir, str(tmp_path))
+    assert result.returncode == 0, result.stderr[-3000:]
+    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
+    assert len(ranks[0]["steps"]) == 3
+    assert ranks[0]["steps"] == ranks[1]["steps"]  # candidates, pilots, band verdicts, commits, stream position
+    for step in ranks[0]["steps"]:
+        assert len(step["candidates"]) == 6 == len(set(step["candidates"]))  # 2 x 3 candidates, no prompt twice
+        assert len(step["committed"]) == 3
+        assert all(len(step["pools"][p]) == 4 for p in step["committed"])  # pilot 2 + commit 2
+        assert all(len(pool) == 2 for p, pool in enumerate(step["pools"]) if p not in step["committed"])
+    assert ranks[0]["rows"] == ranks[1]["rows"] == [6, 6, 6]  # 3 committed prompts x n=4 over 2 ranks, every step
