@@ -54,8 +54,9 @@ AXES = {
 
 
 def build_regime_methods(smoke: bool = False) -> list[MethodSpec]:
-    """Every preset: GRPO n=4/8/16 (TRL's trainer), DAPO, Seq-pos, Seq-balance, the paper's Est at n=8, budgeted
-    balance at 2n per prompt, and GRPO n=4 with pre-rollout skipping (3x candidates, one round each)."""
+    """Every preset: GRPO n=4/8/16 (TRL's trainer), DAPO, Seq-pos, Seq-balance, the paper's Est at n=8,
+    Pilot-Commit at n=8 (pilot 4 of 2x candidates, commit 4), budgeted balance at 2n per prompt, and GRPO n=4 with
+    pre-rollout skipping (3x candidates, one round each)."""
     m, n = (4, 2) if smoke else (8, 4)
     ada = {"trainer": "reinforce_ada"}
     candidates = (("prompt_oversampling", 3.0), ("rounds_per_prompt", 1))
@@ -68,6 +69,7 @@ def build_regime_methods(smoke: bool = False) -> list[MethodSpec]:
         replace(with_rounds(MethodSpec("pos", "", **ada, exit_rule="pos"), m, n), label="Seq-pos"),
         replace(with_rounds(MethodSpec("balance", "", **ada, exit_rule="balance"), m, n), label="Seq-balance"),
         MethodSpec("est", "Est n=8", num_generations=8, **ada, sampling="est"),
+        MethodSpec("pilot_commit", "Pilot-Commit n=8", num_generations=8, **ada, sampling="pilot_commit"),
         MethodSpec("budgeted", "budgeted balance", **ada, sampling="budgeted_balance"),  # a budget of 2n = 8
         MethodSpec(
             "n4_skip", "GRPO n=4 + skip", **ada, exit_rule="mixed", samples_per_round=4, max_rounds=1,

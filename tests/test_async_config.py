@@ -70,7 +70,7 @@ def test_a_preset_the_worker_cannot_run_is_refused_by_name_and_the_presets_it_na
     )
     for supported in ("balance", "est", "grpo", "pos"):
         assert config(tmp_path, sampling=supported).sampling == supported
-    assert sorted(PRESETS) == ["balance", "budgeted_balance", "dapo", "est", "grpo", "pos"]
+    assert sorted(PRESETS) == ["balance", "budgeted_balance", "dapo", "est", "grpo", "pilot_commit", "pos"]
 
 
 def test_budgeted_balance_names_what_its_preset_sets_not_what_the_user_did_not(tmp_path):

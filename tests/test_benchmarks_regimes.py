@@ -31,7 +31,16 @@ def _record(step: int, samples: float, pass_rate: float = NAN, hard: float = NAN
 
 def test_every_preset_is_in_the_comparison_and_builds():
     labels = [spec.label for spec in build_regime_methods()]
-    expected = ["GRPO n=4", "GRPO n=8", "GRPO n=16", "DAPO 3x", "Seq-pos", "Seq-balance", "Est n=8"]
+    expected = [
+        "GRPO n=4",
+        "GRPO n=8",
+        "GRPO n=16",
+        "DAPO 3x",
+        "Seq-pos",
+        "Seq-balance",
+        "Est n=8",
+        "Pilot-Commit n=8",
+    ]
     assert labels == [*expected, "budgeted balance", "GRPO n=4 + skip"]
 
 

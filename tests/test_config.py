@@ -337,13 +337,14 @@ def test_a_default_valued_field_is_explicit_from_yaml_and_from_a_flag(tmp_path):
         (
             {"sampling": ["est"]},
             "sampling=['est']: must be the name of one preset (a string), one of ['balance', 'budgeted_balance', "
-            "'dapo', 'est', 'grpo', 'pos'], e.g. sampling='est'; or None for no preset.",
+            "'dapo', 'est', 'grpo', 'pilot_commit', 'pos'], e.g. sampling='est'; or None for no preset.",
             {"sampling": "est"},
         ),
         (
             {"sampling": {"name": "est"}},
             "sampling={'name': 'est'}: must be the name of one preset (a string), one of ['balance', "
-            "'budgeted_balance', 'dapo', 'est', 'grpo', 'pos'], e.g. sampling='est'; or None for no preset.",
+            "'budgeted_balance', 'dapo', 'est', 'grpo', 'pilot_commit', 'pos'], e.g. sampling='est'; or None for no "
+            "preset.",
             {"sampling": "est"},
         ),
         (

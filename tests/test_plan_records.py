@@ -305,6 +305,12 @@ def test_plan_defaults_are_every_flat_fields_default():
         "streaming_request_timeout": 600.0,
         "est_min_samples": 2,
         "est_max_samples": None,
+        "pilot_samples": None,
+        "commit_samples": None,
+        "pilot_band_low": 0.0,
+        "pilot_band_high": 1.0,
+        "commit_priority": "variance",
+        "pilot_oversampling": 2.0,
     }
 
 

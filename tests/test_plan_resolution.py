@@ -19,7 +19,7 @@ from trl_ada.plan import (
 )
 from trl_ada.schedules.est import Est
 
-PRESET_NAMES = "['balance', 'budgeted_balance', 'dapo', 'est', 'grpo', 'pos']"
+PRESET_NAMES = "['balance', 'budgeted_balance', 'dapo', 'est', 'grpo', 'pilot_commit', 'pos']"
 ASYNC_WHY = (
     "each prompt samples on its own, as generation_schedule='streaming' does: there is no step's batch to refill, "
     "skip from or budget, and no round to size"
@@ -197,7 +197,7 @@ def test_plain_grpo_by_exit_rule_refuses_samples_per_round_other_than_n_and_acce
 
 def test_an_unknown_schedule_is_refused_with_the_hosts_schedules():
     assert refusal({"generation_schedule": "nope"}) == (
-        "generation_schedule='nope': choose one of ['rounds', 'streaming', 'est']."
+        "generation_schedule='nope': choose one of ['rounds', 'streaming', 'est', 'pilot_commit']."
     )
     assert refusal({"generation_schedule": "nope"}, host=ASYNCHRONOUS) == (
         "generation_schedule='nope': choose one of ['streaming', 'est']."

@@ -41,7 +41,8 @@ def test_the_architecture_page_shows_the_example_as_it_is():
 
 def test_an_unregistered_schedule_is_refused_naming_the_registered_ones():
     with pytest.raises(
-        ValueError, match=r"^generation_schedule='one_round': choose one of \['rounds', 'streaming', 'est'\]\.$"
+        ValueError,
+        match=r"^generation_schedule='one_round': choose one of \['rounds', 'streaming', 'est', 'pilot_commit'\]\.$",
     ):
         SamplingPlan.from_fields(generation_schedule="one_round")
 

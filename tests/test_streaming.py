@@ -163,7 +163,7 @@ def test_config_streaming_needs_the_vllm_server():
         ValueError, match=r"generation_schedule='streaming'.*use_vllm=False.*vllm_mode='colocate'.*'rounds'"
     ):
         config(generation_schedule="streaming")
-    choices = r"\['rounds', 'streaming', 'est'\]"
+    choices = r"\['rounds', 'streaming', 'est', 'pilot_commit'\]"
     with pytest.raises(ValueError, match=r"generation_schedule='stream': choose one of " + choices):
         config(generation_schedule="stream")
     with pytest.raises(ValueError, match=r"later_rounds='prior'.*generation_schedule='streaming'"):

@@ -38,7 +38,7 @@ def test_a_possible_schedule_is_accepted(changes):
 def test_an_unknown_schedule_names_the_choices():
     assert (
         refusal(generation_schedule="stream")
-        == "generation_schedule='stream': choose one of ['rounds', 'streaming', 'est']."
+        == "generation_schedule='stream': choose one of ['rounds', 'streaming', 'est', 'pilot_commit']."
     )
 
 

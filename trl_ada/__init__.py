@@ -45,6 +45,7 @@ PURE_CORE = (
     "trl_ada.schedules.rounds",
     "trl_ada.schedules.streaming",
     "trl_ada.schedules.est",
+    "trl_ada.schedules.pilot_commit",
     "trl_ada.async_grpo.rollout",
     "trl_ada.async_grpo.trained",
     "trl_ada.simulation",

@@ -352,4 +352,9 @@ class RewardGuard:
                 "allocation of each step's one round (num_generations samples per prompt on average) cannot tell "
                 "the prompts apart."
             )
+        if self.schedule == "pilot_commit":
+            return (
+                "no candidate's pilot lies inside the band, the commit goes to candidates filled in draw order, and "
+                "every trained group is flat."
+            )
         return "no prompt meets its exit rule and each draws samples_per_round * max_rounds completions."

@@ -172,7 +172,9 @@ class ReinforceAdaConfig(SamplingArguments, RunDirArguments, GRPOConfig):
     `sampling` names a preset that fills the fields you leave unset: `"grpo"` (plain GRPO, `exit_rule="none"`),
     `"balance"` and `"pos"` (the paper's Reinforce-Ada-Seq, M=8, N=4), `"est"` (the paper's Reinforce-Ada-Est:
     one round allocated ∝ 1/√(p̂ + ε) from the pass-rate memory, every sample trained), `"dapo"` (DAPO's dynamic
-    sampling) and `"budgeted_balance"` (balance rounds sized from a pass-rate memory, on a budget of 2n). A field you
+    sampling), `"budgeted_balance"` (balance rounds sized from a pass-rate memory, on a budget of 2n) and
+    `"pilot_commit"` (Pilot-Commit: a pilot of 2B candidates, the rest of each group committed to B of them chosen by
+    their pilot pass rates). A field you
     set is explicit whatever its value: it wins over the preset when the resolved schedule uses it, and is refused
     when the schedule has no use for it.
 

@@ -10,7 +10,14 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["aggregate_rewards", "reward_values", "select_group", "split_by_class"]
+__all__ = [
+    "aggregate_rewards",
+    "flat_group_probability",
+    "grpo_flat_fraction",
+    "reward_values",
+    "select_group",
+    "split_by_class",
+]
 
 
 def aggregate_rewards(rewards_per_func: np.ndarray, weights: Sequence[float]) -> np.ndarray:
@@ -90,3 +97,25 @@ def select_group(
 
 # --------------------------------------------------------------------------------------------
 # Statistics
+# --------------------------------------------------------------------------------------------
+
+
+def flat_group_probability(pass_rates: Sequence[float], group_size: int) -> np.ndarray:
+    """Per prompt, p^n + (1 − p)^n: the probability that n independent draws at pass rate p are all positive or all
+    negative, i.e. that a plain GRPO group of n binary rewards is flat (every advantage 0)."""
+    if isinstance(group_size, bool) or not isinstance(group_size, (int, np.integer)) or group_size < 1:
+        raise ValueError(f"group_size={group_size!r}: must be an integer >= 1 (the configured num_generations).")
+    p = np.asarray(pass_rates, dtype=np.float64).reshape(-1)
+    outside = np.flatnonzero(~((p >= 0.0) & (p <= 1.0)))
+    if outside.size:
+        raise ValueError(f"pass_rates[{int(outside[0])}] = {p[outside[0]]}: a pass rate must be in [0, 1].")
+    return p**group_size + (1.0 - p) ** group_size
+
+
+def grpo_flat_fraction(pass_rates: Sequence[float], group_size: int) -> float:
+    """The expected share of prompts whose plain GRPO group of `group_size` would be flat (no gradient): the mean
+    over prompts of p̂^n + (1 − p̂)^n at each prompt's pooled pass rate p̂ (`flat_group_probability`); NaN for no
+    prompt. NaN entries (a prompt none of whose samples was scored) are left out."""
+    p = np.asarray(pass_rates, dtype=np.float64).reshape(-1)
+    p = p[~np.isnan(p)]
+    return float(flat_group_probability(p, group_size).mean()) if p.size else float("nan")

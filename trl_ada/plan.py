@@ -744,7 +744,9 @@ GENERATION_SCHEDULE_HELP = (
     '(`use_vllm=True`, `vllm_mode="server"`): completions are requested a chunk at a time, up to '
     "`streaming_window` of each active prompt in flight; exits are decided as results arrive, in request order, and "
     'the requests of a prompt that exits are cancelled. `"est"` (Reinforce-Ada-Est, every backend): one batched '
-    "call per step, the step's B·n samples split over its prompts by the memory's estimates, every sample trained."
+    "call per step, the step's B·n samples split over its prompts by the memory's estimates, every sample trained. "
+    '`"pilot_commit"` (Pilot-Commit, every backend): a pilot round over candidates beyond the batch, then a commit '
+    "round for the B chosen by their pilot pass rates."
 )
 
 
@@ -892,6 +894,12 @@ PRESETS: dict[str, Preset] = {
                 "objective": "log",
                 "objective_weighting": "hybrid",
             },
+        ),
+        Preset(
+            "pilot_commit",
+            "Pilot-Commit (arXiv 2605.26606): a pilot of max(2, ⌊n/2⌋) completions for 2B candidates, then the rest "
+            "of a group of n committed to the B whose pilot pass rate is inside (0, 1), largest p(1 − p) first",
+            lambda n: {"generation_schedule": "pilot_commit"},
         ),
     )
 }

@@ -33,6 +33,7 @@ from .checkpoint_state import MEMORY_FILE, load_memory
 from .checks import RewardGuard, check_trainer_inputs
 from .config import ReinforceAdaConfig
 from .data import ModelContext, check_train_prompts, model_context
+from .groups import grpo_flat_fraction
 from .memory import PassRateMemory, prompt_keys
 from .objectives import advantage_weights
 from .plan import SamplingPlan
@@ -163,6 +164,9 @@ class ReinforceAdaTrainer(GRPOJoints):
         kept_rewards = np.stack([outcome.rewards_per_func[key] for key in kept])
         metrics = sampler.metrics(prefix=METRIC_PREFIX)
         metrics[f"{METRIC_PREFIX}tokens"] = float(outcome.used_tokens())
+        metrics[f"{METRIC_PREFIX}grpo_flat_fraction"] = grpo_flat_fraction(
+            pooled_pass_rates(sampler), self.num_generations
+        )
         metrics.update({METRIC_PREFIX + name: value for name, value in outcome.metrics.items()})
         _trl.log_metrics(self, metrics)
         _trl.log_kept_generation_metrics(self, np.stack([outcome.row_stats[key] for key in kept]), outcome.logs)
@@ -299,6 +303,13 @@ class ReinforceAdaTrainer(GRPOJoints):
             advantages = [a * w for a, w in zip(advantages, weights, strict=True)]
             _trl.log_metrics(self, {f"{METRIC_PREFIX}objective/{name}": value for name, value in metrics.items()})
         return np.concatenate(advantages)
+
+
+def pooled_pass_rates(sampler: PromptPools) -> np.ndarray:
+    """Each prompt's pass rate over every scored sample the step drew for it (NaN: none scored, or not sampled)."""
+    counts = np.array([sampler.counts(j) for j in range(sampler.num_prompts)], dtype=np.float64).reshape(-1, 2)
+    scored = counts.sum(axis=1)
+    return np.divide(counts[:, 0], scored, out=np.full(len(scored), np.nan), where=scored > 0)
 
 
 def new_memory(plan: SamplingPlan) -> PassRateMemory | None:

@@ -33,6 +33,9 @@ ROUNDS = {
 EST_ALLOCATION = Counter({RIGHT: 3, WRONG: 6, ALTERNATING: 3, ONE_IN_FOUR: 4})
 REQUESTS = {method: rounds * STEPS for method, rounds in ROUNDS.items()}
 REQUESTS["est"] = [EVERY_PROMPT, EST_ALLOCATION, EST_ALLOCATION]
+# Pilot-Commit with n = 4 and no oversampling (the 4 prompts are the candidates): a pilot of 2 per prompt, then the
+# commit of 2 more to each of the B = 4 (the two mixed pilots pass the band, the two others fill it).
+REQUESTS["pilot_commit"] = [Counter(dict.fromkeys(PROMPTS, 2))] * 2 * STEPS
 
 
 class ScriptedReward(CountingReward):
@@ -72,6 +75,8 @@ def make_config(method: str, mode: str, output_dir, server_url: str | None = Non
         return GRPOConfig(**fields)
     if method == "est":
         return ReinforceAdaConfig(sampling="est", **fields)
+    if method == "pilot_commit":
+        return ReinforceAdaConfig(sampling="pilot_commit", pilot_oversampling=1.0, **fields)
     if method == "none":  # plain GRPO refuses rounds it never draws
         return ReinforceAdaConfig(exit_rule="none", **fields)
     return ReinforceAdaConfig(samples_per_round=4, max_rounds=3, exit_rule=method, **fields)

@@ -90,13 +90,13 @@ def check_run(method: str, trainer, reward, requests, syncs, row_gaps) -> None:
     )
 
 
-@pytest.mark.parametrize("method", ["balance", "pos", "none", "grpo", "est"])
+@pytest.mark.parametrize("method", ["balance", "pos", "none", "grpo", "est", "pilot_commit"])
 def test_server_mode(method, vllm_server, servable_model_dir, cpu_sync, tmp_path):
     args = make_config(method, "server", tmp_path, vllm_server.base_url)
     check_run(method, *train_against_engine(method, args, servable_model_dir))
 
 
-@pytest.mark.parametrize("method", ["balance", "pos", "none", "grpo", "est"])
+@pytest.mark.parametrize("method", ["balance", "pos", "none", "grpo", "est", "pilot_commit"])
 def test_colocate_mode(method, servable_model_dir, cpu_sync, tmp_path):
     args = make_config(method, "colocate", tmp_path)
     check_run(method, *train_against_engine(method, args, servable_model_dir))

@@ -44,6 +44,7 @@ from trl.generation.vllm_client import parse_logprobs
 
 from ..checks import RewardError, RewardGuard, check_rewards
 from ..data import prompt_token_ids
+from ..groups import flat_group_probability
 from ..memory import PassRateMemory, prompt_key
 from ..plan import SamplingPlan
 from ..schedules.est import Est, est_allocation
@@ -383,13 +384,15 @@ class AdaptiveRolloutWorker:
             positives, negatives = rollout.counts()
             with self._lock:
                 self._visits[rollout.group_id] = (prompt_key(prompt.row["prompt"]), positives, negatives)
-            self._push_metrics(
-                {
-                    f"{METRIC_PREFIX}samples_per_group": float(len(rollout.pool)),
-                    f"{METRIC_PREFIX}pool_pass_rate": rollout.pass_rate,
-                    f"{METRIC_PREFIX}async/dropped_stale_groups": float(not group.kept),
-                }
-            )
+            metrics = {
+                f"{METRIC_PREFIX}samples_per_group": float(len(rollout.pool)),
+                f"{METRIC_PREFIX}pool_pass_rate": rollout.pass_rate,
+                f"{METRIC_PREFIX}async/dropped_stale_groups": float(not group.kept),
+            }
+            if positives + negatives:  # a pool nothing scored has no pass rate
+                flat = flat_group_probability([rollout.pass_rate], settings.plan.num_generations)
+                metrics[f"{METRIC_PREFIX}grpo_flat_fraction"] = float(flat[0])
+            self._push_metrics(metrics)
             self.trained.expect(rollout.group_id, len(group.kept))
             if group.kept:
                 self._push_group(prompt, group.kept, group.advantages, live)

@@ -10,6 +10,7 @@ advantages, metrics, memory updates and TRL's rows. Every module here loads with
 - `rounds`: rounds over the batch, every backend; with candidates beyond the batch, the refill schedule (`rounds.py`).
 - `streaming`: per-completion requests to a vLLM server, exits as results arrive (`streaming.py`).
 - `est`: one round per step, allocated from the pass-rate memory (Reinforce-Ada-Est, `est.py`), every backend.
+- `pilot_commit`: a pilot of every candidate, then a commit to the B it chooses (Pilot-Commit, `pilot_commit.py`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from ..plan import Section
 from .base import Schedule
 from .est import Est
 from .outcome import Key, Sample, StepOutcome
+from .pilot_commit import PilotCommit
 from .rounds import Rounds
 from .streaming import Streaming
 
@@ -27,5 +29,6 @@ SCHEDULES: dict[str, type[Section]] = {
     "rounds": Rounds,
     "streaming": Streaming,
     "est": Est,
+    "pilot_commit": PilotCommit,
 }
 """The section of every generation schedule, by the value of `generation_schedule` that selects it."""

@@ -170,11 +170,20 @@ class RoundsSchedule(Schedule):
 CANDIDATE_FIELDS = "prompt_oversampling / skip_threshold / rounds_per_prompt"
 
 
-class RefillSchedule(RoundsSchedule):
-    """Rounds over candidates beyond the batch (`candidates.py` has the rules): a step samples over
-    C = ⌈`prompt_oversampling` · B⌉ candidates, the batch first, then new prompts from the seeded `CandidateStream`,
-    and trains on exactly B of them. The stream is the schedule's state: checkpoints keep its position
-    (`candidate_stream.json`)."""
+class CandidatesSchedule(RoundsSchedule):
+    """Rounds over C = ⌈oversampling · B⌉ candidates a step: the batch's B prompts first, then new prompts from a
+    seeded `CandidateStream` over the train dataset, never one prompt twice in a step. The stream is the schedule's
+    state: checkpoints keep its position (`candidate_stream.json`). A subclass names, for the refusals, what draws
+    candidates (`what`, a plural noun phrase), its oversampling field and how to do without (`instead`), and reads the
+    oversampling factor (`oversampling`)."""
+
+    what: ClassVar[str]
+    oversampling_field: ClassVar[str]
+    instead: ClassVar[str]
+
+    @property
+    def oversampling(self) -> float:
+        raise NotImplementedError
 
     def __init__(self, trainer: StepHost):
         from .. import _trl
@@ -182,40 +191,33 @@ class RefillSchedule(RoundsSchedule):
         super().__init__(trainer)
         if _trl.rollout_features(trainer)["environment_factory"]:
             raise ValueError(
-                f"{CANDIDATE_FIELDS} draw candidates beyond the batch, which environment_factory does not support yet "
-                "(its environments are per batch row). Use the defaults (prompt_oversampling=1.0, "
-                "skip_threshold=None, rounds_per_prompt=None)."
+                f"{self.what} draw candidates beyond the batch, which environment_factory does not support yet "
+                f"(its environments are per batch row). {self.instead}"
             )
         dataset = trainer.train_dataset
         if dataset is None or not hasattr(dataset, "__len__"):
             raise ValueError(
-                f"{CANDIDATE_FIELDS} need a train_dataset with a length (a map-style dataset): the extra candidates "
-                "are drawn from it by index."
+                f"{self.what} need a train_dataset with a length (a map-style dataset): the extra candidates are "
+                "drawn from it by index."
             )
-        args, oversampling = trainer.args, self.plan.section.candidates.prompt_oversampling
+        args, oversampling = trainer.args, self.oversampling
         per_batch = args.generation_batch_size // args.num_generations
         needed = num_candidates(per_batch, oversampling)
         if len(dataset) < needed:
+            name = self.oversampling_field
             raise ValueError(
-                f"prompt_oversampling={oversampling:g}: one step samples over {needed} candidate prompts "
-                f"({per_batch} per generation batch), but train_dataset has only {len(dataset)}. Lower "
-                f"prompt_oversampling to at most {len(dataset) / per_batch:.2f}, or add prompts."
+                f"{name}={oversampling:g}: one step samples over {needed} candidate prompts ({per_batch} per "
+                f"generation batch), but train_dataset has only {len(dataset)}. Lower {name} to at most "
+                f"{len(dataset) / per_batch:.2f}, or add prompts."
             )
         self.candidate_stream = CandidateStream(len(dataset), args.seed)
 
-    def new_sampler(self, step_inputs: list[dict]) -> tuple[list[dict], RefillSampler]:
-        """The step's candidates (the batch first, then new prompts from the stream) and their `RefillSampler`.
-
-        The same on every process: the batch is gathered, the stream and the memory are identical, and the
-        exploration draws are seeded by (`seed`, global step).
-        """
-        trainer, plan, b = self.trainer, self.plan, len(step_inputs)
-        candidates = plan.section.candidates
+    def candidate_rows(self, step_inputs: list[dict]) -> list[dict]:
+        """The step's candidates: the batch first, then new prompts from the stream (peeked, not consumed); the same
+        on every process (the batch is gathered and the stream is identical)."""
+        trainer, b = self.trainer, len(step_inputs)
         if any("image" in x or "images" in x for x in step_inputs):
-            raise ValueError(
-                f"{CANDIDATE_FIELDS} do not support image datasets yet; use the defaults (prompt_oversampling=1.0, "
-                "skip_threshold=None, rounds_per_prompt=None)."
-            )
+            raise ValueError(f"{self.what} do not support image datasets yet. {self.instead}")
         seen = {prompt_key(x["prompt"]) for x in step_inputs}
 
         def accept(index: int) -> bool:  # no prompt twice in a step
@@ -225,8 +227,38 @@ class RefillSchedule(RoundsSchedule):
             seen.add(key)
             return True
 
-        extra = self.candidate_stream.peek(num_candidates(b, candidates.prompt_oversampling) - b, accept)
-        rows = step_inputs + [trainer.train_dataset[index] for index in extra]
+        extra = self.candidate_stream.peek(num_candidates(b, self.oversampling) - b, accept)
+        return step_inputs + [trainer.train_dataset[index] for index in extra]
+
+    def state_dict(self) -> dict[str, Any]:
+        """The candidate stream's position."""
+        return self.candidate_stream.state_dict()
+
+    def save_state(self, state: dict[str, Any], folder: str) -> None:
+        save_candidate_stream(CandidateStream.from_state_dict(state), os.path.join(folder, CANDIDATE_STREAM_FILE))
+
+    def load_state(self, checkpoint: str) -> None:
+        self.candidate_stream = load_candidate_stream(checkpoint, self.candidate_stream.size)
+
+
+class RefillSchedule(CandidatesSchedule):
+    """Rounds over candidates beyond the batch (`candidates.py` has the rules): a step samples over
+    C = ⌈`prompt_oversampling` · B⌉ candidates and trains on exactly B of them."""
+
+    what = CANDIDATE_FIELDS
+    oversampling_field = "prompt_oversampling"
+    instead = "Use the defaults (prompt_oversampling=1.0, skip_threshold=None, rounds_per_prompt=None)."
+
+    @property
+    def oversampling(self) -> float:
+        return self.plan.section.candidates.prompt_oversampling
+
+    def new_sampler(self, step_inputs: list[dict]) -> tuple[list[dict], RefillSampler]:
+        """The step's candidates and their `RefillSampler`; the exploration draws are seeded by (`seed`, global
+        step), so the same on every process."""
+        trainer, plan, b = self.trainer, self.plan, len(step_inputs)
+        candidates = plan.section.candidates
+        rows = self.candidate_rows(step_inputs)
         prior = sampler_prior(trainer.pass_rate_memory, rows)
         skipped = None
         if candidates.skip_threshold is not None:
@@ -245,13 +277,3 @@ class RefillSchedule(RoundsSchedule):
         if self.plan.section.candidates.skip_threshold is not None:
             skipped = [outcome.inputs[p]["prompt"] for p in sampler.skipped_prompts()]
             self.trainer.pass_rate_memory.record_skips(prompt_keys(skipped))
-
-    def state_dict(self) -> dict[str, Any]:
-        """The candidate stream's position."""
-        return self.candidate_stream.state_dict()
-
-    def save_state(self, state: dict[str, Any], folder: str) -> None:
-        save_candidate_stream(CandidateStream.from_state_dict(state), os.path.join(folder, CANDIDATE_STREAM_FILE))
-
-    def load_state(self, checkpoint: str) -> None:
-        self.candidate_stream = load_candidate_stream(checkpoint, self.candidate_stream.size)

@@ -1,0 +1,68 @@
+"""Two-process Pilot-Commit run, used by tests/test_pilot_commit.py (torchrun, gloo on CPU).
+
+Each rank writes, per step, its candidates, pools, band verdicts, committed prompts and candidate-stream position, and
+the rows that reached its loss, to OUT/rank{r}.json.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import torch
+from distributed_train import TWO_PROCESS_RUN, prompts_of_lengths, reward  # this script's folder is on sys.path
+
+from trl_ada import ReinforceAdaConfig, ReinforceAdaTrainer
+
+
+def main(model_dir: str, out: str) -> None:
+    args = ReinforceAdaConfig(
+        output_dir=out,
+        num_generations=4,
+        sampling="pilot_commit",
+        pilot_oversampling=2.0,
+        max_steps=3,
+        **TWO_PROCESS_RUN,
+    )
+    dataset = prompts_of_lengths()
+    trainer = ReinforceAdaTrainer(model=model_dir, reward_funcs=[reward], args=args, train_dataset=dataset)
+    rank = trainer.accelerator.process_index
+    steps, rows = [], []
+    new_sampler, end_step = trainer.schedule.new_sampler, trainer.schedule.end_step
+
+    def record_candidates(batch_inputs):
+        candidates, sampler = new_sampler(batch_inputs)
+        steps.append({"candidates": [len(x["prompt"][-1]["content"]) for x in candidates]})
+        return candidates, sampler
+
+    def record_committed(outcome):
+        end_step(outcome)
+        sampler = outcome.sampler
+        steps[-1].update(
+            pools=sampler.pools,
+            passed=sampler.passed,
+            committed=sampler.committed,
+            stream=trainer.schedule.candidate_stream.state_dict(),
+        )
+
+    trainer.schedule.new_sampler, trainer.schedule.end_step = record_candidates, record_committed
+    compute_loss = trainer._compute_loss
+
+    def spy(model, inputs):
+        rows.append(inputs["completion_ids"].shape[0])
+        return compute_loss(model, inputs)
+
+    trainer._compute_loss = spy
+    trainer.train()
+    Path(out, f"rank{rank}.json").write_text(json.dumps({"steps": steps, "rows": rows}))
+    trainer.accelerator.wait_for_everyone()
+    torch.distributed.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)  # skip interpreter finalization: gloo's threads can abort there after both ranks finished
