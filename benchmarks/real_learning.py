@@ -64,6 +64,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import machine_description, make_parser, markdown, pyplot, save_figure, write_json
+from trl_ada.real.tasks import FAMILIES
 
 _REPO_ROOT = Path(__file__).resolve().parents[1]
 ARMS = ("GRPO n=4", "GRPO n=8", "Seq-balance", "Est n=8", "async balance")
@@ -79,7 +80,6 @@ REFERENCE = "GRPO n=4"
 RECOMMENDED = "Est n=8"
 """docs/choosing.md's preset when prompts need their own answers and GPU hours are paid (the paper's regime)."""
 NO_TRANSFER = "capitals"
-FAMILIES = ("arithmetic", "capitals")
 SMOKE_ARMS = ("Est n=8", "async balance")
 MAX_SYNC_GAP = 1e-3
 """Largest |server − trainer| prompt log-prob accepted after a push (float32 on both sides gives ~1e-6)."""
@@ -1225,10 +1225,8 @@ def describe_parts(parts: Sequence[Part], base: Settings, out: Path, eval_prompt
 
 def report(out: Path, base: Settings, docs: Path | None, figures: Path) -> str:
     """The tables of every committed run, per geometry (and the figures): what `--report` writes into the docs."""
+    check_records(out, base)
     runs = [json.loads(path.read_text()) for path in sorted((out / "runs").rglob("*.json"))]
-    for run in runs:
-        if run["settings"] != base.identity():
-            raise SystemExit(f"{out}: a run of other settings ({_differences(run['settings'], base.identity())}).")
     meta = json.loads((out / "tasks.json").read_text())
     text = [report_header(base, runs)]
     for geometry in GEOMETRIES:

@@ -12,7 +12,12 @@ import sys
 from pathlib import Path
 
 import torch
-from distributed_train import TWO_PROCESS_RUN, prompts_of_lengths, reward  # this script's folder is on sys.path
+from distributed_train import (  # this script's folder is on sys.path
+    TWO_PROCESS_RUN,
+    prompts_of_lengths,
+    record_loss_rows,
+    reward,
+)
 
 from trl_ada import ReinforceAdaConfig, ReinforceAdaTrainer
 
@@ -29,7 +34,7 @@ def main(model_dir: str, out: str) -> None:
     dataset = prompts_of_lengths()
     trainer = ReinforceAdaTrainer(model=model_dir, reward_funcs=[reward], args=args, train_dataset=dataset)
     rank = trainer.accelerator.process_index
-    steps, rows = [], []
+    steps = []
     new_sampler, end_step = trainer.schedule.new_sampler, trainer.schedule.end_step
 
     def record_candidates(batch_inputs):
@@ -48,13 +53,7 @@ def main(model_dir: str, out: str) -> None:
         )
 
     trainer.schedule.new_sampler, trainer.schedule.end_step = record_candidates, record_committed
-    compute_loss = trainer._compute_loss
-
-    def spy(model, inputs):
-        rows.append(inputs["completion_ids"].shape[0])
-        return compute_loss(model, inputs)
-
-    trainer._compute_loss = spy
+    rows = record_loss_rows(trainer)
     trainer.train()
     Path(out, f"rank{rank}.json").write_text(json.dumps({"steps": steps, "rows": rows}))
     trainer.accelerator.wait_for_everyone()

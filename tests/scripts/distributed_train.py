@@ -29,6 +29,19 @@ TWO_PROCESS_RUN = dict(
 """Config fields the two-process scripts share."""
 
 
+def record_loss_rows(trainer) -> list[int]:
+    """The number of rows of every batch that reaches the trainer's loss, in order (filled as it trains)."""
+    rows: list[int] = []
+    compute_loss = trainer._compute_loss
+
+    def spy(model, inputs):
+        rows.append(inputs["completion_ids"].shape[0])
+        return compute_loss(model, inputs)
+
+    trainer._compute_loss = spy
+    return rows
+
+
 def reward(prompts, completion_ids, **kwargs):
     """Data-driven 0/1 rewards: a prompt of a multiple of 3 characters is never solved (it stays active under `pos`),
     the others are solved by about half of their completions, so exits differ between prompts and steps."""
