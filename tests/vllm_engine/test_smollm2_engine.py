@@ -1,10 +1,11 @@
 """SmolLM2-135M-Instruct, a real pretrained chat model, trained against a real vLLM engine on CPU.
 
 Two one-digit additions the model answers in prose ("2 + 3 = 5.", or something else, often running to the length
-limit): about one completion in four is right at temperature 1 within 32 tokens. The reward is the registry's
-`math_final` (the final number of the plain text against the gold answer). The rewards come from the model, so each
-check is derived from the rewards the run recorded: the completions requested per prompt (by hand from the exit
-rule or Est's allocation), the rows of each prompt that reach the loss, the truncation statistics. After every
+limit): measured 0.38 and 0.41 of 128 completions right at temperature 1 within 32 tokens, so a GRPO run's 16
+completions are all wrong about once in 3,000 runs (with 4 + 9, right 0.27, once in 600: it happened in CI). The reward
+is the registry's `math_final` (the final number of the plain text against the gold answer). The rewards come from the
+model, so each check is derived from the rewards the run recorded: the completions requested per prompt (by hand from
+the exit rule or Est's allocation), the rows of each prompt that reach the loss, the truncation statistics. After every
 weight sync the engine must compute the trainer model's prompt log-probs (tied embeddings: the output layer is the
 embedding), and the weights must have changed.
 """
@@ -48,7 +49,7 @@ from trl_ada.schedules.est import est_allocation  # noqa: E402
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
-PROBLEMS = {"What is 2 + 3? Answer with the number.": "5", "What is 4 + 9? Answer with the number.": "13"}
+PROBLEMS = {"What is 2 + 3? Answer with the number.": "5", "What is 1 + 2? Answer with the number.": "3"}
 N = 4  # num_generations; the two prompts are one step's batch
 MAX_COMPLETION = 32
 M, ROUNDS = 8, 4  # the balance preset's samples per round and rounds

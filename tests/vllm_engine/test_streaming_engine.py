@@ -16,6 +16,7 @@ from datasets import Dataset  # noqa: E402
 from scripted import ALTERNATING, ONE_IN_FOUR, PROMPTS, RIGHT, STEPS, TOLERANCE, WRONG, ScriptedReward  # noqa: E402
 from tiny import run_two_processes  # noqa: E402
 from vllm_support.probes import server_metric  # noqa: E402
+from vllm_support.server import MAX_MODEL_LEN  # noqa: E402
 
 from trl_ada import ReinforceAdaTrainer  # noqa: E402
 
@@ -120,17 +121,21 @@ def test_cancelling_a_request_stops_the_engine_work_for_it(vllm_server, servable
 
     base_url = vllm_server.base_url
     model = requests.get(f"{base_url}/v1/models", timeout=10).json()["data"][0]["id"]
-    sampling = {"max_tokens": 200, "ignore_eos": True, "temperature": 1.0, "logprobs": 0}
+    requested, n, length = 48, 8, MAX_MODEL_LEN - 16
+    # 48 requests x 8 completions x 240 tokens, 16 sequences at a time: 24 waves of 240 engine steps, tens of seconds
+    # even for the toy model on a fast CPU (48 x 200 tokens once finished before the aborts reached the engine)
+    sampling = {"max_tokens": length, "ignore_eos": True, "temperature": 1.0, "logprobs": 0}
     client = ServerCompletions(base_url, model, sampling, parse_logprobs)
     tokens_before = server_gauge(base_url, "vllm:generation_tokens_total")
-    for key in range(48):  # 48 x 200 = 9600 tokens: seconds of work for the CPU engine
-        client.submit(key, [1, 2, 3, 4], n=1)
+    for key in range(requested):
+        client.submit(key, [1, 2, 3, 4], n=n)
     deadline = time.monotonic() + 30
     while server_gauge(base_url, "vllm:num_requests_running") == 0 and time.monotonic() < deadline:
         time.sleep(0.05)
     client.close()  # cancels all 48
-    assert_server_idle(base_url, timeout=30.0)  # well before the 9600 tokens would have taken
+    assert_server_idle(base_url, timeout=30.0)  # well before the requested tokens would have taken
     spent = server_gauge(base_url, "vllm:generation_tokens_total") - tokens_before
-    print(f"measured: tokens generated for 48 cancelled requests of 200 tokens: {spent:.0f}")
-    assert spent < 0.5 * 48 * 200
-    assert client.cancelled == 48 and client.pending == 0
+    total = requested * n * length
+    print(f"measured: tokens generated for {requested} cancelled requests of {n} x {length} tokens: {spent:.0f}")
+    assert spent < 0.5 * total
+    assert client.cancelled == requested and client.pending == 0
