@@ -863,11 +863,44 @@ def plateau(curves: list[list[dict[str, float]]], metric: str = "hardest_third")
             "holds": len(curves) > 1 and abs(change) <= last["std"]}  # fmt: skip
 
 
+def at_step(curve: list[dict[str, float]], step: float, metric: str = "hardest_third") -> float:
+    """The curve's `metric` at optimizer step `step`, linear between the marks around it (nan past its last)."""
+    for a, b in itertools.pairwise(curve):
+        if a["step"] <= step <= b["step"]:
+            share = (step - a["step"]) / (b["step"] - a["step"]) if b["step"] > a["step"] else 1.0
+            return a[metric] + share * (b[metric] - a[metric])
+    return math.nan
+
+
+def step_cost(run: dict[str, Any]) -> dict[str, float]:
+    """Means over a run's optimizer steps: wall seconds (TRL's `step_time`), the seconds of it spent generating, the
+    samples drawn, and the share of mixed groups (nan where the trainer does not log them)."""
+    logs = [log for log in run.get("logs", []) if "step_time" in log]
+
+    def mean(values: list[float]) -> float:
+        return statistics.fmean(values) if values else math.nan
+
+    generating = [
+        sum(v for k, v in log.items() if k.startswith("reinforce_ada/generation_time/"))
+        for log in logs
+        if any(k.startswith("reinforce_ada/generation_time/") for k in log)
+    ]
+    return {
+        "step_s": mean([log["step_time"] for log in logs]),
+        "generating_s": mean(generating),
+        "samples": mean([log["reinforce_ada/samples"] for log in logs if "reinforce_ada/samples" in log]),
+        "mixed": mean([log[MIXED] for log in logs if MIXED in log]),
+    }
+
+
+MIXED = "reinforce_ada/mixed_group_fraction"
+
+
 def summarize(runs: list[dict[str, Any]], meta: dict[str, Any], settings: Settings) -> dict[str, Any]:
     """Per family: every arm's curve over its seeds (mean ± sample std per mark), its final accuracy, the area under
     its curve and tokens; the comparisons with GRPO n=4 and n=8 at equal wall time, paired over the seeds both ran;
-    whether GRPO n=4 has plateaued; and when each arm reaches GRPO n=4's plateau (per seed, the mean of its last two
-    marks)."""
+    whether GRPO n=4 has plateaued; when each arm reaches GRPO n=4's plateau (per seed, the mean of its last two
+    marks); each arm's final hardest third against GRPO n=4's at the same optimizer step; and what a step costs."""
     k = settings.eval_k
     summary: dict[str, Any] = {}
     for family in settings.families:
@@ -921,8 +954,28 @@ def summarize(runs: list[dict[str, Any]], meta: dict[str, Any], settings: Settin
                     },
                     "area": agreement([area(c) for c in mine], [area(c) for c in theirs]),
                 }
-        targets = {}
         reference = curves.get(REFERENCE, {})
+        equal_steps = {}
+        for arm in settings.arms:
+            common = [s for s in sorted(set(curves[arm]) & set(reference)) if arm != REFERENCE]
+            pairs = [(curves[arm][s][-1], at_step(reference[s], curves[arm][s][-1]["step"])) for s in common]
+            pairs = [(mine, theirs) for mine, theirs in pairs if math.isfinite(theirs)]
+            if pairs:
+                equal_steps[arm] = {
+                    "step": spread([mine["step"] for mine, _ in pairs]),
+                    "arm": spread([mine["hardest_third"] for mine, _ in pairs]),
+                    "reference": spread([theirs for _, theirs in pairs]),
+                    "difference": agreement([mine["hardest_third"] for mine, _ in pairs], [t for _, t in pairs]),
+                }
+        costs = {
+            arm: {
+                name: spread([step_cost(run)[name] for run in chosen])
+                for name in ("step_s", "generating_s", "samples", "mixed")
+            }
+            for arm in settings.arms
+            if (chosen := [r for r in runs if r["family"] == family and r["arm"] == arm and r["seed"] in bases])
+        }
+        targets = {}
         for arm in settings.arms:
             common = sorted(set(curves[arm]) & set(reference))
             if not common:
@@ -941,6 +994,8 @@ def summarize(runs: list[dict[str, Any]], meta: dict[str, Any], settings: Settin
             "comparisons": comparisons,
             "reach_reference": targets,
             "plateau": plateau([reference[s] for s in sorted(reference)]) if reference else None,
+            "equal_steps": equal_steps,
+            "step_costs": costs,
         }
     return summary
 
@@ -949,7 +1004,8 @@ def summarize(runs: list[dict[str, Any]], meta: dict[str, Any], settings: Settin
 
 
 def _pm(value: dict[str, Any], digits: int = 3) -> str:
-    return f"{value['mean']:.{digits}f} ± {value['std']:.{digits}f}"
+    """mean ± std, or "-" where no run measured it."""
+    return f"{value['mean']:.{digits}f} ± {value['std']:.{digits}f}" if math.isfinite(value["mean"]) else "-"
 
 
 def tables(summary: dict[str, Any], runs: list[dict[str, Any]], settings: Settings, header: str) -> str:
@@ -1039,6 +1095,41 @@ def tables(summary: dict[str, Any], runs: list[dict[str, Any]], settings: Settin
             "seeds before the budget):",
             "",
             markdown(["arm", "mark reached", f"× {REFERENCE}'s time", "before the budget"], body),
+            "",
+        ] if body else []  # fmt: skip
+        body = [
+            [
+                arm,
+                _pm(data["step"], 1),
+                _pm(data["arm"]),
+                _pm(data["reference"]),
+                f"{_pm(data['difference'])} ({data['difference']['higher']}/{data['difference']['seeds']})",
+            ]
+            for arm, data in result["equal_steps"].items()
+        ]
+        lines += [
+            f"Hardest third at equal optimizer steps: each arm at the end of its budget against {REFERENCE} at the "
+            f"same step (its curve read linearly between marks; seeds where {REFERENCE} made that many steps):",
+            "",
+            markdown(["arm", "steps", "arm", f"{REFERENCE} at that step", "difference"], body),
+            "",
+        ] if body else []  # fmt: skip
+        body = [
+            [
+                arm,
+                _pm(cost["step_s"], 1),
+                _pm(cost["generating_s"], 1),
+                _pm({"mean": cost["step_s"]["mean"] - cost["generating_s"]["mean"], "std": 0.0}, 1).split(" ±")[0],
+                _pm(cost["samples"], 1),
+                _pm(cost["mixed"], 2),
+            ]
+            for arm, cost in result["step_costs"].items()
+        ]
+        lines += [
+            "What a step costs (means over each run's steps, then mean ± sample std over seeds; the rest is the "
+            "trainer's forward, backward and update, with the weight push):",
+            "",
+            markdown(["arm", "seconds per step", "generating", "the rest", "samples per step", "mixed groups"], body),
             "",
         ] if body else []  # fmt: skip
         if RECOMMENDED in result["reach_reference"]:

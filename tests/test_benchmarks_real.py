@@ -193,6 +193,31 @@ def test_summary_compares_arms_at_equal_wall_time_and_when_they_reach_grpo():
     assert "| Est n=8 − GRPO n=4 | 0.500 ± 0.000 (2/2) | 0.250 ± 0.354 (1/2) | 0.312 ± 0.088 (2/2) |" in text
     assert "| Est n=8 | 10 s, 10 s | 0.50, 0.50 | 2/2 |" in text
     assert "GRPO n=4 has not plateaued" in text
+    # at equal optimizer steps: Est's final step is 2 on both seeds, where GRPO n=4's curve reads 0.5
+    equal = summary["equal_steps"]
+    assert list(equal) == ["Est n=8"] and equal["Est n=8"]["difference"]["values"] == [0.5, 0.0]
+    assert (equal["Est n=8"]["reference"]["mean"], equal["Est n=8"]["difference"]["higher"]) == (0.5, 1)
+    assert "| Est n=8 | 2.0 ± 0.0 | 0.750 ± 0.354 | 0.500 ± 0.000 | 0.250 ± 0.354 (1/2) |" in text
+
+
+def test_an_arm_is_read_against_grpo_at_the_same_optimizer_step():
+    curve = [{"step": 0, "hardest_third": 0.1}, {"step": 10, "hardest_third": 0.3}, {"step": 30, "hardest_third": 0.7}]
+    assert rl.at_step(curve, 0) == 0.1 and rl.at_step(curve, 30) == 0.7
+    assert rl.at_step(curve, 5) == pytest.approx(0.2) and rl.at_step(curve, 20) == pytest.approx(0.5)
+    assert math.isnan(rl.at_step(curve, 31))  # past the last mark: not extrapolated
+
+
+def test_a_step_costs_what_trl_timed_of_which_the_rounds_generated():
+    logs = [
+        {"step_time": 10.0, "reinforce_ada/generation_time/round_1": 3.0, "reinforce_ada/generation_time/round_2": 1.0,
+         "reinforce_ada/samples": 32.0, rl.MIXED: 0.5},
+        {"step_time": 8.0, "reinforce_ada/generation_time/round_1": 2.0,
+         "reinforce_ada/samples": 16.0, rl.MIXED: 0.25},
+        {"train_runtime": 18.0},  # TRL's closing log is no step
+    ]  # fmt: skip
+    assert rl.step_cost({"logs": logs}) == {"step_s": 9.0, "generating_s": 3.0, "samples": 24.0, "mixed": 0.375}
+    worker = rl.step_cost({"logs": [{"step_time": 4.0}]})  # the asynchronous trainer times its steps only
+    assert worker["step_s"] == 4.0 and all(math.isnan(worker[k]) for k in ("generating_s", "samples", "mixed"))
 
 
 def test_every_arm_trains_the_same_way_but_for_its_sampling():
