@@ -250,12 +250,17 @@ class Family:
 
 class PassRates:
     """Base pass rates (correct samples of `samples`) per (family, split, fact), cached in a JSON file; a cache made
-    with other sampling settings is ignored."""
+    with other sampling settings is refused (the committed rates are never overwritten by another estimate)."""
 
     def __init__(self, path: Path, key: dict[str, Any]):
         self.path, self.key = path, key
         saved = json.loads(path.read_text()) if path.is_file() else {}
-        self.counts: dict[str, int] = saved.get("counts", {}) if saved.get("key") == key else {}
+        if saved and saved.get("key") != key:
+            raise SystemExit(
+                f"{path} holds pass rates estimated with other settings ({_differences(saved.get('key', {}), key)}); "
+                "use another --out, or delete that file to estimate them again."
+            )
+        self.counts: dict[str, int] = saved.get("counts", {})
 
     def rates(
         self, rows: list[dict[str, Any]], split: str, estimate: Callable[[list[dict]], list[int]]
@@ -725,9 +730,26 @@ def run_path(out: Path, family: str, arm: str, seed: int, geometry: str = "share
 
 
 def check_records(out: Path, settings: Settings) -> None:
-    """Refuse a results folder that holds runs of other settings, before anything runs (nothing is overwritten)."""
+    """Refuse a results folder that holds runs or pass rates of other settings, before anything runs (nothing is
+    overwritten)."""
     for path in sorted((out / "runs").rglob("*.json")):
         load_run(path, settings)
+    PassRates(out / "pass_rates.json", pass_rate_key(settings))
+
+
+def pass_rate_key(settings: Settings) -> dict[str, Any]:
+    """What the base pass rates depend on: the model, the sampling, the task split and the rewards' rules."""
+    return {
+        "model": "SmolLM2-135M-Instruct",
+        "samples": settings.selection_samples,
+        "temperature": 1.0,
+        "max_tokens": settings.max_completion_length,
+        "task_seed": settings.task_seed,
+        "rewards": {
+            "arithmetic": "math_final, hedged numbers score 0",
+            "capitals": "short_answer, every capital as candidate, lists and hedges score 0",
+        },
+    }
 
 
 def load_run(path: Path, settings: Settings) -> dict[str, Any] | None:
@@ -1476,20 +1498,7 @@ def prepare_families(settings: Settings, model_dir: str, server_url: str, out: P
     """The families' train and evaluation prompts with their base pass rates (cached in `out/pass_rates.json`), and
     their description in `out/tasks.json` (beside the other families' already there), `pass_rates.md` and
     `pass_rates.png`."""
-    cache = PassRates(
-        out / "pass_rates.json",
-        {
-            "model": "SmolLM2-135M-Instruct",
-            "samples": settings.selection_samples,
-            "temperature": 1.0,
-            "max_tokens": settings.max_completion_length,
-            "task_seed": settings.task_seed,
-            "rewards": {
-                "arithmetic": "math_final, hedged numbers score 0",
-                "capitals": "short_answer, every capital as candidate, lists and hedges score 0",
-            },
-        },
-    )
+    cache = PassRates(out / "pass_rates.json", pass_rate_key(settings))
     families = {name: prepare_family(name, settings, model_dir, server_url, cache) for name in settings.families}
     saved = json.loads((out / "tasks.json").read_text()) if (out / "tasks.json").is_file() else {}
     meta = {**saved, **{name: family.meta() for name, family in families.items()}}

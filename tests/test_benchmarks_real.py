@@ -107,8 +107,14 @@ def test_pass_rates_are_estimated_once_per_prompt_and_cached(tmp_path):
     assert again.rates(rows + [{"family": "f", "fact": "a"}], "train", estimate) == [0.5, 0.75, 0.25]
     assert again.rates(rows[:1], "test", estimate) == [0.5]  # another split is another prompt
     assert asked == [["ab", "abc"], ["a"], ["ab"]]
-    rl.PassRates(tmp_path / "rates.json", {**key, "max_tokens": 48}).rates(rows, "train", estimate)
-    assert asked[-1] == ["ab", "abc"]  # other sampling settings: estimated again
+    saved = (tmp_path / "rates.json").read_text()
+    with pytest.raises(SystemExit) as refused:  # other sampling settings: refused, the cache kept
+        rl.PassRates(tmp_path / "rates.json", {**key, "max_tokens": 48})
+    message = str(refused.value)
+    assert "rates.json" in message and "max_tokens: 32 there, 48 now" in message and "another --out" in message
+    assert (tmp_path / "rates.json").read_text() == saved and len(asked) == 3
+    elsewhere = rl.PassRates(tmp_path / "other" / "rates.json", {**key, "max_tokens": 48})  # the fix it names works
+    assert elsewhere.rates(rows, "train", estimate) == [0.5, 0.75] and asked[-1] == ["ab", "abc"]
 
 
 def test_capped_takes_the_kinds_in_turn():
@@ -355,6 +361,13 @@ def test_bad_parts_geometries_and_folders_get_one_line_and_nothing_is_overwritte
         path.parent,
         path,
     ]
+    rates = tmp_path / "rates" / "pass_rates.json"
+    rates.parent.mkdir()
+    rates.write_text(json.dumps({"key": {**rl.pass_rate_key(rl.Settings()), "samples": 8}, "counts": {"x": 1}}))
+    before = rates.read_text()
+    with pytest.raises(SystemExit, match="pass rates estimated with other settings.*samples: 8 there, 16 now"):
+        rl.main(["--part", "1", "--out", str(rates.parent)])
+    assert rates.read_text() == before and sorted(rates.parent.rglob("*")) == [rates]
 
 
 def test_the_committed_tables_are_what_the_committed_runs_give(tmp_path):
