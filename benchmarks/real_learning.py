@@ -67,18 +67,22 @@ from benchmarks.common import machine_description, make_parser, markdown, pyplot
 from trl_ada.real.tasks import FAMILIES
 
 _REPO_ROOT = Path(__file__).resolve().parents[1]
-ARMS = ("GRPO n=4", "GRPO n=8", "Seq-balance", "Est n=8", "async balance")
+ARMS = ("GRPO n=4", "GRPO n=8", "Seq-balance", "Est n=8", "Pilot-Commit n=8", "async balance")
 ARM_SAMPLING = {
     "GRPO n=4": ("grpo", 4),
     "GRPO n=8": ("grpo", 8),
     "Seq-balance": ("balance", 4),
     "Est n=8": ("est", 8),
+    "Pilot-Commit n=8": ("pilot_commit", 8),
     "async balance": ("balance", 4),
 }
 """(preset, n) of every arm."""
 REFERENCE = "GRPO n=4"
 RECOMMENDED = "Est n=8"
 """docs/choosing.md's preset when prompts need their own answers and GPU hours are paid (the paper's regime)."""
+COMPARED_WITH = {"Pilot-Commit n=8": ("GRPO n=4", "GRPO n=8", RECOMMENDED)}
+"""The arms each arm is paired with in the tables (default: GRPO n=4 and n=8); Pilot-Commit is weighed against
+Est, the method it competes with."""
 NO_TRANSFER = "capitals"
 SMOKE_ARMS = ("Est n=8", "async balance")
 MAX_SYNC_GAP = 1e-3
@@ -161,6 +165,8 @@ class Part:
     arms: tuple[str, ...]
     first_seed: int
     seeds: int
+    default: bool = True
+    """Part of the default invocation (every part in turn); an optional part runs only when asked for by number."""
 
     def settings(self, base: Settings) -> Settings:
         return replace(
@@ -181,10 +187,12 @@ PARTS = (
     Part("separate", ("capitals",), ("Seq-balance", "async balance"), 0, 3),
     Part("shared", ("arithmetic",), ("GRPO n=4", "Est n=8"), 0, 3),
     Part("shared", ("arithmetic",), ("GRPO n=8", "Seq-balance"), 0, 3),
+    Part("shared", ("capitals",), ("Pilot-Commit n=8",), 0, 3, default=False),
 )
 """The default invocation, in the order the budget is spent: the comparison the guide's recommendation rests on (Est
 n=8 against GRPO n=4 and n=8, no transfer, 5 seeds) first, then Seq-balance and the asynchronous arm in both
-geometries, then the family with transfer."""
+geometries, then the family with transfer (parts 1-6, at most 8 h); Pilot-Commit against them without transfer is
+optional (`--part 7`)."""
 SMOKE_PART = Part("shared", ("arithmetic", "capitals"), SMOKE_ARMS, 0, 1)
 EVAL_S_PER_PROMPT = 0.3
 """Evaluation seconds per prompt and snapshot (eval_k = 4 samples of at most 32 tokens on 2 cores), for the duration
@@ -961,7 +969,7 @@ def summarize(runs: list[dict[str, Any]], meta: dict[str, Any], settings: Settin
             }
         comparisons = {}
         for arm in settings.arms:
-            for reference in ("GRPO n=4", "GRPO n=8"):
+            for reference in COMPARED_WITH.get(arm, ("GRPO n=4", "GRPO n=8")):
                 common = sorted(set(curves[arm]) & set(curves.get(reference, {})))
                 if arm == reference or not common:
                     continue
@@ -1315,10 +1323,13 @@ DOCS = _REPO_ROOT / "docs" / "benchmarks_real.md"
 BEGIN, END = "<!-- tables: python -m benchmarks.real_learning --report -->", "<!-- end of the generated tables -->"
 
 
-def describe_parts(parts: Sequence[Part], base: Settings, out: Path, eval_prompts: int) -> tuple[str, float]:
-    """One line per part (geometry, family, arms, seeds, runs still to make, expected duration), and the total."""
+def describe_parts(
+    parts: Sequence[tuple[int, Part]], base: Settings, out: Path, eval_prompts: int
+) -> tuple[str, float]:
+    """One line per numbered part (geometry, family, arms, seeds, runs still to make, expected duration), and the
+    total of the parts that will run (an optional part counts only when it is the one asked for)."""
     lines, total = [], 0.0
-    for index, part in enumerate(parts, start=1):
+    for index, part in parts:
         settings = part.settings(base)
         todo = [
             (seed, family, arm)
@@ -1327,11 +1338,11 @@ def describe_parts(parts: Sequence[Part], base: Settings, out: Path, eval_prompt
         ]
         runs = sum(arm != "base" for _, _, arm in todo)
         seconds = expected_seconds(settings, runs, len(todo) - runs, eval_prompts)
-        total += seconds
+        total += seconds if part.default or len(parts) == 1 else 0.0
         seeds = f"seeds {part.first_seed}-{part.first_seed + part.seeds - 1}"
         lines.append(
             f"part {index}: {part.geometry} cores, {', '.join(part.families)}, {', '.join(part.arms)}, {seeds}: "
-            f"{runs} runs to make, about {seconds / 3600:.1f} h"
+            f"{runs} runs to make, about {seconds / 3600:.1f} h" + ("" if part.default else " (optional)")
         )
     return "\n".join(lines), total
 
@@ -1414,9 +1425,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     base.learning_rate = options.learning_rate or base.learning_rate
     if options.part is not None and not 1 <= options.part <= len(PARTS):
         parser.error(f"--part {options.part}: there are parts 1 to {len(PARTS)}; `--parts` lists them.")
-    parts = [SMOKE_PART] if options.smoke else list(PARTS) if options.part is None else [PARTS[options.part - 1]]
+    numbered = list(enumerate(PARTS, start=1))
+    if options.smoke:
+        numbered = [(1, SMOKE_PART)]
+    elif options.part is not None:
+        numbered = [numbered[options.part - 1]]
+    elif not options.parts:
+        numbered = [(number, part) for number, part in numbered if part.default]
     if options.seeds:
-        parts = [replace(part, seeds=options.seeds, first_seed=options.seed) for part in parts]
+        numbered = [(number, replace(part, seeds=options.seeds, first_seed=options.seed)) for number, part in numbered]
+    parts = [part for _, part in numbered]
     out = Path(options.out)
     if options.report:
         block = report(out, base, DOCS if out == RECORDS else None, _REPO_ROOT / "docs" / "figures")
@@ -1426,7 +1444,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     eval_prompts = len(json.loads((out / "tasks.json").read_text())["capitals"]["evaluation"]) if (
         out / "tasks.json"
     ).is_file() else 64  # fmt: skip
-    plan, total = describe_parts(parts, base, out, eval_prompts)
+    plan, total = describe_parts(numbered, base, out, eval_prompts)
     print(f"{plan}\nexpected duration: about {total / 3600:.1f} h (resumable: a run whose record exists is skipped)")
     if options.parts:
         return {"parts": plan}
