@@ -902,6 +902,9 @@ def at_step(curve: list[dict[str, float]], step: float, metric: str = "hardest_t
     return math.nan
 
 
+MIXED = "reinforce_ada/mixed_group_fraction"
+
+
 def step_cost(run: dict[str, Any]) -> dict[str, float]:
     """Means over a run's optimizer steps: wall seconds (TRL's `step_time`), the seconds of it spent generating, the
     samples drawn, and the share of mixed groups (nan where the trainer does not log them)."""
@@ -921,9 +924,6 @@ def step_cost(run: dict[str, Any]) -> dict[str, float]:
         "samples": mean([log["reinforce_ada/samples"] for log in logs if "reinforce_ada/samples" in log]),
         "mixed": mean([log[MIXED] for log in logs if MIXED in log]),
     }
-
-
-MIXED = "reinforce_ada/mixed_group_fraction"
 
 
 def summarize(runs: list[dict[str, Any]], meta: dict[str, Any], settings: Settings) -> dict[str, Any]:
