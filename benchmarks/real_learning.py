@@ -998,12 +998,13 @@ def summarize(runs: list[dict[str, Any]], meta: dict[str, Any], settings: Settin
                     "difference": agreement([mine["hardest_third"] for mine, _ in pairs], [t for _, t in pairs]),
                 }
         costs = {
-            arm: {
-                name: spread([step_cost(run)[name] for run in chosen])
-                for name in ("step_s", "generating_s", "samples", "mixed")
-            }
+            arm: {name: spread([cost[name] for cost in measured]) for name in measured[0]}
             for arm in settings.arms
-            if (chosen := [r for r in runs if r["family"] == family and r["arm"] == arm and r["seed"] in bases])
+            if (
+                measured := [
+                    step_cost(r) for r in runs if r["family"] == family and r["arm"] == arm and r["seed"] in bases
+                ]
+            )
         }
         targets = {}
         for arm in settings.arms:
@@ -1036,6 +1037,11 @@ def summarize(runs: list[dict[str, Any]], meta: dict[str, Any], settings: Settin
 def _pm(value: dict[str, Any], digits: int = 3) -> str:
     """mean ± std, or "-" where no run measured it."""
     return f"{value['mean']:.{digits}f} ± {value['std']:.{digits}f}" if math.isfinite(value["mean"]) else "-"
+
+
+def _one(value: float) -> str:
+    """A mean without a spread, or "-" where no run measured it."""
+    return f"{value:.1f}" if math.isfinite(value) else "-"
 
 
 def tables(summary: dict[str, Any], runs: list[dict[str, Any]], settings: Settings, header: str) -> str:
@@ -1149,7 +1155,7 @@ def tables(summary: dict[str, Any], runs: list[dict[str, Any]], settings: Settin
                 arm,
                 _pm(cost["step_s"], 1),
                 _pm(cost["generating_s"], 1),
-                _pm({"mean": cost["step_s"]["mean"] - cost["generating_s"]["mean"], "std": 0.0}, 1).split(" ±")[0],
+                _one(cost["step_s"]["mean"] - cost["generating_s"]["mean"]),
                 _pm(cost["samples"], 1),
                 _pm(cost["mixed"], 2),
             ]
