@@ -11,6 +11,7 @@ smoothed first-round reward of 0.5 and 0.7, relative to GRPO n=4. Setup and resu
     python -m benchmarks.learning --objectives   # the paper's Est and the log objective against GRPO n=8, 5 seeds
     python -m benchmarks.learning --family keyed --transfer 0   # the main comparison on the keyed task
     python -m benchmarks.learning --regimes  # every preset at transfer 0, 0.5, 1 with modelled GPU hours, 5 seeds
+    python -m benchmarks.learning --regimes --regime "no transfer"  # one of the three transfer settings
 
 `--refill` measures the targets on an unbiased probe of the policy's pass rate (every distinct task prompt, every
 2 steps; `trl_ada.toy.experiment.PassRateProbe`) instead of the first-round reward, which pre-rollout skipping and
@@ -750,6 +751,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default=None,
         help="keep prompts with base pass rate in (LOW, HIGH] from 16 samples (keyed default: 0 0.375)",
     )
+    parser.add_argument(
+        "--regime",
+        choices=tuple(REGIMES),
+        default=None,
+        help="with --regimes: run only this transfer setting (default: all three)",
+    )
     modes = parser.add_mutually_exclusive_group()
     modes.add_argument(
         "--budgeted",
@@ -775,6 +782,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "(default 5 seeds): trained samples to the targets, hardest-third pass rate, gradient norm and loss spikes",
     )
     args = parser.parse_args(argv)
+    if args.regime is not None and not args.regimes:
+        parser.error(f"--regime {args.regime!r} chooses among the transfer settings of --regimes; add --regimes.")
     sizes = SMOKE_SIZES if args.smoke else _mode_sizes(args)
     args.seeds = args.seeds or sizes["seeds"]
     args.steps = args.steps or sizes["steps"]
@@ -804,7 +813,8 @@ def main_regimes(args: argparse.Namespace) -> dict[str, Any]:
     out, pricer = Path(args.out), StepPricer(args.prompts)
     texts, regimes, all_runs = [], {}, {}
     start = time.perf_counter()
-    for name, transfer in REGIMES.items():
+    chosen = {name: transfer for name, transfer in REGIMES.items() if args.regime in (None, name)}
+    for name, transfer in chosen.items():
         settings = regime_settings(transfer, args.prompts)
         runs = run_all(methods, seeds, args.steps, settings, args.workers, verbose=not args.quiet)
         text, regimes[name] = regime_report(name, methods, runs, out, pricer)

@@ -239,9 +239,9 @@ def report_from_results(results: Path, out: Path) -> str:
 
     data = json.loads(Path(results).read_text())
     methods = build_regime_methods(data["config"]["smoke"])
-    pricer = StepPricer(data["regimes"][next(iter(REGIMES))]["task"]["prompts_per_step"])
+    pricer = StepPricer(next(iter(data["regimes"].values()))["task"]["prompts_per_step"])
     texts = []
-    for name in REGIMES:
+    for name in data["regimes"]:  # the regimes the run had (`--regime` runs one)
         runs = {label: {int(seed): [_nan_for_null(r) for r in records] for seed, records in per_seed.items()}
                 for label, per_seed in data["runs"][name].items()}  # fmt: skip
         text, summary = regime_report(name, methods, runs, out, pricer)
