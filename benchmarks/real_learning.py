@@ -68,7 +68,17 @@ from benchmarks.common import machine_description, make_parser, markdown, pyplot
 from trl_ada.real.tasks import FAMILIES
 
 _REPO_ROOT = Path(__file__).resolve().parents[1]
-ARMS = ("GRPO n=4", "GRPO n=8", "Seq-balance", "Est n=8", "Est n=4", "Pilot-Commit n=8", "async balance")
+ARMS = (
+    "GRPO n=4",
+    "GRPO n=8",
+    "Seq-balance",
+    "Est n=8",
+    "Est n=4",
+    "Pilot-Commit n=8",
+    "async balance",
+    "GRPO n=4 skip",
+    "Est n=8 skip",
+)
 ARM_SAMPLING = {
     "GRPO n=4": ("grpo", 4),
     "GRPO n=8": ("grpo", 8),
@@ -77,17 +87,28 @@ ARM_SAMPLING = {
     "Est n=4": ("est", 4),
     "Pilot-Commit n=8": ("pilot_commit", 8),
     "async balance": ("balance", 4),
+    "GRPO n=4 skip": ("grpo", 4),
+    "Est n=8 skip": ("est", 8),
 }
-"""(preset, n) of every arm."""
+"""(preset, n) of every arm; an arm named "... skip" also trains only its rows with a nonzero advantage
+(`skip_zero_advantage_rows=True`: the same update, less of the trainer's time)."""
+SKIPPING = " skip"
 REFERENCE = "GRPO n=4"
 RECOMMENDED = "Est n=8"
 """docs/choosing.md's preset when prompts need their own answers and GPU hours are paid (the paper's regime)."""
+SYNCHRONOUS_OF = {"async balance": "Seq-balance"}
+"""The synchronous arm each asynchronous arm runs the same schedule as: what its overlap is measured against."""
 COMPARED_WITH = {
     "Pilot-Commit n=8": ("GRPO n=4", "GRPO n=8", RECOMMENDED),
     "Est n=4": ("GRPO n=4", "GRPO n=8", RECOMMENDED),
+    "async balance": ("Seq-balance", "GRPO n=4", "GRPO n=8"),
+    "GRPO n=4 skip": ("GRPO n=4", "GRPO n=8"),
+    "Est n=8 skip": ("GRPO n=4", "GRPO n=8", RECOMMENDED, "GRPO n=4 skip"),
 }
 """The arms each arm is paired with in the tables (default: GRPO n=4 and n=8); Pilot-Commit is weighed against
-Est, the method it competes with, and Est at the user's n=4 (GRPO n=4's rows per step) against Est n=8."""
+Est, the method it competes with, Est at the user's n=4 (GRPO n=4's rows per step) against Est n=8, and the
+asynchronous arm against the synchronous one with its schedule, and an arm that skips flat rows against the
+arms without it."""
 NO_TRANSFER = "capitals"
 SMOKE_ARMS = ("Est n=8", "async balance")
 MAX_SYNC_GAP = 1e-3
@@ -194,11 +215,13 @@ PARTS = (
     Part("shared", ("arithmetic",), ("GRPO n=8", "Seq-balance"), 0, 3),
     Part("shared", ("capitals",), ("Pilot-Commit n=8",), 0, 3, default=False),
     Part("shared", ("capitals",), ("Est n=4",), 0, 5, default=False),
+    Part("shared", ("capitals",), ("GRPO n=4 skip", "Est n=8 skip"), 0, 3, default=False),
 )
 """The default invocation, in the order the budget is spent: the comparison the guide's recommendation rests on (Est
 n=8 against GRPO n=4 and n=8, no transfer, 5 seeds) first, then Seq-balance and the asynchronous arm in both
-geometries, then the family with transfer (parts 1-6, at most 8 h). Two parts are optional: Pilot-Commit against
-them without transfer (`--part 7`) and Est at the user's n = 4, whose step trains GRPO n=4's rows (`--part 8`)."""
+geometries, then the family with transfer (parts 1-6, at most 8 h). Three parts are optional: Pilot-Commit against
+them without transfer (`--part 7`), Est at the user's n = 4, whose step trains GRPO n=4's rows (`--part 8`), and
+GRPO n=4 and Est n=8 with `skip_zero_advantage_rows` (`--part 9`: the trainer's share of a step is the cost)."""
 SMOKE_PART = Part("shared", ("arithmetic", "capitals"), SMOKE_ARMS, 0, 1)
 EVAL_S_PER_PROMPT = 0.3
 """Evaluation seconds per prompt and snapshot (eval_k = 4 samples of at most 32 tokens on 2 cores), for the duration
@@ -547,6 +570,7 @@ def arm_config(arm: str, settings: Settings, server_url: str, output_dir: Path, 
         return AsyncReinforceAdaConfig(**shared, max_staleness=settings.max_staleness, token_budget=0, dtype="float32")
     return ReinforceAdaConfig(
         **shared,
+        skip_zero_advantage_rows=arm.endswith(SKIPPING),
         beta=0.0,
         loss_type="dapo",
         scale_rewards="none",
@@ -890,6 +914,22 @@ def plateau_level(curve: list[dict[str, float]], metric: str = "hardest_third") 
     return statistics.fmean(p[metric] for p in curve[-2:])
 
 
+def reach(
+    mine: dict[int, list[dict[str, float]]], theirs: dict[int, list[dict[str, float]]], budget_s: float
+) -> dict[str, Any]:
+    """Per seed both ran, the mark at which `mine` first reaches `theirs`'s final level (the mean of its last two
+    marks), that mark over the one at which `theirs` does, and on how many seeds it is reached before the budget."""
+    common = sorted(set(mine) & set(theirs))
+    times = [reached(mine[s], plateau_level(theirs[s])) for s in common]
+    own = [reached(theirs[s], plateau_level(theirs[s])) for s in common]
+    return {
+        "marks": times,
+        "earlier": sum(t < budget_s for t in times),
+        "seeds": len(times),
+        "ratio": [t / o if math.isfinite(t) and o > 0 else math.inf for t, o in zip(times, own, strict=True)],
+    }
+
+
 def plateau(curves: list[list[dict[str, float]]], metric: str = "hardest_third") -> dict[str, Any]:
     """Whether these runs (one per seed) have flattened: the mean over seeds at the last two marks differ by no more
     than the sample std over seeds at the last mark."""
@@ -912,22 +952,30 @@ MIXED = "reinforce_ada/mixed_group_fraction"
 
 
 def step_cost(run: dict[str, Any]) -> dict[str, float]:
-    """Means over a run's optimizer steps: wall seconds (TRL's `step_time`), the seconds of it spent generating, the
-    samples drawn, and the share of mixed groups (nan where the trainer does not log them)."""
-    logs = [log for log in run.get("logs", []) if "step_time" in log]
+    """Means over a run's optimizer steps: wall seconds, the seconds of it the trainer spent on generation, the
+    samples drawn, and the share of mixed groups (nan where the trainer does not log them). A synchronous step
+    logs TRL's `step_time` and its rounds' `generation_time`; an asynchronous one logs `perf/step_s` and the time it
+    waited for rollouts (`perf/rollout_wait_s`: the generation the overlap did not hide)."""
+    if any("perf/step_s" in log for log in run.get("logs", [])):
+        step, samples = "perf/step_s", "batch/samples_per_step"
+    else:
+        step, samples = "step_time", "reinforce_ada/samples"
+    logs = [log for log in run.get("logs", []) if step in log]
 
     def mean(values: list[float]) -> float:
         return statistics.fmean(values) if values else math.nan
 
     generating = [
-        sum(v for k, v in log.items() if k.startswith("reinforce_ada/generation_time/"))
+        log["perf/rollout_wait_s"]
+        if "perf/rollout_wait_s" in log
+        else sum(v for k, v in log.items() if k.startswith("reinforce_ada/generation_time/"))
         for log in logs
-        if any(k.startswith("reinforce_ada/generation_time/") for k in log)
+        if "perf/rollout_wait_s" in log or any(k.startswith("reinforce_ada/generation_time/") for k in log)
     ]
     return {
-        "step_s": mean([log["step_time"] for log in logs]),
+        "step_s": mean([log[step] for log in logs]),
         "generating_s": mean(generating),
-        "samples": mean([log["reinforce_ada/samples"] for log in logs if "reinforce_ada/samples" in log]),
+        "samples": mean([log[samples] for log in logs if samples in log]),
         "mixed": mean([log[MIXED] for log in logs if MIXED in log]),
     }
 
@@ -1012,24 +1060,22 @@ def summarize(runs: list[dict[str, Any]], meta: dict[str, Any], settings: Settin
                 ]
             )
         }
-        targets = {}
-        for arm in settings.arms:
-            common = sorted(set(curves[arm]) & set(reference))
-            if not common:
-                continue
-            times = [reached(curves[arm][s], plateau_level(reference[s])) for s in common]
-            own = [reached(reference[s], plateau_level(reference[s])) for s in common]
-            targets[arm] = {
-                "marks": times,
-                "earlier": sum(t < settings.budget_s for t in times),
-                "seeds": len(times),
-                "ratio": [t / o if math.isfinite(t) and o > 0 else math.inf for t, o in zip(times, own, strict=True)],
-            }
+        targets = {
+            arm: reach(curves[arm], reference, settings.budget_s)
+            for arm in settings.arms
+            if set(curves[arm]) & set(reference)
+        }
+        synchronous = {
+            arm: reach(curves[arm], curves[SYNCHRONOUS_OF[arm]], settings.budget_s)
+            for arm in settings.arms
+            if arm in SYNCHRONOUS_OF and set(curves[arm]) & set(curves.get(SYNCHRONOUS_OF[arm], {}))
+        }
         summary[family] = {
             "seeds": sorted(bases),
             "arms": arms,
             "comparisons": comparisons,
             "reach_reference": targets,
+            "reach_synchronous": synchronous,
             "plateau": plateau([reference[s] for s in sorted(reference)]) if reference else None,
             "equal_steps": equal_steps,
             "step_costs": costs,
@@ -1054,8 +1100,8 @@ def tables(summary: dict[str, Any], runs: list[dict[str, Any]], settings: Settin
     """The markdown of `tables.md`."""
     lines = [header, ""]
     for family, result in summary.items():
-        seeds = len(result["seeds"])
-        lines += [f"## {family} ({seeds} seed{'s' * (seeds != 1)}; mean ± sample std, ddof = 1)", ""]
+        seeds = max((len(data["seeds"]) for data in result["arms"].values()), default=len(result["seeds"]))
+        lines += [f"## {family} (up to {seeds} seed{'s' * (seeds != 1)}; mean ± sample std, ddof = 1)", ""]
         columns = ["arm", "seeds", "steps", "tokens", "generated / trained", "avg@k", "hardest third",
                    "area (hardest third)", "pass@k", "entropy"]  # fmt: skip
         columns += ["unseen countries"] if family == NO_TRANSFER else []
@@ -1142,6 +1188,24 @@ def tables(summary: dict[str, Any], runs: list[dict[str, Any]], settings: Settin
         body = [
             [
                 arm,
+                ", ".join("never" if math.isinf(t) else f"{t:g} s" for t in data["marks"]),
+                ", ".join("-" if math.isinf(r) else f"{r:.2f}" for r in data["ratio"]),
+                f"{data['earlier']}/{data['seeds']}",
+            ]
+            for arm, data in result["reach_synchronous"].items()
+        ]
+        lines += [
+            "Reaching the synchronous arm's final level on the hardest third (the asynchronous arm against the "
+            f"synchronous one with its schedule, {', '.join(f'{a} against {b}' for a, b in SYNCHRONOUS_OF.items())}: "
+            "per seed, the mark at which it first reaches the mean of the synchronous run's last two marks, and that "
+            "mark over the one at which the synchronous run does):",
+            "",
+            markdown(["arm", "mark reached", "× the synchronous arm's time", "before the budget"], body),
+            "",
+        ] if body else []  # fmt: skip
+        body = [
+            [
+                arm,
                 _pm(data["step"], 1),
                 _pm(data["arm"]),
                 _pm(data["reference"]),
@@ -1169,7 +1233,8 @@ def tables(summary: dict[str, Any], runs: list[dict[str, Any]], settings: Settin
         ]
         lines += [
             "What a step costs (means over each run's steps, then mean ± sample std over seeds; the rest is the "
-            "trainer's forward, backward and update, with the weight push):",
+            "trainer's forward, backward and update, with the weight push; for the asynchronous arm, generating is "
+            "the time its trainer waited for rollouts, the generation its overlap did not hide):",
             "",
             markdown(["arm", "seconds per step", "generating", "the rest", "samples per step", "mixed groups"], body),
             "",

@@ -333,12 +333,13 @@ def test_the_parts_spend_the_budget_on_the_no_transfer_comparison_first_and_fit_
         seconds = rl.expected_seconds(chosen, runs, len(order) - runs, 64)
         assert seconds <= 2 * 3600, part
         total += seconds if part.default else 0.0
-    assert total <= 8 * 3600  # the default invocation; the optional parts run only as `--part 7` / `--part 8`
-    assert [p.default for p in rl.PARTS] == [True] * 6 + [False, False]
+    assert total <= 8 * 3600  # the default invocation; the optional parts run only as `--part 7`, `8`, `9`
+    assert [p.default for p in rl.PARTS] == [True] * 6 + [False] * 3
     listed = rl.main(["--parts", "--out", str(tmp_path)])["parts"].splitlines()
-    assert [line.split(":")[0] for line in listed] == [f"part {k}" for k in range(1, 9)]
+    assert [line.split(":")[0] for line in listed] == [f"part {k}" for k in range(1, 10)]
     assert listed[6].endswith("(optional)") and "Pilot-Commit n=8" in listed[6]
     assert "Est n=4, seeds 0-4" in listed[7] and listed[7].endswith("(optional)")
+    assert "GRPO n=4 skip, Est n=8 skip, seeds 0-2" in listed[8] and listed[8].endswith("(optional)")
     assert rl.main(["--parts", "--part", "2", "--out", str(tmp_path)])["parts"].startswith("part 2: ")
     assert rl.Settings().identity() == rl.PARTS[3].settings(settings).identity()  # parts share the run identity
 

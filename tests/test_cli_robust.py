@@ -353,7 +353,7 @@ def test_train_help_opens_with_usage_description_and_the_reinforce_ada_options(c
     assert "Train a model with Reinforce-Ada adaptive sampling" in out[:1000]
     assert out.index("--config RECIPE.yaml  YAML recipe") < out.index("--samples_per_round")
     groups = [line[:-1] for line in lines if line and not line.startswith(" ") and line.endswith(":")]
-    assert groups[:9] == [
+    assert groups[:10] == [
         "options",
         "adaptive sampling (Reinforce-Ada, arXiv 2510.04996)",
         "the pass-rate memory and budgeted rounds (all off by default)",
@@ -361,6 +361,7 @@ def test_train_help_opens_with_usage_description_and_the_reinforce_ada_options(c
         "how generation is scheduled",
         "the objective (arXiv 2510.04996v3: J_f = E[f(p)], prompt weight f'(p))",
         "the run directory",
+        "the loss",
         "data and rewards",
         "model (TRL ModelConfig)",
     ]

@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 
 from trl import GRPOConfig
 
+from .flat_rows import check_row_skipping
 from .plan import (
     PRESET_FIELDS,
     PRESETS,
@@ -39,6 +40,8 @@ __all__ = [
 
 RUN_DIRECTORY = "the run directory"
 """The `--help` group of `overwrite_output_dir`."""
+LOSS = "the loss"
+"""The `--help` group of `skip_zero_advantage_rows`."""
 
 
 class SamplingConfig:
@@ -196,6 +199,16 @@ class ReinforceAdaConfig(SamplingArguments, RunDirArguments, GRPOConfig):
     epsilon: float = changed_default(0.2, "Lower clipping epsilon.")
     epsilon_high: float | None = changed_default(0.28, "Upper clipping epsilon (clip-higher).")
     beta: float = changed_default(0.0, "KL coefficient; the paper uses no KL (0.0).")
+    skip_zero_advantage_rows: bool = field(
+        default=False,
+        metadata={
+            "help": "Run the forward and backward pass only on the completions whose advantage is not zero (they "
+            "add nothing to the loss: the same update, less compute). Needs beta=0, no entropy bonus and "
+            "top_entropy_quantile=1. Default: False."
+        },
+    )
+
+    help_groups: ClassVar[dict[str, str]] = {**SamplingConfig.help_groups, "skip_zero_advantage_rows": LOSS}
 
     def __post_init__(self) -> None:
         self.resolve_sampling()
@@ -203,3 +216,4 @@ class ReinforceAdaConfig(SamplingArguments, RunDirArguments, GRPOConfig):
         if self.scale_rewards not in ("none", "group", "batch", True, False):
             raise ValueError(f"scale_rewards={self.scale_rewards!r}: choose one of ['none', 'group', 'batch'].")
         super().__post_init__()
+        check_row_skipping(self)

@@ -33,6 +33,7 @@ from .checkpoint_state import MEMORY_FILE, load_memory
 from .checks import RewardGuard, check_trainer_inputs
 from .config import ReinforceAdaConfig
 from .data import ModelContext, check_train_prompts, model_context
+from .flat_rows import VISION_KEYS, loss_share, rows_of, signal_rows
 from .groups import grpo_flat_fraction
 from .memory import PassRateMemory, prompt_keys
 from .objectives import advantage_weights
@@ -103,6 +104,12 @@ class ReinforceAdaTrainer(GRPOJoints):
             check_threshold=plan.samples_adaptively and self.accelerator.is_main_process,
             schedule=plan.schedule,
         )
+        if args.skip_zero_advantage_rows and self.aux_loss_enabled:
+            raise ValueError(
+                f"skip_zero_advantage_rows=True with router_aux_loss_coef={args.router_aux_loss_coef!r} on a mixture "
+                "of experts: the router loss acts on every row, so a zero-advantage row cannot be skipped. Set "
+                "router_aux_loss_coef=0.0, or skip_zero_advantage_rows=False."
+            )
         self.pass_rate_memory = new_memory(plan)
         self.schedule = plan.section.schedule_class()(self)
         check_train_prompts(
@@ -114,6 +121,19 @@ class ReinforceAdaTrainer(GRPOJoints):
             count=self._prompt_lengths,
         )
         logger.info("Reinforce-Ada sampling: %s", sampling_summary(args))
+
+    def _compute_loss(self, model, inputs):
+        """TRL's loss; with `skip_zero_advantage_rows`, computed on the training rows whose advantage is not zero
+        and scaled to TRL's loss over every row (`trl_ada.flat_rows`: the same loss and gradient, fewer rows)."""
+        if not (self.args.skip_zero_advantage_rows and self.model.training) or VISION_KEYS & inputs.keys():
+            return super()._compute_loss(model, inputs)
+        rows = signal_rows(inputs["advantages"])
+        size = inputs["advantages"].shape[0]
+        self._metrics["train"]["reinforce_ada/skipped_row_fraction"].append(1.0 - rows.numel() / size)
+        if rows.numel() == size:
+            return super()._compute_loss(model, inputs)
+        kept = rows_of(inputs, rows if rows.numel() else rows.new_zeros(1))  # none: one row, a zero loss to step on
+        return super()._compute_loss(model, kept) * loss_share(self.loss_type, inputs, kept)
 
     def _context(self) -> ModelContext | None:
         """The model's context length where known (None with environments or images: their prompts are rendered
