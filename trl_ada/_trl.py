@@ -95,6 +95,7 @@ JOINTS: tuple[Joint, ...] = (
         "overridden (the kept rows' rewards, not scored twice) and called: scoring a round",
     ),
     Joint("_save_checkpoint", "method", ("model", "trial"), "overridden: checkpoint completeness, sampling state"),
+    Joint("_compute_loss", "method", ("model", "inputs"), "overridden and called: the loss over the rows with signal"),
     Joint("_tag_names", "attribute", (), "set: the model card's tags"),
     Joint("_name", "attribute", (), "set: the model card's method name"),
     Joint("_paper", "attribute", (), "set: the model card's paper and citation"),
@@ -196,6 +197,7 @@ class GRPOJoints(GRPOTrainer):
     - `training_batch(inputs)`: one training batch (TRL's `_generate_and_score_completions` output); a subclass
       generates the step first, then hands the kept rows to `kept_training_batch`.
     - `saving_checkpoint(folder, save)`: a checkpoint save; `save()` writes TRL's part.
+    - `training_loss(inputs, loss)`: a training batch's loss; `loss(rows)` is TRL's loss over the rows given.
 
     Evaluation batches are TRL's own.
     """
@@ -225,6 +227,15 @@ class GRPOJoints(GRPOTrainer):
 
     def saving_checkpoint(self, folder: str, save: Callable[[], None], trial: Any) -> None:
         save()
+
+    def training_loss(self, inputs: dict, loss: Callable[[dict], torch.Tensor]) -> torch.Tensor:
+        return loss(inputs)
+
+    def _compute_loss(self, model, inputs):
+        def loss(rows: dict) -> torch.Tensor:
+            return super(GRPOJoints, self)._compute_loss(model, rows)
+
+        return self.training_loss(inputs, loss) if self.model.training else loss(inputs)
 
     def _generate_and_score_completions(self, inputs):
         if not self.model.training:

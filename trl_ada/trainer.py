@@ -122,18 +122,18 @@ class ReinforceAdaTrainer(GRPOJoints):
         )
         logger.info("Reinforce-Ada sampling: %s", sampling_summary(args))
 
-    def _compute_loss(self, model, inputs):
-        """TRL's loss; with `skip_zero_advantage_rows`, computed on the training rows whose advantage is not zero
-        and scaled to TRL's loss over every row (`trl_ada.flat_rows`: the same loss and gradient, fewer rows)."""
-        if not (self.args.skip_zero_advantage_rows and self.model.training) or VISION_KEYS & inputs.keys():
-            return super()._compute_loss(model, inputs)
+    def training_loss(self, inputs: dict, loss: Callable[[dict], torch.Tensor]) -> torch.Tensor:
+        """TRL's loss; with `skip_zero_advantage_rows`, computed on the rows whose advantage is not zero and scaled
+        to TRL's loss over every row (`trl_ada.flat_rows`: the same loss and gradient, fewer rows)."""
+        if not self.args.skip_zero_advantage_rows or VISION_KEYS & inputs.keys():
+            return loss(inputs)
         rows = signal_rows(inputs["advantages"])
         size = inputs["advantages"].shape[0]
-        self._metrics["train"]["reinforce_ada/skipped_row_fraction"].append(1.0 - rows.numel() / size)
+        _trl.log_metrics(self, {"reinforce_ada/skipped_row_fraction": 1.0 - rows.numel() / size})
         if rows.numel() == size:
-            return super()._compute_loss(model, inputs)
+            return loss(inputs)
         kept = rows_of(inputs, rows if rows.numel() else rows.new_zeros(1))  # none: one row, a zero loss to step on
-        return super()._compute_loss(model, kept) * loss_share(self.loss_type, inputs, kept)
+        return loss(kept) * loss_share(self.loss_type, inputs, kept)
 
     def _context(self) -> ModelContext | None:
         """The model's context length where known (None with environments or images: their prompts are rendered
