@@ -23,6 +23,8 @@ __all__ = [
     "PriorSizing",
     "Seq",
     "budget_option",
+    "exit_rule_option",
+    "samples_per_round_option",
     "with_budget",
 ]
 
@@ -86,6 +88,25 @@ class Exits:
     sizing: PriorSizing = FIXED_ROUNDS
 
 
+def exit_rule_option() -> Any:
+    """`exit_rule`, a field of every section that decides exits."""
+    return option(
+        "balance",
+        'When a prompt stops sampling. `"balance"`: its pool holds at least ⌊n/2⌋ positives and n − ⌊n/2⌋ '
+        'negatives (the paper\'s best variant). `"pos"`: at least one positive. `"mixed"`: at least one positive '
+        'and one negative (DAPO\'s filter). `"none"`: plain GRPO sampling (`generation_schedule="grpo"`, which it '
+        "selects), one round of exactly n per prompt. Rules registered with `trl_ada.register_exit_rule` are "
+        "accepted by name.",
+    )
+
+
+def samples_per_round_option() -> Any:
+    """`samples_per_round` (M), a field of every section that samples in rounds."""
+    return option(
+        8, "M: completions drawn for every still-active prompt in each round (one batched generation call per round)."
+    )
+
+
 def budget_option() -> Any:
     """`sample_budget`, a field of the sections whose step may be capped by a budget (rounds, streaming)."""
     return option(
@@ -106,17 +127,8 @@ class Seq(Section):
         "no prompt meets its exit rule and each draws samples_per_round * max_rounds completions."
     )
 
-    exit_rule: str = option(
-        "balance",
-        'When a prompt stops sampling. `"balance"`: its pool holds at least ⌊n/2⌋ positives and n − ⌊n/2⌋ '
-        'negatives (the paper\'s best variant). `"pos"`: at least one positive. `"mixed"`: at least one positive '
-        'and one negative (DAPO\'s filter). `"none"`: plain GRPO sampling (`generation_schedule="grpo"`, which it '
-        "selects), one round of exactly n per prompt. Rules registered with `trl_ada.register_exit_rule` are "
-        "accepted by name.",
-    )
-    samples_per_round: int = option(
-        8, "M: completions drawn for every still-active prompt in each round (one batched generation call per round)."
-    )
+    exit_rule: str = exit_rule_option()
+    samples_per_round: int = samples_per_round_option()
     max_rounds: int = option(4, "N: the round cap. A prompt draws at most M·N completions per step.")
     futility_threshold: float = option(
         0.0,
