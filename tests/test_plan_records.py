@@ -14,12 +14,11 @@ from trl_ada.plan import (
     Memory,
     Objective,
     SamplingPlan,
-    check_integer,
-    check_type,
     defaults,
     explicit_fields,
     flat_fields,
 )
+from trl_ada.records import check_integer, check_type
 from trl_ada.schedules.rounds import Rounds
 
 # ------------------------------------------------------------------------------------------------------------------

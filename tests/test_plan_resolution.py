@@ -8,17 +8,14 @@ from __future__ import annotations
 import pytest
 from refusals import names, refusal
 
+from trl_ada.fields_table import FIELDS_BEGIN, FIELDS_END, fields_markdown, with_fields_markdown
 from trl_ada.plan import (
     ASYNCHRONOUS,
-    FIELDS_BEGIN,
-    FIELDS_END,
     PRESETS,
     SYNCHRONOUS,
     Host,
-    fields_markdown,
     preset_unused_fields,
     resolve,
-    with_fields_markdown,
 )
 from trl_ada.schedules.est import Est
 from trl_ada.schedules.streaming import PromptStreaming

@@ -35,6 +35,8 @@ __version__ = "0.1.0"
 
 PURE_CORE = (
     "trl_ada.plan",
+    "trl_ada.records",
+    "trl_ada.fields_table",
     "trl_ada.seq",
     "trl_ada.exit_rules",
     "trl_ada.groups",

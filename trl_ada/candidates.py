@@ -38,7 +38,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from .plan import CANDIDATES, Record, SamplingPlan, option
+from .plan import CANDIDATES, SamplingPlan
+from .records import Record, option
 from .sampling import AdaptiveSampler
 from .utils import is_int, is_number
 

@@ -18,13 +18,12 @@ import dataclasses
 import functools
 import inspect
 import math
-import numbers
-import typing
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from .utils import closest_name, is_int, is_number
+from .records import Record, build, check_integer, flat_name, leaf_fields, leaf_values, option
+from .utils import closest_name, is_number
 
 ADVANTAGE_BASELINES = ("pool", "group")
 OBJECTIVES = ("linear", "log", "power")  # f(p) = p, log p, p^alpha (`objectives.py`)
@@ -41,118 +40,9 @@ GROUPS = (
 SAMPLING, MEMORY, CANDIDATES, SCHEDULING, OBJECTIVE = GROUPS
 
 
-def option(default: Any, help: str, *, flat: str | None = None, group: str | None = None) -> Any:
-    """A plan field: its default and `help`, its `flat` name where the config spells it otherwise (`memory_decay`
-    for `Memory.decay`) and its `group` (default: its record's)."""
-    return field(default=default, metadata={"help": help, "flat": flat, "group": group})
-
-
-_KINDS: dict[type, tuple[str, Callable[[Any], bool]]] = {
-    int: ("an integer", is_int),
-    float: ("a number", lambda value: isinstance(value, numbers.Real) and not isinstance(value, bool)),
-    bool: ("True or False", lambda value: isinstance(value, bool)),
-    str: ("a string", lambda value: isinstance(value, str)),
-}
-
-
-def check_type(name: str, value: Any, kind: type, optional: bool = False, example: Any = None) -> None:
-    """A ValueError naming `name`, its value and how to write it unless `value` is a `kind` (int, float, bool or
-    str; an int is a float, a bool is not an int) or, when `optional`, None. `example` is shown as a valid value."""
-    described, accepts = _KINDS[kind]
-    if (value is None and optional) or accepts(value):
-        return
-    if kind is bool:
-        raise ValueError(f"{name}={value!r}: must be True or False.")
-    if isinstance(value, bool):
-        raise ValueError(f"{name}={value!r}: must be {described}, not a boolean.")
-    or_none = " or None" if optional else ""
-    raise ValueError(
-        f"{name}={value!r}: must be {described}{or_none}, not a {type(value).__name__}"
-        f"{_how_to_write(name, value, kind, example)}."
-    )
-
-
-def _how_to_write(name: str, value: Any, kind: type, example: Any) -> str:
-    """`; write name=8` when `value` reads as the right type (the string '8', the float 8.0), else an example."""
-    try:
-        number = float(value) if kind in (int, float) and isinstance(value, (str, float)) else None
-    except ValueError:
-        number = None
-    if number is not None and math.isfinite(number) and (kind is float or number.is_integer()):
-        return f"; write {name}={kind(number)!r}"
-    return "" if example is None else f" (e.g. {name}={example!r})"
-
-
-def check_integer(name: str, value: Any, minimum: int, fix: str) -> None:
-    """An integer (not a boolean) >= `minimum`; `fix` ends the refusal."""
-    check_type(name, value, int)
-    if value < minimum:
-        raise ValueError(f"{name}={value!r}: must be an integer >= {minimum}{fix}")
-
-
 def check_group_size(num_generations: Any) -> None:
     """n must be an integer >= 2: checked first, since every other check and every preset reads it."""
     check_integer("num_generations", num_generations, 2, " (the group size n: a group of one has no baseline).")
-
-
-def flat_name(f: dataclasses.Field) -> str:
-    """The config's name of a record's field."""
-    return f.metadata.get("flat") or f.name
-
-
-@functools.cache
-def _record_kinds(record: type) -> tuple[tuple[dataclasses.Field, Any, bool], ...]:
-    """Each field of a record with its type (int, float, bool or str; a record type for a sub-record) and whether it
-    may be None, read from the declarations."""
-    hints = typing.get_type_hints(record)
-    kinds = []
-    for f in dataclasses.fields(record):
-        members = typing.get_args(hints[f.name]) or (hints[f.name],)
-        kinds.append((f, next(m for m in members if m is not type(None)), type(None) in members))
-    return tuple(kinds)
-
-
-@dataclass(frozen=True)
-class Record:
-    """A frozen part of the plan. Its fields are checked against their declared types when it is built (an
-    integer, a number, True/False, a string; or None where the type allows it), naming the flat field."""
-
-    group: ClassVar[str] = SAMPLING
-
-    def __post_init__(self) -> None:
-        for f, kind, optional in _record_kinds(type(self)):
-            if kind in _KINDS:
-                check_type(flat_name(f), getattr(self, f.name), kind, optional, f.default)
-
-
-def _leaves(record: type) -> Iterator[tuple[dataclasses.Field, type, bool, type]]:
-    """(field, type, optional, owning record) of every leaf field of a record type, sub-records flattened; a plan's
-    section is left out."""
-    for f, kind, optional in _record_kinds(record):
-        if kind in _KINDS:
-            yield f, kind, optional, record
-        elif f.name != "section":
-            yield from _leaves(kind)
-
-
-def _values(record: Record) -> Iterator[tuple[str, Any]]:
-    """(flat name, value) of every leaf of a record."""
-    for f, kind, _ in _record_kinds(type(record)):
-        if kind in _KINDS:
-            yield flat_name(f), getattr(record, f.name)
-        elif f.name != "section":
-            yield from _values(getattr(record, f.name))
-
-
-def build(record: type, values: Mapping[str, Any]) -> Any:
-    """A record (and its sub-records) from flat values; a field absent from `values` takes its default."""
-    kwargs = {}
-    for f, kind, _ in _record_kinds(record):
-        if kind not in _KINDS:
-            kwargs[f.name] = build(kind, values)
-        elif flat_name(f) in values:
-            kwargs[f.name] = values[flat_name(f)]
-    return record(**kwargs)
 
 
 @dataclass(frozen=True)
@@ -278,6 +168,7 @@ class Section(Record):
     (None: `AdaptiveSampler`); `allocates_samples`: it sizes prompts' samples by the objective's weight;
     `all_negative`: what a step without positives does (the `positive_threshold` warning)."""
 
+    group: ClassVar[str] = SAMPLING
     name: ClassVar[str]
     selected_by: ClassVar[Mapping[str, Any]] = {}
     sampler: ClassVar[type | None] = None
@@ -332,12 +223,14 @@ def register(section: type[Section] | None = None, *, host: Host = SYNCHRONOUS) 
 
 def section_fields(section: type[Record]) -> set[str]:
     """The flat names of a section's fields (its sub-sections' included)."""
-    return {flat_name(f) for f, *_ in _leaves(section)}
+    return {flat_name(f) for f, *_ in leaf_fields(section)}
 
 
 @dataclass(frozen=True)
 class SamplingPlan(Record):
     """Every parameter of a step's sampling decisions: the shared part and the schedule's `section`."""
+
+    group: ClassVar[str] = SAMPLING
 
     section: Section
     num_generations: int = 4
@@ -431,9 +324,9 @@ class SamplingPlan(Record):
     def fields(self) -> dict[str, Any]:
         """The plan by flat names: the section's fields (and the values that select it), `generation_schedule`,
         then the shared ones; only fields the schedule uses."""
-        values = {**self.section.selected_by, **dict(_values(self.section))}
+        values = {**self.section.selected_by, **dict(leaf_values(self.section))}
         values["generation_schedule"] = self.generation_schedule
-        return values | {name: value for name, value in _values(self) if name != "num_generations"}
+        return values | {name: value for name, value in leaf_values(self) if name != "num_generations"}
 
 
 @dataclass(frozen=True)
@@ -468,14 +361,14 @@ def _flat_fields(registry: tuple[tuple[str, type[Section]], ...]) -> tuple[FlatF
     help_text = f"Which schedule runs a step. {schedules}"
     found = {"generation_schedule": FlatField("generation_schedule", str, False, "rounds", help_text, SCHEDULING)}
     for name, section in registry:
-        for leaf in _flat_leaves(section):
+        for leaf in _flatleaves(section):
             known = found.get(leaf.name)
             if known is not None and (known.kind, known.default) != (leaf.kind, leaf.default):
                 raise TypeError(
                     f"{leaf.name} is declared twice with different types or defaults ({section.__name__})."
                 )
             found[leaf.name] = dataclasses.replace(known or leaf, owners=(known.owners if known else ()) + (name,))
-    found |= {leaf.name: leaf for leaf in _flat_leaves(SamplingPlan) if leaf.name != "num_generations"}
+    found |= {leaf.name: leaf for leaf in _flatleaves(SamplingPlan) if leaf.name != "num_generations"}
     return tuple(sorted(found.values(), key=lambda f: GROUPS.index(f.group)))
 
 
@@ -484,8 +377,8 @@ def _summary(section: type[Section]) -> str:
     return " ".join(inspect.getdoc(section).split("\n\n")[0].split())
 
 
-def _flat_leaves(record: type) -> Iterator[FlatField]:
-    for f, kind, optional, owner in _leaves(record):
+def _flatleaves(record: type) -> Iterator[FlatField]:
+    for f, kind, optional, owner in leaf_fields(record):
         group = f.metadata.get("group") or owner.group
         yield FlatField(flat_name(f), kind, optional, f.default, f.metadata.get("help", ""), group)
 
@@ -626,8 +519,8 @@ def resolve(
     for field_name, value in explicit.items():
         if field_name not in owned and section.selected_by.get(field_name, object()) != value:
             raise ValueError(unused_refusal(field_name, value, f"{name!r}{chosen_by}", host))
-    own = {f.name for f, kind, _ in _record_kinds(SamplingPlan) if kind in _KINDS} - {"num_generations"}
-    shared = {name: values[name] for name in own if name in values}
+    own = {flat_name(f) for f, _, _, owner in leaf_fields(SamplingPlan) if owner is SamplingPlan}
+    shared = {name: values[name] for name in own - {"num_generations"} if name in values}
     memory, objective = build(Memory, values), build(Objective, values)
     return SamplingPlan(build(section, values), n, **shared, memory=memory, objective=objective)
 
@@ -667,41 +560,3 @@ def preset_unused_fields(sampling: str, num_generations: int, host: Host = SYNCH
     preset = PRESETS[sampling].fields(num_generations)
     section = host.registry.get(choose_schedule(host, ((preset, ""),))[0])
     return ["generation_schedule"] if section is None else [name for name in preset if name not in _owned(section)]
-
-
-def fields_markdown() -> str:
-    """The sampling fields as Markdown tables, one per group (`docs/configuration.md` includes this text)."""
-    lines = []
-    for group in GROUPS:
-        lines += [f"**{group[0].upper()}{group[1:]}**", "", "| field | type | default | schedules | meaning |"]
-        lines.append("| --- | --- | --- | --- | --- |")
-        for spec in (f for f in flat_fields() if f.group == group):
-            kind = f"`{spec.kind.__name__}`" + (" or `None`" if spec.optional else "")
-            schedules = ", ".join(f"`{owner}`" for owner in spec.owners) if spec.owners else "all"
-            lines.append(f"| `{spec.name}` | {kind} | `{spec.default!r}` | {schedules} | {spec.help} |")
-        lines.append("")
-    return "\n".join(lines)
-
-
-FIELDS_BEGIN = "<!-- sampling fields: begin (generated by `python -m trl_ada.plan`) -->"
-FIELDS_END = "<!-- sampling fields: end -->"
-
-
-def with_fields_markdown(page: str) -> str:
-    """`page` (the text of `docs/configuration.md`) with `fields_markdown()` between its two markers."""
-    begin, end = page.index(FIELDS_BEGIN) + len(FIELDS_BEGIN), page.index(FIELDS_END)
-    return f"{page[:begin]}\n\n{fields_markdown()}\n{page[end:]}"
-
-
-if __name__ == "__main__":  # `python -m trl_ada.plan [PAGE]`: print the tables, or write them into PAGE
-    import sys
-
-    from trl_ada.plan import fields_markdown, with_fields_markdown  # the package's module, whose registry is filled
-
-    if len(sys.argv) > 1:
-        with open(sys.argv[1], encoding="utf-8") as page:
-            text = with_fields_markdown(page.read())
-        with open(sys.argv[1], "w", encoding="utf-8") as page:
-            page.write(text)
-    else:
-        print(fields_markdown())

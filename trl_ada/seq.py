@@ -13,7 +13,9 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from .exit_rules import exit_rule_names, get_exit_rule
-from .plan import MEMORY, Record, SamplingPlan, Section, is_number, option
+from .plan import MEMORY, SamplingPlan, Section
+from .records import Record, option
+from .utils import is_number
 
 __all__ = [
     "FIXED_ROUNDS",

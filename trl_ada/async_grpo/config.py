@@ -14,7 +14,8 @@ from ..config import (
     check_vllm_server_timeout,
     host_sampling_field,
 )
-from ..plan import ASYNCHRONOUS, Host, check_type
+from ..plan import ASYNCHRONOUS, Host
+from ..records import check_type
 
 __all__ = ["AsyncReinforceAdaConfig"]
 

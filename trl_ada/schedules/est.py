@@ -27,7 +27,8 @@ import numpy as np
 
 from ..groups import reward_values
 from ..objectives import allocate, sample_weight
-from ..plan import ASYNCHRONOUS, SCHEDULING, SamplingPlan, Section, check_integer, option, register
+from ..plan import ASYNCHRONOUS, SCHEDULING, SamplingPlan, Section, register
+from ..records import check_integer, option
 from ..sampling import PromptPools, masked_flags
 from .base import Schedule
 from .rounds import RoundsSchedule

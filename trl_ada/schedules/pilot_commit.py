@@ -30,9 +30,10 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ..groups import reward_values
-from ..plan import SCHEDULING, SamplingPlan, Section, check_integer, is_int, is_number, option, register
+from ..plan import SCHEDULING, SamplingPlan, Section, register
+from ..records import check_integer, option
 from ..sampling import PromptPools, masked_flags
-from ..utils import closest_name
+from ..utils import closest_name, is_int, is_number
 from .base import sampler_prior
 from .outcome import StepOutcome
 from .rounds import CandidatesSchedule

@@ -40,10 +40,12 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ..groups import reward_values
-from ..plan import ASYNCHRONOUS, SCHEDULING, Record, SamplingPlan, is_int, is_number, option, register
+from ..plan import ASYNCHRONOUS, SCHEDULING, SamplingPlan, register
+from ..records import Record, option
 from ..sampling import PromptPools
 from ..seq import Exits, Seq, budget_option, with_budget
 from ..server_requests import ServerCompletions
+from ..utils import is_int, is_number
 from .base import Schedule, StepHost, score_and_record
 from .outcome import StepOutcome
 
