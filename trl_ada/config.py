@@ -46,17 +46,13 @@ LOSS = "the loss"
 
 
 class SamplingConfig:
-    """What a config with the sampling fields does with them: resolve the fields given at construction into a plan
-    once, with its host's schedules (`sampling_host`), and fill the fields with the resolved values (None for a
-    field the schedule does not use, so that a config rebuilt from its own fields is the same config). Changing a
-    sampling field afterwards goes through `replace_sampling`, which resolves again."""
+    """Resolve the sampling fields given at construction into a plan once, with the host's schedules, and fill the
+    fields with the resolved values (None where the schedule does not use one, so that a config rebuilt from its
+    fields is the same config). A later change goes through `replace_sampling`, which resolves again."""
 
     sampling_host: ClassVar[Host] = SYNCHRONOUS
-    help_groups: ClassVar[dict[str, str]] = {}
-    """The `--help` group of each of the config's own fields (filled below: the sampling fields by their group)."""
-
-    sampling_plan: SamplingPlan
-    """The sampling parameters of every step, resolved and validated (`trl_ada.plan.SamplingPlan`)."""
+    help_groups: ClassVar[dict[str, str]] = {}  # the `--help` group of each of the config's own fields
+    sampling_plan: SamplingPlan  # every step's sampling parameters, resolved and validated
 
     def resolve_sampling(self, given: dict[str, Any] | None = None) -> SamplingPlan:
         """Resolve the sampling fields (`given`, default: those the config holds at a value other than unset) into
@@ -118,9 +114,8 @@ SamplingConfig.help_groups = {
     "overwrite_output_dir": RUN_DIRECTORY,
 }
 SamplingArguments.__module__ = __name__
-SamplingArguments.__doc__ = """The sampling fields shared by `ReinforceAdaConfig` and the asynchronous
-`trl_ada.async_grpo.AsyncReinforceAdaConfig`, one per `trl_ada.plan.flat_fields()` (plus `sampling`, the preset),
-each None until resolved; their defaults are written once, in the plan's sections."""
+SamplingArguments.__doc__ = """The sampling fields of `ReinforceAdaConfig` and `AsyncReinforceAdaConfig`: `sampling`
+and one per `trl_ada.plan.flat_fields()`, each None until resolved."""
 
 
 def check_vllm_server_timeout(timeout: Any) -> None:
@@ -150,21 +145,14 @@ class RunDirArguments:
 class ReinforceAdaConfig(SamplingArguments, RunDirArguments, GRPOConfig):
     r"""
     Configuration class for [`ReinforceAdaTrainer`]: every field of TRL's [`~trl.GRPOConfig`], the sampling fields
-    of `trl_ada.plan` (one per `trl_ada.plan.flat_fields()`, documented in their metadata, in `trl-ada train --help`
-    and in `docs/configuration.md`) and `overwrite_output_dir`.
+    (one per `trl_ada.plan.flat_fields()`; `trl-ada train --help`, `docs/configuration.md`), `overwrite_output_dir`
+    and `skip_zero_advantage_rows`.
 
-    `sampling` names a preset that fills the fields you leave unset: `"grpo"` (plain GRPO, `exit_rule="none"`),
-    `"balance"` and `"pos"` (the paper's Reinforce-Ada-Seq, M=8, N=4), `"est"` (the paper's Reinforce-Ada-Est:
-    one round allocated ∝ 1/√(p̂ + ε) from the pass-rate memory, every sample trained), `"dapo"` (DAPO's dynamic
-    sampling), `"budgeted_balance"` (balance rounds sized from a pass-rate memory, on a budget of 2n) and
-    `"pilot_commit"` (Pilot-Commit: a pilot of 2B candidates, the rest of each group committed to B of them chosen by
-    their pilot pass rates). A field you
-    set is explicit whatever its value: it wins over the preset when the resolved schedule uses it, and is refused
-    when the schedule has no use for it.
-
-    Defaults that differ from `GRPOConfig` reproduce the paper's runs: `num_generations=4`, `scale_rewards="none"`,
-    `loss_type="dapo"`, `epsilon=0.2`, `epsilon_high=0.28`, `beta=0.0`. With `exit_rule="none"` the trainer computes
-    exactly what [`~trl.GRPOTrainer`] computes.
+    `sampling` names a preset that fills the fields you leave unset: `"grpo"` (plain GRPO), `"balance"` and `"pos"`
+    (Reinforce-Ada-Seq), `"est"` (Reinforce-Ada-Est), `"dapo"` (DAPO's dynamic sampling), `"budgeted_balance"` and
+    `"pilot_commit"`. A field you set is explicit whatever its value: it wins over the preset when the resolved
+    schedule uses it, and is refused when it does not. The defaults that differ from `GRPOConfig` reproduce the
+    paper's runs; with `exit_rule="none"` the trainer computes exactly what [`~trl.GRPOTrainer`] computes.
     """
 
     # Paper defaults where TRL's differ

@@ -23,11 +23,9 @@ __all__ = ["AsyncReinforceAdaConfig"]
 @dataclass
 class AsyncReinforceAdaConfig(SamplingArguments, RunDirArguments, AsyncGRPOConfig):
     r"""
-    Configuration class for [`AsyncReinforceAdaTrainer`]: every field of TRL's `AsyncGRPOConfig`, the adaptive
-    sampling fields and `overwrite_output_dir` of [`ReinforceAdaConfig`] (same names, presets and meanings;
-    `docs/configuration.md`), and the fields below. Every prompt samples on its own as in
-    `generation_schedule="streaming"` (exits as results arrive, in request order); `sampling="est"` allocates each
-    wave of prompts together (`docs/async.md`).
+    Configuration class for [`AsyncReinforceAdaTrainer`]: every field of TRL's `AsyncGRPOConfig`, the sampling fields
+    and `overwrite_output_dir` of [`ReinforceAdaConfig`] (the schedules of `trl_ada.plan.ASYNCHRONOUS`;
+    `docs/configuration.md`, `docs/async.md`), and the fields below.
 
     Parameters:
         max_prompts_in_flight (`int` or `None`, *optional*, defaults to `None`):
