@@ -297,7 +297,7 @@ class SamplingPlan(Record):
             base = {k: v for k, v in base.items() if k != "generation_schedule" and k not in self.section.selected_by}
         base |= {name: value for name, value in changes.items() if value is None}
         explicit = {name: value for name, value in changes.items() if value is not None}
-        host = next(h for h in (SYNCHRONOUS, ASYNCHRONOUS) if type(self.section) in h.registry.values())
+        host = next((h for h in (ASYNCHRONOUS, SYNCHRONOUS) if type(self.section) in h.registry.values()), SYNCHRONOUS)
         return resolve(explicit, num_generations=changes.get("num_generations", self.n), host=host, base=base)
 
     @property
