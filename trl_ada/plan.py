@@ -361,14 +361,14 @@ def _flat_fields(registry: tuple[tuple[str, type[Section]], ...]) -> tuple[FlatF
     help_text = f"Which schedule runs a step. {schedules}"
     found = {"generation_schedule": FlatField("generation_schedule", str, False, "rounds", help_text, SCHEDULING)}
     for name, section in registry:
-        for leaf in _flatleaves(section):
+        for leaf in _flat_leaves(section):
             known = found.get(leaf.name)
             if known is not None and (known.kind, known.default) != (leaf.kind, leaf.default):
                 raise TypeError(
                     f"{leaf.name} is declared twice with different types or defaults ({section.__name__})."
                 )
             found[leaf.name] = dataclasses.replace(known or leaf, owners=(known.owners if known else ()) + (name,))
-    found |= {leaf.name: leaf for leaf in _flatleaves(SamplingPlan) if leaf.name != "num_generations"}
+    found |= {leaf.name: leaf for leaf in _flat_leaves(SamplingPlan) if leaf.name != "num_generations"}
     return tuple(sorted(found.values(), key=lambda f: GROUPS.index(f.group)))
 
 
@@ -377,7 +377,7 @@ def _summary(section: type[Section]) -> str:
     return " ".join(inspect.getdoc(section).split("\n\n")[0].split())
 
 
-def _flatleaves(record: type) -> Iterator[FlatField]:
+def _flat_leaves(record: type) -> Iterator[FlatField]:
     for f, kind, optional, owner in leaf_fields(record):
         group = f.metadata.get("group") or owner.group
         yield FlatField(flat_name(f), kind, optional, f.default, f.metadata.get("help", ""), group)
