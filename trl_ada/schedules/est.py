@@ -27,7 +27,7 @@ import numpy as np
 
 from ..groups import reward_values
 from ..objectives import allocate, sample_weight
-from ..plan import ASYNCHRONOUS, SCHEDULING, SamplingPlan, Section, register
+from ..plan import ASYNCHRONOUS, SCHEDULING, SamplingPlan, Section, defaults, register
 from ..records import check_integer, option
 from ..sampling import PromptPools, masked_flags
 from .base import Schedule
@@ -248,5 +248,5 @@ class PromptEst(Est, Requests):
     allocation a chunk at a time."""
 
     def window(self, num_generations: int) -> int:
-        """Prompts in flight are counted per window of `samples_per_round`'s default, 8."""
-        return 8
+        """Prompts in flight are counted per window of `samples_per_round`'s default (8)."""
+        return defaults()["samples_per_round"]
