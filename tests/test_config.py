@@ -64,7 +64,8 @@ def test_every_pair_of_options_is_built_or_refused_naming_both(tmp_path, first, 
     fields = {**fields_a, **fields_b}
     if frozenset((first, second)) not in CONFLICTS:
         config = ReinforceAdaConfig(output_dir=str(tmp_path), **RUN, **fields)
-        assert config.sampling_plan.generation_schedule == fields.get("generation_schedule", "rounds")
+        default = "grpo" if fields.get("exit_rule") == "none" else "rounds"  # exit_rule="none" selects plain GRPO
+        assert config.sampling_plan.generation_schedule == fields.get("generation_schedule", default)
         return
     with pytest.raises(ValueError) as error:
         ReinforceAdaConfig(output_dir=str(tmp_path), **RUN, **fields)

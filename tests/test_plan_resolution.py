@@ -208,7 +208,7 @@ def test_the_asynchronous_trainer_refuses_a_field_no_schedule_of_it_uses(field, 
 
 def test_the_asynchronous_trainer_runs_plain_grpo_with_its_window_of_n():
     plan = resolve({"exit_rule": "none", "num_generations": 6}, host=ASYNCHRONOUS)
-    assert plan.generation_schedule == "grpo" and plan.section.window(6) == 6
+    assert plan.generation_schedule == "grpo" and plan.section.in_flight(6) == 6
 
 
 def test_a_section_of_the_asynchronous_trainer_has_no_synchronous_schedule_class():

@@ -81,7 +81,7 @@ class AsyncReinforceAdaConfig(SamplingArguments, RunDirArguments, AsyncGRPOConfi
         if self.max_prompts_in_flight is not None:
             return self.max_prompts_in_flight
         plan = self.sampling_plan
-        return max(1, self.max_inflight_tasks // plan.section.window(plan.n))  # completions in flight per prompt
+        return max(1, self.max_inflight_tasks // plan.section.in_flight(plan.n))  # completions in flight per prompt
 
 
 def _check_number_types(config: AsyncReinforceAdaConfig) -> None:

@@ -247,6 +247,6 @@ class PromptEst(Est, Requests):
     """Reinforce-Ada-Est in the asynchronous worker: a wave of prompts allocated together, each requesting its
     allocation a chunk at a time."""
 
-    def window(self, num_generations: int) -> int:
+    def in_flight(self, num_generations: int) -> int:
         """Prompts in flight are counted per window of `samples_per_round`'s default (8)."""
         return defaults()["samples_per_round"]

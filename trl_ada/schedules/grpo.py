@@ -43,6 +43,6 @@ class Grpo(Section):
 class PromptGrpo(Grpo, Requests):
     """Plain GRPO in the asynchronous worker: each prompt requests its n completions, a chunk at a time."""
 
-    def window(self, num_generations: int) -> int:
+    def in_flight(self, num_generations: int) -> int:
         """All n completions of a prompt are in flight at once."""
         return num_generations

@@ -184,7 +184,7 @@ class PromptStreaming(InFlight):
 
     name: ClassVar[str] = "streaming"
 
-    def window(self, num_generations: int) -> int:
+    def in_flight(self, num_generations: int) -> int:
         """Completions of one prompt in flight, for `AsyncReinforceAdaConfig.prompts_in_flight`."""
         return self.window_size
 
