@@ -390,11 +390,8 @@ def sync_step_ends(engine_times: Sequence[float], costs: TrainerCosts) -> list[f
 
 
 def new_rollout(family: str, prompt: int, version: int) -> PromptRollout:
-    """TRL's async GRPO: n completions, done when all arrive (an Est rollout of n); balance: a Seq rollout."""
-    plan = PLANS[family]
-    if family == "GRPO n=4":
-        return PromptRollout(prompt, plan, version, allocation=plan.num_generations)
-    return PromptRollout(prompt, plan, version)
+    """TRL's async GRPO: n completions, done when all arrive (plain GRPO's one round of n); balance: a Seq rollout."""
+    return PromptRollout(prompt, PLANS[family], version)
 
 
 class AsyncLoop:

@@ -122,24 +122,27 @@ class SamplerSpec:
             return SamplingPlan.from_fields(
                 sampling="est", num_generations=self.num_generations, positive_threshold=POSITIVE_THRESHOLD
             )
+        rounds = {  # what a schedule with rounds reads; plain GRPO draws one round of n (the DAPO rows refill by
+            # their own loop)
+            "samples_per_round": self.samples_per_round,
+            "max_rounds": self.max_rounds,
+            "first_round": self.first_round,
+            "later_rounds": self.later_rounds,
+            "futility_threshold": self.futility_threshold,
+            "sample_budget": self.sample_budget,
+            "prompt_oversampling": self.prompt_oversampling,
+            "rounds_per_prompt": self.rounds_per_prompt,
+            "skip_threshold": self.skip_threshold,
+            "skip_exploration": self.skip_exploration,
+            "skip_unsolvable_draws": self.skip_unsolvable_draws,
+            "skip_max_consecutive": self.skip_max_consecutive,
+        }
         return SamplingPlan.from_fields(
             num_generations=self.num_generations,
             exit_rule=self.exit_rule,
-            # plain GRPO draws one round of n whatever the spec's rounds say (the DAPO rows refill by their own loop)
-            samples_per_round=self.num_generations if self.exit_rule == "none" else self.samples_per_round,
-            max_rounds=1 if self.exit_rule == "none" else self.max_rounds,
             positive_threshold=POSITIVE_THRESHOLD,
             pass_rate_memory=self.memory,
-            first_round=self.first_round,
-            later_rounds=self.later_rounds,
-            futility_threshold=self.futility_threshold,
-            sample_budget=self.sample_budget,
-            prompt_oversampling=self.prompt_oversampling,
-            rounds_per_prompt=self.rounds_per_prompt,
-            skip_threshold=self.skip_threshold,
-            skip_exploration=self.skip_exploration,
-            skip_unsolvable_draws=self.skip_unsolvable_draws,
-            skip_max_consecutive=self.skip_max_consecutive,
+            **({} if self.exit_rule == "none" else rounds),
         )
 
 

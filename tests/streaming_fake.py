@@ -92,14 +92,15 @@ class CountingGeneration:
         raise AssertionError("streaming generation must not call VLLMGeneration.generate")
 
 
-def attach_scripted_server(trainer, server: ScriptedCompletions | None) -> CountingGeneration:
-    """Switch a trainer built with `use_vllm=False` to streaming generation against `server`.
+def attach_scripted_server(trainer, server: ScriptedCompletions | None, **fields) -> CountingGeneration:
+    """Switch a trainer built with `use_vllm=False` to streaming generation against `server`, with more streaming
+    `fields` (`streaming_window=...`).
 
     `server=None`: this process must never open a connection (only the main process talks to the server).
     """
     generation = CountingGeneration()
     trainer.args.use_vllm, trainer.args.vllm_mode = True, "server"  # read by TRL at construction only
-    trainer.args.generation_schedule = "streaming"
+    trainer.args.replace_sampling(generation_schedule="streaming", **fields)
     trainer.schedule = ServerStreamingSchedule(trainer)
     trainer.use_vllm, trainer.vllm_generation, trainer._last_loaded_step = True, generation, -1
     trainer.vllm_importance_sampling_correction = True

@@ -11,10 +11,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from trl_ada.async_grpo.rollout import PromptRollout, trainable, trained_wave
-from trl_ada.plan import SamplingPlan
+from trl_ada.plan import ASYNCHRONOUS, SamplingPlan, resolve
 from trl_ada.schedules.streaming import Update
 
 BALANCE = SamplingPlan.from_fields(num_generations=4, generation_schedule="streaming")
+EST = resolve({"generation_schedule": "est", "pass_rate_memory": True}, num_generations=4, host=ASYNCHRONOUS)
 
 
 def feed(rollout: PromptRollout, stream: list[float], rng: random.Random | None = None) -> None:
@@ -52,7 +53,7 @@ def test_balance_pool_kept_group_and_advantages_by_hand():
 
 
 def test_est_rollout_requests_its_allocation_in_chunks_and_keeps_every_sample():
-    rollout = PromptRollout(0, BALANCE.replace(streaming_chunk=2), 0, allocation=5)
+    rollout = PromptRollout(0, EST.replace(streaming_chunk=2), 0, allocation=5)
     requests = rollout.start()
     assert [(r.first, r.size) for r in requests] == [(0, 2), (2, 2), (4, 1)]
     for request, rewards in reversed(list(zip(requests, [[1.0, 0.0], [0.0, 0.0], [1.0]], strict=True))):
@@ -60,7 +61,7 @@ def test_est_rollout_requests_its_allocation_in_chunks_and_keeps_every_sample():
     assert rollout.done and rollout.kept() == [0, 1, 2, 3, 4]
     np.testing.assert_allclose(rollout.advantages(), [0.6, -0.4, -0.4, -0.4, 0.6])
     with pytest.raises(ValueError, match="allocation=0"):
-        PromptRollout(0, BALANCE, 0, allocation=0)
+        PromptRollout(0, EST, 0, allocation=0)
 
 
 def test_staleness_rule_trains_only_samples_within_the_window():
@@ -111,7 +112,7 @@ def test_group_baseline_and_scaling_follow_the_plan():
 
 
 def test_est_rollout_versions_counts_and_exit():
-    rollout = PromptRollout(0, BALANCE.replace(streaming_chunk=2), 5, allocation=4)
+    rollout = PromptRollout(0, EST.replace(streaming_chunk=2), 5, allocation=4)
     requests = rollout.start()
     assert rollout.versions == [5, 5, 5, 5] and [r.prompt for r in requests] == [0, 0]
     with pytest.raises(RuntimeError, match="once its sampling is done"):
@@ -127,11 +128,11 @@ def test_est_rollout_versions_counts_and_exit():
 @pytest.mark.parametrize("allocation", [0, True, 2.0])
 def test_an_est_allocation_must_be_a_positive_integer(allocation):
     with pytest.raises(ValueError, match="allocation="):
-        PromptRollout(0, BALANCE, 0, allocation=allocation)
+        PromptRollout(0, EST, 0, allocation=allocation)
 
 
 def test_an_allocation_of_one_sample_is_valid():
-    rollout = PromptRollout(0, BALANCE, 0, allocation=1)
+    rollout = PromptRollout(0, EST, 0, allocation=1)
     (request,) = rollout.start()
     assert rollout.receive(request.id, [0.7], version=0) == Update(exited=[0])
     assert rollout.counts() == (0, 1)  # positive means strictly above positive_threshold (0.7)
@@ -192,7 +193,7 @@ def test_fresh_flags_must_match_the_pool():
 
 
 def test_an_est_group_is_trained_whole_or_not_at_all():
-    rollout = PromptRollout(0, BALANCE.replace(streaming_chunk=4), 2, allocation=3)
+    rollout = PromptRollout(0, EST.replace(streaming_chunk=4), 2, allocation=3)
     (request,) = rollout.start()
     rollout.receive(request.id, [1.0, 0.0, 0.0], version=3)
     assert rollout.fresh(live_version=3, max_staleness=1) == [True] * 3

@@ -23,7 +23,7 @@ def test_every_row_of_table_3_is_modelled_with_the_library_samplers():
     methods = {method.name: method for method in gpu_cost_model.METHODS}
     assert set(methods) == set(gpu_cost_model.TABLE_3[0].published) == set(gpu_cost_model.TABLE_3[1].published)
     assert (methods["Est"].trained_per_prompt, methods["Est"].plan.num_generations) == (8, 8)
-    assert methods["Seq-balance"].plan.section.cap == 32 and methods["GRPO n=4"].plan.section.max_rounds == 1
+    assert methods["Seq-balance"].plan.section.cap == 32 and methods["GRPO n=4"].plan.section.exits(4).max_rounds == 1
 
 
 def test_smoke_run_fits_the_baseline_exactly_and_writes_its_files(tmp_path, capsys):

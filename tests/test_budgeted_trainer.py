@@ -135,7 +135,7 @@ def test_defaults_leave_the_estimation_off(tmp_path):
         ({"futility_threshold": 1.0}, ["futility_threshold=1.0", "[0, 1)"]),
         ({"first_round": "prior", "pass_rate_memory": False}, ["first_round='prior'", "pass_rate_memory=False"]),
         ({"first_round": "guess"}, ["first_round='guess'", "['fixed', 'prior']"]),
-        ({"exit_rule": "none", "sample_budget": 8}, ["exit_rule='none'", "use an adaptive exit rule"]),
+        ({"exit_rule": "none", "sample_budget": 8}, ["sample_budget=8", "exit_rule='none'", "Remove sample_budget"]),
     ],
 )
 def test_bad_estimation_config_names_field_value_and_fix(tmp_path, overrides, fragments):

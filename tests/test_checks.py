@@ -22,6 +22,7 @@ from trl_ada.checks import (
     checked_reward_funcs,
     resolve_reward_funcs,
 )
+from trl_ada.plan import SYNCHRONOUS
 from trl_ada.rewards import format_reward, math_reward
 from trl_ada.run_dir import RunDirectoryError
 
@@ -93,21 +94,26 @@ def _three_steps(guard: RewardGuard, per_func: np.ndarray) -> None:
         guard.end_step()
 
 
+def all_negative(schedule: str) -> str:
+    """What a step without positives does under `schedule`, as its section says it (the refill schedule's: rounds')."""
+    return SYNCHRONOUS.registry["rounds" if schedule == "refill" else schedule].all_negative
+
+
 @pytest.mark.parametrize("schedule", ["rounds", "refill", "streaming"])
 def test_the_threshold_warning_describes_rounds_and_its_advice_silences_it(caplog, schedule):
     with caplog.at_level(logging.WARNING, logger="trl_ada.checks"):
-        _three_steps(_guard(schedule=schedule), np.array([[0.6, 0.0]]))
+        _three_steps(_guard(all_negative=all_negative(schedule)), np.array([[0.6, 0.0]]))
     assert "each draws samples_per_round * max_rounds completions" in caplog.text
     assert "set positive_threshold below the reward of a correct completion (e.g. 0.5" in caplog.text
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="trl_ada.checks"):
-        _three_steps(_guard(schedule=schedule, positive_threshold=0.5), np.array([[0.6, 0.0]]))
+        _three_steps(_guard(all_negative=all_negative(schedule), positive_threshold=0.5), np.array([[0.6, 0.0]]))
     assert caplog.text == ""
 
 
 def test_under_est_the_threshold_warning_describes_one_allocated_round(caplog):
     with caplog.at_level(logging.WARNING, logger="trl_ada.checks"):
-        _three_steps(_guard(schedule="est"), np.array([[0.6, 0.0]]))
+        _three_steps(_guard(all_negative=all_negative("est")), np.array([[0.6, 0.0]]))
     warning = caplog.text
     assert "the pass-rate memory counts every prompt as unsolved" in warning
     assert "allocation of each step's one round (num_generations samples per prompt on average)" in warning
@@ -117,14 +123,14 @@ def test_under_est_the_threshold_warning_describes_one_allocated_round(caplog):
 @pytest.mark.parametrize("schedule", ["rounds", "est"])
 def test_when_no_completion_was_scored_the_warning_says_so_without_minus_infinity(caplog, schedule):
     with caplog.at_level(logging.WARNING, logger="trl_ada.checks"):
-        _three_steps(_guard(schedule=schedule), np.array([[np.nan, np.nan], [np.nan, np.nan]]))
+        _three_steps(_guard(all_negative=all_negative(schedule)), np.array([[np.nan, np.nan], [np.nan, np.nan]]))
     warning = caplog.text
     assert "No reward function scored any completion of the first 3 training steps" in warning
     assert "inf" not in warning and "highest weighted reward" not in warning
     assert ("one round" in warning) == (schedule == "est")
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="trl_ada.checks"):  # the advice: a reward that scores them
-        _three_steps(_guard(schedule=schedule), np.array([[1.0, np.nan], [0.0, np.nan]]))
+        _three_steps(_guard(all_negative=all_negative(schedule)), np.array([[1.0, np.nan], [0.0, np.nan]]))
     assert caplog.text == ""
 
 

@@ -294,9 +294,10 @@ def test_readme_quick_start_names_every_preset():
 
 
 def test_configuration_holds_the_generated_field_tables():
-    from trl_ada.plan import with_fields_markdown
+    from trl_ada.fields_table import with_fields_markdown
 
     text = (DOCS / "configuration.md").read_text()
     assert with_fields_markdown(text) == text, (
-        "docs/configuration.md's sampling field tables are stale: run `python -m trl_ada.plan docs/configuration.md`"
+        "docs/configuration.md's sampling field tables are stale: run "
+        "`python -m trl_ada.fields_table docs/configuration.md`"
     )

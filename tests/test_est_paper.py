@@ -115,7 +115,7 @@ def test_log_objective_on_balance_rounds_weights_each_group_by_its_pool_pass_rat
     ("overrides", "fragments"),
     [
         ({"sampling": "est", "exit_rule": "pos"}, ["generation_schedule='est'", "exit_rule='pos'", "Remove"]),
-        ({"sampling": "est", "sample_budget": 8.0}, ["sample_budget=8.0", "generation_schedule='rounds'"]),
+        ({"sampling": "est", "sample_budget": 8.0}, ["sample_budget=8.0", "'rounds'", "Remove sample_budget"]),
         ({"sampling": "est", "prompt_oversampling": 2.0}, ["prompt_oversampling=2.0"]),
         ({"sampling": "est", "skip_threshold": 0.5}, ["skip_threshold=0.5"]),
         ({"generation_schedule": "est"}, ["pass_rate_memory=False", "Set pass_rate_memory=True"]),

@@ -1,45 +1,32 @@
-"""`resolve`: flat fields (explicit, a preset's, a host's base, the defaults) into a plan, the one-line refusal of
-every field the resolved schedule has no use for, under the synchronous and the asynchronous host; the presets as
-constructors; the docs' table of the fields (`fields_markdown`, `with_fields_markdown`). Torch-free."""
+"""`resolve`: flat fields (explicit, a preset's, a base, the defaults) into a plan, the one-line refusal of every
+field the resolved schedule does not use, under the synchronous and the asynchronous host (checked for the field, its
+value, the schedule, the schedules that use it and a fix that works); the presets as constructors; the docs' table of
+the fields (`fields_markdown`, `with_fields_markdown`). Torch-free."""
 
 from __future__ import annotations
 
 import pytest
+from refusals import names, refusal
 
-from trl_ada.async_grpo.rollout import ASYNCHRONOUS, PromptStreaming
+from trl_ada.fields_table import FIELDS_BEGIN, FIELDS_END, fields_markdown, with_fields_markdown
 from trl_ada.plan import (
-    FIELDS_BEGIN,
-    FIELDS_END,
+    ASYNCHRONOUS,
     PRESETS,
+    SYNCHRONOUS,
     Host,
-    fields_markdown,
     preset_unused_fields,
     resolve,
-    with_fields_markdown,
 )
 from trl_ada.schedules.est import Est
-
-PRESET_NAMES = "['balance', 'budgeted_balance', 'dapo', 'est', 'grpo', 'pilot_commit', 'pos']"
-ASYNC_WHY = (
-    "each prompt samples on its own, as generation_schedule='streaming' does: there is no step's batch to refill, "
-    "skip from or budget, and no round to size"
-)
-ROUNDS_SUMMARY = (
-    "each round is one batched generation call for the active prompts of the batch, with no requests in flight to "
-    "window and no allocation"
-)
-STREAMING_SUMMARY = (
-    "streaming keeps a window of completions of each prompt of the batch in flight, with no rounds to size and no "
-    "candidates beyond the batch"
-)
-EST_SUMMARY = "Est samples one allocated round per step and trains every sample (no exit rule, rounds or candidates)"
-CHOOSE_ROUNDS = "sample in rounds (sampling='balance', or generation_schedule='rounds')"
+from trl_ada.schedules.streaming import PromptStreaming
 
 
-def refusal(given, **kwargs) -> str:
-    with pytest.raises(ValueError) as excinfo:
-        resolve(given, **kwargs)
-    return str(excinfo.value)
+def refused(given, **kwargs) -> str:
+    return refusal(resolve, given, **kwargs)
+
+
+def without(given: dict, name: str) -> dict:
+    return {key: value for key, value in given.items() if key != name}
 
 
 # ------------------------------------------------------------------------------------------------------------------
@@ -48,8 +35,8 @@ def refusal(given, **kwargs) -> str:
 
 
 def test_explicit_wins_over_the_preset_which_wins_over_the_host_base_which_wins_over_the_defaults():
-    host = Host(base={"exit_rule": "pos", "samples_per_round": 6, "max_rounds": 3, "round_confidence": 0.6})
-    fields = resolve({"max_rounds": 2}, sampling="balance", host=host).fields()
+    base = {"exit_rule": "pos", "samples_per_round": 6, "max_rounds": 3, "round_confidence": 0.6}
+    fields = resolve({"max_rounds": 2}, sampling="balance", base=base).fields()
     assert fields["max_rounds"] == 2  # explicit
     assert (fields["exit_rule"], fields["samples_per_round"]) == ("balance", 8)  # the preset's
     assert fields["round_confidence"] == 0.6  # the host's base
@@ -62,7 +49,7 @@ def test_a_value_equal_to_the_default_given_explicitly_still_wins_over_the_prese
 
 def test_the_group_size_is_resolves_own_not_a_host_bases():
     assert resolve({"num_generations": 6}).num_generations == 6
-    assert resolve({}, num_generations=6, host=Host(base={"num_generations": 8})).num_generations == 6
+    assert resolve({}, num_generations=6, base={"num_generations": 8}).num_generations == 6
 
 
 # ------------------------------------------------------------------------------------------------------------------
@@ -84,20 +71,15 @@ def test_a_preset_called_without_a_group_size_uses_n_4_and_explicit_fields_win()
 
 
 def test_a_bad_preset_name_or_type_is_refused_with_the_list_of_presets():
-    assert refusal({}, sampling="dapoo") == (
-        f"sampling='dapoo' is not a preset; choose one of {PRESET_NAMES}, or leave it unset (None) and set the "
-        "fields yourself."
-    )
-    assert refusal({}, sampling=3) == (
-        f"sampling=3: must be the name of one preset (a string), one of {PRESET_NAMES}, e.g. sampling='est'; or "
-        "None for no preset."
-    )
+    names(refused({}, sampling="dapoo"), "sampling='dapoo'", "did you mean 'dapo'", *map(repr, PRESETS))
+    names(refused({}, sampling=3), "sampling=3", *map(repr, PRESETS))
 
 
 @pytest.mark.parametrize(
     ("sampling", "synchronous", "asynchronous"),
     [
         ("grpo", [], []),
+        ("pilot_commit", [], ["generation_schedule"]),
         ("balance", [], []),
         ("pos", [], []),
         ("dapo", [], ["prompt_oversampling", "rounds_per_prompt"]),
@@ -111,8 +93,9 @@ def test_the_fields_a_preset_sets_that_its_schedule_has_no_use_for(sampling, syn
 
 
 def test_a_preset_whose_schedule_the_host_does_not_run_is_unusable_as_a_whole():
-    only_est = Host(schedules={"est": Est})
-    assert preset_unused_fields("balance", 4, only_est) == ["generation_schedule"]
+    only_est = Host("a trainer of Est alone", "est", {"est": Est})
+    assert preset_unused_fields("balance", 4, only_est) == ["exit_rule", "samples_per_round", "max_rounds"]
+    assert preset_unused_fields("pilot_commit", 4, only_est) == ["generation_schedule"]
     assert preset_unused_fields("est", 4, only_est) == []
 
 
@@ -121,87 +104,81 @@ def test_a_preset_whose_schedule_the_host_does_not_run_is_unusable_as_a_whole():
 # ------------------------------------------------------------------------------------------------------------------
 
 
-def test_a_preset_setting_fields_the_chosen_schedule_has_no_use_for_is_refused_by_its_name():
-    assert refusal({"generation_schedule": "streaming"}, sampling="dapo") == (
-        "sampling='dapo' sets prompt_oversampling, rounds_per_prompt, which generation_schedule='streaming' has no "
-        f"use for: {STREAMING_SUMMARY}. Remove generation_schedule, or choose a preset that samples so."
+def test_a_preset_setting_fields_the_chosen_schedule_does_not_use_is_refused_by_its_name():
+    given = {"generation_schedule": "streaming"}
+    message = refused(given, sampling="dapo")
+    names(
+        message,
+        "sampling='dapo'",
+        "prompt_oversampling",
+        "rounds_per_prompt",
+        "'streaming'",
+        "Remove generation_schedule",
     )
+    assert resolve({}, sampling="dapo").schedule == "refill"  # the fix, followed
 
 
 def test_a_preset_field_also_given_explicitly_is_refused_as_explicit_not_as_the_presets():
     given = {"generation_schedule": "streaming", "prompt_oversampling": 3.0}
-    assert refusal(given, sampling="dapo") == (
-        "sampling='dapo' sets rounds_per_prompt, which generation_schedule='streaming' has no use for: "
-        f"{STREAMING_SUMMARY}. Remove generation_schedule, or choose a preset that samples so."
-    )
+    message = refused(given, sampling="dapo")
+    names(message, "sampling='dapo'", "rounds_per_prompt")
+    assert "prompt_oversampling" not in message
     given["rounds_per_prompt"] = 1
-    assert refusal(given, sampling="dapo") == (
-        f"prompt_oversampling=3.0 has no effect under generation_schedule='streaming': {STREAMING_SUMMARY}. Remove "
-        f"prompt_oversampling (or set it to 1.0), or {CHOOSE_ROUNDS}."
-    )
+    names(refused(given, sampling="dapo"), "prompt_oversampling=3.0", "'streaming'", "Remove prompt_oversampling")
 
 
-def test_an_explicit_field_the_schedule_ignores_is_refused_whatever_its_value():
-    assert refusal({"generation_schedule": "est", "samples_per_round": 8}) == (
-        f"samples_per_round=8 has no effect under generation_schedule='est': {EST_SUMMARY}. Remove "
-        f"samples_per_round, or {CHOOSE_ROUNDS}."
-    )
+@pytest.mark.parametrize(
+    ("given", "sampling", "field", "value", "schedule", "users"),
+    [
+        (
+            {"generation_schedule": "est", "pass_rate_memory": True, "samples_per_round": 8},
+            None,
+            "samples_per_round",
+            8,
+            "est",
+            "'rounds'",
+        ),
+        ({"samples_per_round": 8}, "est", "samples_per_round", 8, "est", "'streaming'"),
+        ({"futility_threshold": 0.0}, "est", "futility_threshold", 0.0, "est", "'rounds'"),  # off, but explicit
+        ({"streaming_window": 4}, "budgeted_balance", "streaming_window", 4, "rounds", "'streaming'"),
+        ({"max_rounds": 4}, "grpo", "max_rounds", 4, "grpo", "'rounds'"),
+        ({"exit_rule": "none", "samples_per_round": 4}, None, "samples_per_round", 4, "grpo", "'rounds'"),
+        ({"pilot_samples": 2}, None, "pilot_samples", 2, "rounds", "'pilot_commit'"),
+    ],
+)
+def test_an_explicit_field_the_schedule_does_not_use_is_refused_whatever_its_value(
+    given, sampling, field, value, schedule, users
+):
+    message = refused(given, sampling=sampling)
+    names(message, f"{field}={value!r}", f"generation_schedule={schedule!r}", users, f"Remove {field}")
+    assert resolve(without(given, field), sampling=sampling).generation_schedule == schedule  # the fix, followed
 
 
-def test_the_refusal_names_the_preset_that_chose_the_schedule():
-    assert refusal({"samples_per_round": 8}, sampling="est") == (
-        f"samples_per_round=8 has no effect under generation_schedule='est' (set by sampling='est'): {EST_SUMMARY}. "
-        f"Remove samples_per_round, or {CHOOSE_ROUNDS}."
-    )
+def test_the_refusal_names_what_chose_the_schedule():
+    names(refused({"samples_per_round": 8}, sampling="est"), "(set by sampling='est')")
+    names(refused({"exit_rule": "none", "max_rounds": 2}), "(set by exit_rule='none')")
+    assert "set by" not in refused({"generation_schedule": "est", "samples_per_round": 8}, sampling="est")
 
 
-def test_a_schedule_given_explicitly_is_not_blamed_on_the_preset():
-    assert refusal({"generation_schedule": "est", "samples_per_round": 8}, sampling="est") == (
-        f"samples_per_round=8 has no effect under generation_schedule='est': {EST_SUMMARY}. Remove "
-        f"samples_per_round, or {CHOOSE_ROUNDS}."
-    )
+def test_plain_grpo_is_a_schedule_of_its_own_which_exit_rule_none_selects():
+    plan = resolve({"exit_rule": "none", "num_generations": 6})
+    assert plan.generation_schedule == "grpo" and not plan.samples_adaptively
+    exits = plan.section.exits(6)
+    assert (exits.exit_rule, exits.samples_per_round, exits.max_rounds) == ("none", 6, 1)
+    assert resolve({}, sampling="grpo") == resolve({"exit_rule": "none"})
+    assert resolve({"generation_schedule": "grpo", "exit_rule": "none"}).generation_schedule == "grpo"
 
 
-def test_a_field_of_another_schedule_under_a_preset_that_keeps_rounds_names_the_schedule_that_uses_it():
-    assert refusal({"streaming_window": 4}, sampling="budgeted_balance", num_generations=4) == (
-        f"streaming_window=4 has no effect under generation_schedule='rounds': {ROUNDS_SUMMARY}. Remove "
-        "streaming_window, or use generation_schedule='streaming'."
-    )
-
-
-def test_a_field_whose_default_means_off_is_refused_with_its_default_as_the_alternative_and_accepted_at_it():
-    assert refusal({"futility_threshold": 0.05}, sampling="est") == (
-        f"futility_threshold=0.05 has no effect under generation_schedule='est' (set by sampling='est'): "
-        f"{EST_SUMMARY}. Remove futility_threshold (or set it to 0.0), or {CHOOSE_ROUNDS}."
-    )
-    assert resolve({"futility_threshold": 0.0}, sampling="est").generation_schedule == "est"
-
-
-def test_plain_grpo_refuses_a_round_cap_set_by_the_user_naming_the_preset():
-    assert refusal({"max_rounds": 4}, sampling="grpo") == (
-        "max_rounds=4 has no effect with sampling='grpo' (exit_rule='none'): plain GRPO samples one round of exactly "
-        "num_generations=4 per prompt. Remove max_rounds (or set it to 1), or choose an adaptive exit rule (e.g. "
-        "sampling='balance') to sample in rounds."
-    )
-
-
-def test_plain_grpo_by_exit_rule_refuses_samples_per_round_other_than_n_and_accepts_what_it_does_anyway():
-    assert refusal({"exit_rule": "none", "samples_per_round": 8, "num_generations": 6}) == (
-        "samples_per_round=8 has no effect with exit_rule='none': plain GRPO samples one round of exactly "
-        "num_generations=6 per prompt. Remove samples_per_round (or set it to 6), or choose an adaptive exit rule "
-        "(e.g. sampling='balance') to sample in rounds."
-    )
-    plan = resolve({"exit_rule": "none", "samples_per_round": 6, "max_rounds": 1, "num_generations": 6})
-    assert (plan.section.samples_per_round, plan.section.max_rounds) == (6, 1)
+def test_exit_rule_none_under_a_schedule_with_rounds_is_refused_with_the_fix():
+    given = {"generation_schedule": "streaming", "exit_rule": "none"}
+    names(refused(given), "exit_rule='none'", "'streaming'", "Remove generation_schedule")
+    assert resolve(without(given, "generation_schedule")).generation_schedule == "grpo"
 
 
 def test_an_unknown_schedule_is_refused_with_the_hosts_schedules():
-    assert refusal({"generation_schedule": "nope"}) == (
-        "generation_schedule='nope': choose one of ['rounds', 'streaming', 'est', 'pilot_commit']."
-    )
-    assert refusal({"generation_schedule": "nope"}, host=ASYNCHRONOUS) == (
-        "generation_schedule='nope': choose one of ['streaming', 'est']."
-    )
+    names(refused({"generation_schedule": "nope"}), "generation_schedule='nope'", *map(repr, SYNCHRONOUS.registry))
+    message = refused({"generation_schedule": "nope"}, host=ASYNCHRONOUS)
+    names(message, "generation_schedule='nope'", "'streaming', 'est', 'grpo'")
 
 
 # ------------------------------------------------------------------------------------------------------------------
@@ -209,44 +186,35 @@ def test_an_unknown_schedule_is_refused_with_the_hosts_schedules():
 # ------------------------------------------------------------------------------------------------------------------
 
 
-def test_the_asynchronous_trainer_refuses_a_synchronous_schedule_naming_its_default():
-    assert refusal({"generation_schedule": "rounds"}, host=ASYNCHRONOUS) == (
-        f"generation_schedule='rounds' is not supported by the asynchronous trainer ({ASYNC_WHY}). Use "
-        "generation_schedule='streaming' (the default) or sampling='est'."
-    )
+def test_the_asynchronous_trainer_refuses_a_synchronous_schedule_naming_its_own():
+    message = refused({"generation_schedule": "rounds"}, host=ASYNCHRONOUS)
+    names(message, "generation_schedule='rounds'", "the asynchronous trainer", "'streaming'")
+    assert resolve({}, host=ASYNCHRONOUS).generation_schedule == "streaming"
 
 
 def test_the_asynchronous_trainer_refuses_a_preset_it_cannot_run_naming_the_presets_it_can():
-    assert refusal({}, sampling="dapo", host=ASYNCHRONOUS) == (
-        "sampling='dapo' is not supported by the asynchronous trainer: the preset sets prompt_oversampling, "
-        f"rounds_per_prompt ({ASYNC_WHY}). Choose one of ['balance', 'est', 'grpo', 'pos'], or train with the "
-        "synchronous ReinforceAdaTrainer."
+    message = refused({}, sampling="dapo", host=ASYNCHRONOUS)
+    names(message, "sampling='dapo'", "prompt_oversampling", "['balance', 'est', 'grpo', 'pos']", "Remove sampling")
+    for sampling in ("balance", "est", "grpo", "pos"):
+        assert resolve({}, sampling=sampling, host=ASYNCHRONOUS).section
+
+
+@pytest.mark.parametrize(("field", "value"), [("sample_budget", 8.0), ("prompt_oversampling", 1.0)])
+def test_the_asynchronous_trainer_refuses_a_field_no_schedule_of_it_uses(field, value):
+    names(
+        refused({field: value}, host=ASYNCHRONOUS), f"{field}={value!r}", "the asynchronous trainer", f"Remove {field}"
     )
 
 
-def test_the_asynchronous_trainer_refuses_a_field_no_schedule_of_it_uses():
-    assert refusal({"sample_budget": 8.0}, host=ASYNCHRONOUS) == (
-        f"sample_budget=8.0 is not supported by the asynchronous trainer ({ASYNC_WHY}). Remove sample_budget, or "
-        "train with the synchronous ReinforceAdaTrainer."
-    )
-    assert refusal({"prompt_oversampling": 2.0}, host=ASYNCHRONOUS) == (
-        f"prompt_oversampling=2.0 is not supported by the asynchronous trainer ({ASYNC_WHY}). Remove "
-        "prompt_oversampling (or set it to 1.0), or train with the synchronous ReinforceAdaTrainer."
-    )
-    assert resolve({"prompt_oversampling": 1.0}, host=ASYNCHRONOUS).generation_schedule == "streaming"
-
-
-def test_the_asynchronous_trainer_names_its_own_schedule_as_the_fix():
-    assert refusal({"samples_per_round": 8}, sampling="est", host=ASYNCHRONOUS) == (
-        f"samples_per_round=8 has no effect under generation_schedule='est' (set by sampling='est'): {EST_SUMMARY}. "
-        "Remove samples_per_round, or use generation_schedule='streaming' (the default)."
-    )
+def test_the_asynchronous_trainer_runs_plain_grpo_with_its_window_of_n():
+    plan = resolve({"exit_rule": "none", "num_generations": 6}, host=ASYNCHRONOUS)
+    assert plan.generation_schedule == "grpo" and plan.section.in_flight(6) == 6
 
 
 def test_a_section_of_the_asynchronous_trainer_has_no_synchronous_schedule_class():
     with pytest.raises(NotImplementedError) as excinfo:
         PromptStreaming().schedule_class()
-    assert str(excinfo.value) == "PromptStreaming runs in no synchronous trainer."
+    assert "PromptStreaming" in str(excinfo.value)
 
 
 # ------------------------------------------------------------------------------------------------------------------

@@ -21,9 +21,8 @@ from trl_ada.sampling import (
     get_exit_rule,
     register_exit_rule,
     select_group,
-    validate_sampling,
 )
-from trl_ada.schedules.rounds import Rounds
+from trl_ada.schedules.grpo import Grpo
 from trl_ada.simulation import SimulatedPolicy, simulate_step
 
 
@@ -185,7 +184,8 @@ def test_unresolved_prompts_stop_at_max_rounds():
 
 
 def test_none_rule_is_one_round_of_exactly_n():
-    plan = SamplingPlan(Rounds(exit_rule="none", samples_per_round=8, max_rounds=4), num_generations=4)  # resolved
+    plan = SamplingPlan(Grpo(), num_generations=4)  # plain GRPO, the section `exit_rule="none"` selects
+    assert plan == SamplingPlan.from_fields(exit_rule="none", num_generations=4)
     sampler = AdaptiveSampler(2, plan)
     assert (sampler.samples_per_round, sampler.max_rounds) == (4, 1)
     assert run_rounds(sampler, [0, 0, 0, 0, 1, 0, 1, 1]) == [[0, 1]]
@@ -392,11 +392,10 @@ def test_sampler_forms_groups_with_the_same_rule(pool, kept_positive):
 )
 def test_impossible_sampling_plans_name_the_parameter_and_value(kwargs, fragments):
     plan = {"num_generations": 4, "samples_per_round": 8, "max_rounds": 4, "positive_threshold": 0.7, **kwargs}
-    for call in (lambda: validate_sampling(**plan), lambda: AdaptiveSampler(num_prompts=2, **plan)):
-        with pytest.raises(ValueError) as info:
-            call()
-        for fragment in fragments:
-            assert fragment in str(info.value)
+    with pytest.raises(ValueError) as info:
+        AdaptiveSampler(num_prompts=2, **plan)
+    for fragment in fragments:
+        assert fragment in str(info.value)
 
 
 def test_sampler_needs_at_least_one_prompt():
@@ -771,9 +770,9 @@ def test_default_sampler_reports_no_estimation_metrics():
         ({"round_confidence": 1.0}, ["round_confidence=1.0", "(0, 1)"]),
         (
             {"exit_rule": "none", "samples_per_round": 4, "max_rounds": 1, "sample_budget": 8},
-            ["exit_rule='none'", "nothing to act on"],
+            ["samples_per_round=4", "'grpo'", "Remove samples_per_round"],
         ),
-        ({"exit_rule": "none"}, ["samples_per_round=8 has no effect with exit_rule='none'", "set it to 4"]),
+        ({"exit_rule": "none"}, ["samples_per_round=8", "(set by exit_rule='none')", "Remove samples_per_round"]),
         ({"prior_alpha": [1.0]}, ["prior_alpha must hold one positive number per prompt (2)"]),
         ({"prior_beta": [1.0, 0.0]}, ["prior_beta must hold one positive number per prompt"]),
         ({"memory_hits": [True]}, ["memory_hits must hold one flag per prompt (2)"]),

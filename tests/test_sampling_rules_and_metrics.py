@@ -210,50 +210,30 @@ def test_an_unknown_rule_without_a_close_name_gets_no_hint():
 
 
 @pytest.mark.parametrize(
-    ("kwargs", "message"),
+    ("kwargs", "fragments"),
     [
-        (
-            {"num_generations": 1},
-            "num_generations=1: the group size n must be an integer >= 2, since a group of one completion has no "
-            "baseline.",
-        ),
-        (
-            {"positive_threshold": float("inf")},
-            "positive_threshold=inf: must be a finite number (0.7 for 0/1 rewards; a completion is positive when its "
-            "reward is strictly greater).",
-        ),
-        (
-            {"round_confidence": 0.0},
-            "round_confidence=0.0: must be in (0, 1), the probability with which a prior-sized round should meet the "
-            "exit rule (e.g. 0.5).",
-        ),
-        (
-            {"futility_threshold": 1.0},
-            "futility_threshold=1.0: must be in [0, 1); 0 turns the futility stop off, e.g. 0.05 stops a prompt whose "
-            "chance to meet its exit rule within its remaining cap is below 5%.",
-        ),
+        ({"num_generations": 1}, ["num_generations=1", ">= 2"]),
+        ({"positive_threshold": float("inf")}, ["positive_threshold=inf", "finite"]),
+        ({"round_confidence": 0.0}, ["round_confidence=0.0", "(0, 1)"]),
+        ({"futility_threshold": 1.0}, ["futility_threshold=1.0", "[0, 1)"]),
     ],
 )
-def test_impossible_settings_get_the_exact_reason(kwargs, message):
+def test_impossible_settings_name_the_field_and_the_valid_range(kwargs, fragments):
     with pytest.raises(ValueError) as refused:
         AdaptiveSampler(num_prompts=1, **kwargs)
-    assert str(refused.value) == message
-
-
-NONE_REFUSAL = (
-    "exit_rule='none' samples one round of n per prompt, so first_round/later_rounds='prior', futility_threshold and "
-    "sample_budget have nothing to act on: use an adaptive exit rule ('balance')."
-)
+    assert all(fragment in str(refused.value) for fragment in fragments)
 
 
 @pytest.mark.parametrize(
     "kwargs",
     [{"first_round": "prior"}, {"later_rounds": "prior"}, {"futility_threshold": 0.5}, {"sample_budget": 8.0}],
 )
-def test_estimation_options_are_refused_without_an_adaptive_rule(kwargs):
+def test_estimation_options_are_refused_under_plain_grpo(kwargs):
+    ((name, value),) = kwargs.items()
     with pytest.raises(ValueError) as refused:
         AdaptiveSampler(num_prompts=1, exit_rule="none", **kwargs)
-    assert str(refused.value) == NONE_REFUSAL
+    assert f"{name}={value!r}" in str(refused.value) and f"Remove {name}" in str(refused.value)
+    assert AdaptiveSampler(num_prompts=1, exit_rule="none").samples_per_round == 4  # the fix, followed
     assert AdaptiveSampler(num_prompts=1, exit_rule="balance", **kwargs).estimating
 
 

@@ -163,16 +163,13 @@ def test_config_streaming_needs_the_vllm_server():
         ValueError, match=r"generation_schedule='streaming'.*use_vllm=False.*vllm_mode='colocate'.*'rounds'"
     ):
         config(generation_schedule="streaming")
-    choices = r"\['rounds', 'streaming', 'est', 'pilot_commit'\]"
-    with pytest.raises(ValueError, match=r"generation_schedule='stream': choose one of " + choices):
+    with pytest.raises(ValueError, match=r"generation_schedule='stream'.*'streaming'"):
         config(generation_schedule="stream")
     with pytest.raises(ValueError, match=r"later_rounds='prior'.*generation_schedule='streaming'"):
         config(generation_schedule="streaming", use_vllm=True, vllm_mode="server", later_rounds="prior")
     with pytest.raises(ValueError, match="streaming_max_retries=-1"):
         config(generation_schedule="streaming", use_vllm=True, vllm_mode="server", streaming_max_retries=-1)
-    with pytest.raises(
-        ValueError, match=r"prompt_oversampling=2.0 has no effect under generation_schedule='streaming'"
-    ):
+    with pytest.raises(ValueError, match=r"prompt_oversampling=2.0: generation_schedule='streaming'.*Remove"):
         config(generation_schedule="streaming", use_vllm=True, vllm_mode="server", prompt_oversampling=2.0)
     with pytest.raises(
         ValueError, match=r"streaming_window=33.*\[streaming_chunk=1, samples_per_round \* max_rounds=32\]"

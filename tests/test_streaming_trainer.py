@@ -39,9 +39,8 @@ def streaming_run(model_dir: str, tmp_path: Path, arrival_seed: int, batch: int,
         vllm_importance_sampling_clip_max=1e9,
     )
     trainer = ReinforceAdaTrainer(model=model_dir, reward_funcs=[first_token_even], args=args, train_dataset=dataset)
-    trainer.args.streaming_window = window
     server = ScriptedCompletions(len(trainer.processing_class), max_length=4, seed=arrival_seed, batch=batch)
-    generation = attach_scripted_server(trainer, server)
+    generation = attach_scripted_server(trainer, server, streaming_window=window)
     decisions, batches = [], loss_batches(trainer)
     finish_step = trainer.finish_step
 

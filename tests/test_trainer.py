@@ -305,8 +305,8 @@ def test_bad_config_names_the_field(tmp_path, overrides, match):
 
 
 def test_exit_rule_none_refuses_a_round_plan_it_would_not_draw(tmp_path):
-    fields = dict(exit_rule="none", num_generations=8, per_device_train_batch_size=8, max_rounds=1)
-    with pytest.raises(ValueError, match=r"^samples_per_round=4 has no effect with exit_rule='none'"):
+    fields = dict(exit_rule="none", num_generations=8, per_device_train_batch_size=8)
+    with pytest.raises(ValueError, match=r"^samples_per_round=4: generation_schedule='grpo'"):
         _config(tmp_path, **fields, samples_per_round=4)  # M = 4 < n = 8: it used to be replaced by n silently
     assert not _config(tmp_path, **fields).sampling_plan.samples_adaptively
 

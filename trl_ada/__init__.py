@@ -6,17 +6,20 @@ per-prompt core and record of trained groups, simulation) imports neither torch 
 the rewards are loaded on first use, so `import trl_ada` stays cheap. The `if TYPE_CHECKING:` imports below give type
 checkers and IDEs the real types of the lazily loaded names.
 
-Layout (`docs/architecture.md`): `plan` holds the shared sampling parameters and the section machinery; each module of
-`schedules/` holds one schedule's section, decisions and runner; `_trl` is the only module that touches TRL's private
-surface; `config` and `trainer` are the glue. Around them: `data`, `rewards/`, `evaluation/`, `checks`,
-`checkpoint_state`, `run_dir`, `server_requests`; `toy/` is the tiny offline model, the toy task and the experiments on
-them; `cli/` is the `trl-ada` command line, which nothing else imports.
+Layout (`docs/architecture.md`): `plan` holds the shared sampling parameters, the section machinery and the schedules'
+registries; each module of `schedules/` holds one schedule's section (registered with `plan`), decisions and runner;
+`_trl` is the only module that touches TRL's private surface; `config` and `trainer` are the glue. Around them: `data`,
+`rewards/`, `evaluation/`, `checks`, `checkpoint_state`, `run_dir`, `server_requests`; `toy/` is the tiny offline
+model, the toy task and the experiments on them; `cli/` is the `trl-ada` command line, which nothing else imports.
 """
 
 from __future__ import annotations
 
+from functools import partial
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
+
+from . import plan as _plan
 
 if TYPE_CHECKING:
     from .advantages import compute_advantages
@@ -32,6 +35,9 @@ __version__ = "0.1.0"
 
 PURE_CORE = (
     "trl_ada.plan",
+    "trl_ada.records",
+    "trl_ada.fields_table",
+    "trl_ada.seq",
     "trl_ada.exit_rules",
     "trl_ada.groups",
     "trl_ada.beta",
@@ -46,6 +52,7 @@ PURE_CORE = (
     "trl_ada.schedules.streaming",
     "trl_ada.schedules.est",
     "trl_ada.schedules.pilot_commit",
+    "trl_ada.schedules.grpo",
     "trl_ada.async_grpo.rollout",
     "trl_ada.async_grpo.trained",
     "trl_ada.simulation",
@@ -53,6 +60,9 @@ PURE_CORE = (
 )
 """Modules that load without torch and TRL (numpy at most; the plan and `utils` not even numpy). The schedules are
 among them: their sections are part of the plan, and what runs a step imports `_trl` when it runs."""
+
+for _host in (_plan.SYNCHRONOUS, _plan.ASYNCHRONOUS):  # the built-in schedules register on first use of a registry
+    _host.load = partial(import_module, f"{__name__}.schedules")
 
 _LAZY = {
     "ReinforceAdaConfig": "config",

@@ -38,8 +38,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from .plan import CANDIDATES, Record, SamplingPlan, is_int, is_number, option
+from .plan import CANDIDATES, SamplingPlan
+from .records import Record, option
 from .sampling import AdaptiveSampler
+from .utils import is_int, is_number
 
 __all__ = [
     "HARD_PASS_RATE",
@@ -70,7 +72,6 @@ class Candidates(Record):
         "shape, B × n). Round 1 admits the first B candidates not skipped; before each later round every free slot "
         "(its prompt finished without signal) admits the next candidate. The kept B are the candidates with a mixed "
         "group first, then the others, each in draw order.",
-        off=True,
     )
     rounds_per_prompt: int | None = option(
         None,
@@ -259,7 +260,7 @@ class RefillSampler(AdaptiveSampler):
     ):
         c = num_prompts
         self.num_kept = c if num_kept is None else num_kept
-        if isinstance(self.num_kept, bool) or not isinstance(self.num_kept, int) or not 1 <= self.num_kept <= c:
+        if not is_int(self.num_kept) or not 1 <= self.num_kept <= c:
             raise ValueError(f"num_kept={self.num_kept!r}: must be an integer in [1, num_prompts={c}].")
         self.skipped = [False] * c if skipped is None else [bool(flag) for flag in skipped]
         if len(self.skipped) != c:

@@ -28,6 +28,7 @@ import numpy as np
 
 from .run_dir import check_output_dir_is_directory
 from .sampling import aggregate_rewards
+from .seq import Seq
 
 __all__ = [
     "THRESHOLD_CHECK_STEPS",
@@ -267,8 +268,8 @@ class RewardGuard:
     reward_weights: Sequence[float]
     positive_threshold: float
     check_threshold: bool = True
-    schedule: str = "rounds"
-    """The generation schedule (`SamplingPlan.schedule`): the warning says what a step without positives does."""
+    all_negative: str = Seq.all_negative
+    """What a step without positives does under the schedule (`Section.all_negative`), as the warning says it."""
     max_seen: float = -math.inf
     steps: int = 0
     _warned: bool = field(default=False, repr=False)
@@ -330,7 +331,7 @@ class RewardGuard:
                 "get the dataset columns they need (e.g. `answer`) and return a number for every completion they "
                 "can judge.",
                 self.steps,
-                self._consequence(),
+                self.all_negative,
             )
             return
         logger.warning(
@@ -341,20 +342,5 @@ class RewardGuard:
             self.positive_threshold,
             self.steps,
             self.max_seen,
-            self._consequence(),
+            self.all_negative,
         )
-
-    def _consequence(self) -> str:
-        """What a step does when no sample is positive, under this schedule."""
-        if self.schedule == "est":
-            return (
-                "the pass-rate memory counts every prompt as unsolved: its estimates fall towards 0 and the "
-                "allocation of each step's one round (num_generations samples per prompt on average) cannot tell "
-                "the prompts apart."
-            )
-        if self.schedule == "pilot_commit":
-            return (
-                "no candidate's pilot lies inside the band, the commit goes to candidates filled in draw order, and "
-                "every trained group is flat."
-            )
-        return "no prompt meets its exit rule and each draws samples_per_round * max_rounds completions."

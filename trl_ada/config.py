@@ -1,9 +1,10 @@
 """`ReinforceAdaConfig`: TRL's `GRPOConfig` plus the sampling fields, the YAML and command-line adapter of the plan.
 
 The sampling fields are flat, as recipes and flags spell them (`samples_per_round: 8`), and are not written here:
-`SamplingArguments` is built from the plan's field metadata (`trl_ada.plan.flat_fields`), so a field added to a
+`SamplingArguments` is built from the plan's field declarations (`trl_ada.plan.flat_fields`), so a field added to a
 section is a config field, a flag with its help, a row of the docs' table and a type check at once. Each holds None
-until the plan is resolved ("unset"); the config builds its plan once (`SamplingConfig.sampling_plan`).
+until the plan is resolved ("unset"); the config resolves its plan once, when it is built (`sampling_plan`), and
+again only through `replace_sampling`.
 """
 
 from __future__ import annotations
@@ -25,8 +26,8 @@ from .plan import (
     SamplingPlan,
     flat_fields,
     given_fields,
-    resolve,
 )
+from .utils import is_number
 
 __all__ = [
     "ReinforceAdaConfig",
@@ -45,54 +46,30 @@ LOSS = "the loss"
 
 
 class SamplingConfig:
-    """What a config with the sampling fields does with them: resolve them into a plan once, with the host's
-    schedules, base defaults and refusals (`sampling_host`), and fill the fields with the resolved values (None for
-    a field the schedule has no use for, so that a config rebuilt from its own fields is the same config).
-
-    Assigning a sampling field (or `sampling`, `num_generations`) after construction counts as giving it: the plan is
-    built again, under the same rules, the next time it is read; until then the old one is not used. TRL's own
-    `__post_init__` assigns none of them.
-    """
+    """Resolve the sampling fields given at construction into a plan once, with the host's schedules, and fill the
+    fields with the resolved values (None where the schedule does not use one, so that a config rebuilt from its
+    fields is the same config). A later change goes through `replace_sampling`, which resolves again."""
 
     sampling_host: ClassVar[Host] = SYNCHRONOUS
-    help_groups: ClassVar[dict[str, str]] = {}
-    """The `--help` group of each of the config's own fields (filled below: the sampling fields by their group)."""
+    help_groups: ClassVar[dict[str, str]] = {}  # the `--help` group of each of the config's own fields
+    sampling_plan: SamplingPlan  # every step's sampling parameters, resolved and validated
 
-    def resolve_sampling(self) -> SamplingPlan:
-        """Resolve the fields given at construction: the plan, validated once, and the fields filled."""
-        self.__dict__["_sampling_given"] = given_fields(self)
-        return self._build_plan()
-
-    @property
-    def sampling_plan(self) -> SamplingPlan:
-        """The sampling parameters of every step, resolved and validated (`trl_ada.plan.SamplingPlan`)."""
-        plan = self.__dict__.get("_sampling_plan")
-        return plan if plan is not None else self._build_plan()
-
-    def _build_plan(self) -> SamplingPlan:
-        given = self.__dict__["_sampling_given"]
-        plan = resolve(given, sampling=self.sampling, num_generations=self.num_generations, host=self.sampling_host)
-        plan.section.check_trainer(plan, self)
-        used = {name: value for name, value in plan.fields().items() if name not in plan.section.unused(plan.n)}
+    def resolve_sampling(self, given: dict[str, Any] | None = None) -> SamplingPlan:
+        """Resolve the sampling fields (`given`, default: those the config holds at a value other than unset) into
+        `sampling_plan`, the trainer's needs checked too, and fill the fields with the resolved values."""
+        given = given_fields(self) if given is None else given
+        plan = SamplingPlan.from_config(self, given, self.sampling_host)
+        used = plan.fields()
         for spec in flat_fields():
             self.__dict__[spec.name] = used.get(spec.name, spec.unset)
-        self.__dict__["_sampling_plan"] = plan
+        self.__dict__.update(_sampling_given=given, sampling_plan=plan)
         return plan
 
-    def __setattr__(self, name: str, value: Any) -> None:
-        super().__setattr__(name, value)
-        given = self.__dict__.get("_sampling_given")
-        if given is None or name not in _TRACKED:
-            return
-        self.__dict__["_sampling_plan"] = None
-        if name in _FLAT:
-            given.pop(name, None)
-            if value != _FLAT[name].unset:
-                given[name] = value
-
-
-_FLAT: dict[str, FlatField] = {spec.name: spec for spec in flat_fields()}
-_TRACKED = {*_FLAT, "sampling", "num_generations"}
+    def replace_sampling(self, **fields: Any) -> SamplingPlan:
+        """Give sampling fields after construction (None: not given) and resolve the plan again, under the same rules,
+        with the fields given at construction."""
+        given = {**self.__dict__["_sampling_given"], **fields}
+        return self.resolve_sampling({name: value for name, value in given.items() if value is not None})
 
 
 def _preset_help() -> str:
@@ -105,7 +82,7 @@ def _preset_help() -> str:
 
 def _help(spec: FlatField, host: Host = SYNCHRONOUS) -> str:
     """The `--help` of a sampling field, ending with its default on `host` (the preset's first, when it has one)."""
-    fallback = host.base.get(spec.name, spec.default)
+    fallback = host.default if spec.name == "generation_schedule" else spec.default
     default = f"the preset's, else {fallback!r}" if spec.name in PRESET_FIELDS else repr(fallback)
     return f"{spec.help} Default: {default}."
 
@@ -113,7 +90,7 @@ def _help(spec: FlatField, host: Host = SYNCHRONOUS) -> str:
 def host_sampling_field(name: str, host: Host) -> Any:
     """The sampling field `name` as a config of `host` declares it: unset by default, its `--help` naming the
     default of `host` (the asynchronous trainer streams where the synchronous one runs rounds)."""
-    spec = _FLAT[name]
+    spec = next(spec for spec in flat_fields(host) if spec.name == name)
     return field(default=spec.unset, metadata={"help": _help(spec, host)})
 
 
@@ -137,14 +114,13 @@ SamplingConfig.help_groups = {
     "overwrite_output_dir": RUN_DIRECTORY,
 }
 SamplingArguments.__module__ = __name__
-SamplingArguments.__doc__ = """The sampling fields shared by `ReinforceAdaConfig` and the asynchronous
-`trl_ada.async_grpo.AsyncReinforceAdaConfig`, one per `trl_ada.plan.flat_fields()` (plus `sampling`, the preset),
-each None until resolved; their defaults are written once, in the plan's sections."""
+SamplingArguments.__doc__ = """The sampling fields of `ReinforceAdaConfig` and `AsyncReinforceAdaConfig`: `sampling`
+and one per `trl_ada.plan.flat_fields()`, each None until resolved."""
 
 
 def check_vllm_server_timeout(timeout: Any) -> None:
     """Refuse a `vllm_server_timeout` that is not a positive number of seconds (TRL would not wait at all)."""
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+    if not is_number(timeout) or timeout <= 0:
         raise ValueError(
             f"vllm_server_timeout={timeout!r}: must be a number of seconds > 0, how long to wait for the vLLM server "
             "to be up (TRL's default: 240)."
@@ -169,21 +145,14 @@ class RunDirArguments:
 class ReinforceAdaConfig(SamplingArguments, RunDirArguments, GRPOConfig):
     r"""
     Configuration class for [`ReinforceAdaTrainer`]: every field of TRL's [`~trl.GRPOConfig`], the sampling fields
-    of `trl_ada.plan` (one per `trl_ada.plan.flat_fields()`, documented in their metadata, in `trl-ada train --help`
-    and in `docs/configuration.md`) and `overwrite_output_dir`.
+    (one per `trl_ada.plan.flat_fields()`; `trl-ada train --help`, `docs/configuration.md`), `overwrite_output_dir`
+    and `skip_zero_advantage_rows`.
 
-    `sampling` names a preset that fills the fields you leave unset: `"grpo"` (plain GRPO, `exit_rule="none"`),
-    `"balance"` and `"pos"` (the paper's Reinforce-Ada-Seq, M=8, N=4), `"est"` (the paper's Reinforce-Ada-Est:
-    one round allocated ∝ 1/√(p̂ + ε) from the pass-rate memory, every sample trained), `"dapo"` (DAPO's dynamic
-    sampling), `"budgeted_balance"` (balance rounds sized from a pass-rate memory, on a budget of 2n) and
-    `"pilot_commit"` (Pilot-Commit: a pilot of 2B candidates, the rest of each group committed to B of them chosen by
-    their pilot pass rates). A field you
-    set is explicit whatever its value: it wins over the preset when the resolved schedule uses it, and is refused
-    when the schedule has no use for it.
-
-    Defaults that differ from `GRPOConfig` reproduce the paper's runs: `num_generations=4`, `scale_rewards="none"`,
-    `loss_type="dapo"`, `epsilon=0.2`, `epsilon_high=0.28`, `beta=0.0`. With `exit_rule="none"` the trainer computes
-    exactly what [`~trl.GRPOTrainer`] computes.
+    `sampling` names a preset that fills the fields you leave unset: `"grpo"` (plain GRPO), `"balance"` and `"pos"`
+    (Reinforce-Ada-Seq), `"est"` (Reinforce-Ada-Est), `"dapo"` (DAPO's dynamic sampling), `"budgeted_balance"` and
+    `"pilot_commit"`. A field you set is explicit whatever its value: it wins over the preset when the resolved
+    schedule uses it, and is refused when it does not. The defaults that differ from `GRPOConfig` reproduce the
+    paper's runs; with `exit_rule="none"` the trainer computes exactly what [`~trl.GRPOTrainer`] computes.
     """
 
     # Paper defaults where TRL's differ

@@ -43,7 +43,9 @@ from .exit_rules import (
     register_exit_rule,
 )
 from .groups import aggregate_rewards, reward_values, select_group, split_by_class
-from .plan import ROUND_SIZINGS, SamplingPlan, Seq, validate_estimation, validate_sampling
+from .plan import SamplingPlan
+from .seq import ROUND_SIZINGS
+from .utils import is_int
 
 __all__ = [
     "BALANCE",
@@ -69,8 +71,6 @@ __all__ = [
     "register_exit_rule",
     "reward_values",
     "select_group",
-    "validate_estimation",
-    "validate_sampling",
 ]
 
 # --------------------------------------------------------------------------------------------
@@ -161,7 +161,7 @@ class PromptPools:
         prior_beta: Sequence[float] | None = None,
         memory_hits: Sequence[bool] | None = None,
     ):
-        if isinstance(num_prompts, bool) or not isinstance(num_prompts, int) or num_prompts < 1:
+        if not is_int(num_prompts) or num_prompts < 1:
             raise ValueError(f"num_prompts={num_prompts!r}: a step needs at least one prompt.")
         self.plan = plan
         self.num_prompts = num_prompts
@@ -310,7 +310,7 @@ class PromptPools:
 class AdaptiveSampler(PromptPools):
     """Pool state of one training step over `num_prompts` distinct prompts (`docs/algorithm.md`, steps 1-4).
 
-    `plan` holds every parameter (a `SamplingPlan` whose section decides exits, a `Seq`: rounds or streaming; keyword
+    `plan` holds every parameter (a `SamplingPlan` whose section decides exits: its `exits`, `seq.Exits`; keyword
     arguments build one, or change the given one); the sampler reads them once, as its own attributes
     (`sampler.samples_per_round`). With `exit_rule="none"` the step is plain GRPO sampling: one round of exactly n
     per prompt.
@@ -335,20 +335,20 @@ class AdaptiveSampler(PromptPools):
         **plan_fields: Any,
     ):
         plan = plan_with(plan, plan_fields)
-        seq = plan.section
-        if not isinstance(seq, Seq):
+        if not hasattr(plan.section, "exits"):
             raise ValueError(
                 f"generation_schedule={plan.generation_schedule!r} has no exit rule and rounds for an AdaptiveSampler "
                 "to decide (its schedule module has its own sampler)."
             )
+        exits = plan.section.exits(plan.num_generations)
         super().__init__(num_prompts, plan, prior_alpha=prior_alpha, prior_beta=prior_beta, memory_hits=memory_hits)
-        self.exit_rule = seq.exit_rule
-        self.rule = get_exit_rule(seq.exit_rule)
-        self.samples_per_round, self.max_rounds = seq.samples_per_round, seq.max_rounds
-        self.futility_threshold, self.sample_budget = seq.futility_threshold, seq.sample_budget
-        self.first_round, self.later_rounds = seq.sizing.first_round, seq.sizing.later_rounds
-        self.round_confidence = seq.sizing.round_confidence
-        self.sizes_rounds_from_prior = seq.sizing.from_prior
+        self.exit_rule = exits.exit_rule
+        self.rule = get_exit_rule(exits.exit_rule)
+        self.samples_per_round, self.max_rounds = exits.samples_per_round, exits.max_rounds
+        self.futility_threshold, self.sample_budget = exits.futility_threshold, exits.sample_budget
+        self.first_round, self.later_rounds = exits.sizing.first_round, exits.sizing.later_rounds
+        self.round_confidence = exits.sizing.round_confidence
+        self.sizes_rounds_from_prior = exits.sizing.from_prior
         self.estimating |= (
             self.sizes_rounds_from_prior or self.futility_threshold > 0 or self.sample_budget is not None
         )

@@ -16,7 +16,6 @@ from .candidates import RefillSampler, skip_before_rollout
 from .memory import PassRateMemory
 from .plan import SamplingPlan
 from .sampling import AdaptiveSampler, plan_with
-from .schedules.est import EstSampler
 
 __all__ = ["LearningPrompts", "SimulatedPolicy", "SkipRule", "simulate_refill_step", "simulate_step"]
 
@@ -57,10 +56,10 @@ def simulate_step(
 ) -> AdaptiveSampler:
     """Run one step of adaptive sampling over all of the policy's prompts; returns the finished sampler.
 
-    `plan` (or `plan_fields`, which build or change one) says how; `prior_alpha`, `prior_beta` and `memory_hits`
-    among them go to the sampler, as its priors. Under `generation_schedule="est"` the sampler is an
-    [`EstSampler`] (one allocated round; it needs a `memory`). With a `memory`, prompt i is remembered under the key
-    `prompt_ids[i] + 1` (default: i + 1): its posterior is the sampler's prior, and the step's pool counts are
+    `plan` (or `plan_fields`, which build or change one) says how; `prior_alpha`, `prior_beta` and `memory_hits` among
+    them go to the sampler, as its priors. The sampler is the section's own (`Section.sampler`: Est's `EstSampler`, one
+    allocated round that needs a `memory`), else an [`AdaptiveSampler`]. With a `memory`, prompt i is remembered under
+    the key `prompt_ids[i] + 1` (default: i + 1): its posterior is the sampler's prior, and the step's pool counts are
     written back as one visit.
     """
     prior = {name: plan_fields.pop(name) for name in PRIOR_FIELDS if name in plan_fields}  # the sampler's own
@@ -70,8 +69,7 @@ def simulate_step(
         keys = ids.astype(np.uint64) + np.uint64(1)
         alpha, beta, hits = memory.posterior(keys)
         prior = {"prior_alpha": alpha, "prior_beta": beta, "memory_hits": hits}
-    sampler_class = EstSampler if plan.schedule == "est" else AdaptiveSampler
-    sampler = sampler_class(len(policy.pass_rates), plan, **prior)
+    sampler = (plan.section.sampler or AdaptiveSampler)(len(policy.pass_rates), plan, **prior)
     while not sampler.done:
         prompts = sampler.plan_round()
         sampler.ingest(policy.sample(prompts, sampler.plan_sizes))

@@ -102,7 +102,7 @@ class ReinforceAdaTrainer(GRPOJoints):
             self.reward_weights.tolist(),
             plan.positive_threshold,
             check_threshold=plan.samples_adaptively and self.accelerator.is_main_process,
-            schedule=plan.schedule,
+            all_negative=plan.section.all_negative,
         )
         if args.skip_zero_advantage_rows and self.aux_loss_enabled:
             raise ValueError(
@@ -347,7 +347,6 @@ def sampling_summary(args: ReinforceAdaConfig) -> str:
     """The preset and the resolved sampling fields, one line (logged at start, written to the model card): the
     schedule's own fields and the shared ones, not a field the schedule has no use for."""
     plan = args.sampling_plan
-    unused = plan.section.unused(plan.n)
     fields = {"num_generations": plan.n, **plan.fields()}
-    resolved = ", ".join(f"{name}={value!r}" for name, value in fields.items() if name not in unused)
+    resolved = ", ".join(f"{name}={value!r}" for name, value in fields.items())
     return f"sampling={args.sampling!r} ({plan.schedule} schedule): {resolved}"

@@ -13,7 +13,17 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["closest_name", "format_table", "json_safe", "mean", "pyplot", "save_figure"]
+__all__ = ["closest_name", "format_table", "is_int", "is_number", "json_safe", "mean", "pyplot", "save_figure"]
+
+
+def is_int(value: Any) -> bool:
+    """An integer, not a boolean (bool is an int subclass: True would pass as 1)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def is_number(value: Any) -> bool:
+    """A finite real number, not a boolean."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def closest_name(name: str, known: Iterable[str]) -> str | None:

@@ -14,8 +14,8 @@ from ..config import (
     check_vllm_server_timeout,
     host_sampling_field,
 )
-from ..plan import PLAN_DEFAULTS, Host, check_type, preset_unused_fields
-from .rollout import ASYNCHRONOUS, PromptStreaming
+from ..plan import ASYNCHRONOUS, Host
+from ..records import check_type
 
 __all__ = ["AsyncReinforceAdaConfig"]
 
@@ -23,11 +23,9 @@ __all__ = ["AsyncReinforceAdaConfig"]
 @dataclass
 class AsyncReinforceAdaConfig(SamplingArguments, RunDirArguments, AsyncGRPOConfig):
     r"""
-    Configuration class for [`AsyncReinforceAdaTrainer`]: every field of TRL's `AsyncGRPOConfig`, the adaptive
-    sampling fields and `overwrite_output_dir` of [`ReinforceAdaConfig`] (same names, presets and meanings;
-    `docs/configuration.md`), and the fields below. Every prompt samples on its own as in
-    `generation_schedule="streaming"` (exits as results arrive, in request order); `sampling="est"` allocates each
-    wave of prompts together (`docs/async.md`).
+    Configuration class for [`AsyncReinforceAdaTrainer`]: every field of TRL's `AsyncGRPOConfig`, the sampling fields
+    and `overwrite_output_dir` of [`ReinforceAdaConfig`] (the schedules of `trl_ada.plan.ASYNCHRONOUS`;
+    `docs/configuration.md`, `docs/async.md`), and the fields below.
 
     Parameters:
         max_prompts_in_flight (`int` or `None`, *optional*, defaults to `None`):
@@ -73,7 +71,7 @@ class AsyncReinforceAdaConfig(SamplingArguments, RunDirArguments, AsyncGRPOConfi
     def __post_init__(self) -> None:
         _check_number_types(self)
         _refuse_replaced(self)
-        self.resolve_sampling()  # the worker's sections (`rollout.ASYNCHRONOUS`): their fields, their refusals
+        self.resolve_sampling()  # the worker's sections (`plan.ASYNCHRONOUS`): their fields, their refusals
         _refuse_unsupported(self)
         super().__post_init__()
 
@@ -83,15 +81,7 @@ class AsyncReinforceAdaConfig(SamplingArguments, RunDirArguments, AsyncGRPOConfi
         if self.max_prompts_in_flight is not None:
             return self.max_prompts_in_flight
         plan = self.sampling_plan
-        # Est requests its allocation a chunk at a time; its prompts in flight are counted per the default window M
-        seq_window = plan.section.window_size if isinstance(plan.section, PromptStreaming) else None
-        window = PLAN_DEFAULTS["samples_per_round"] if seq_window is None else seq_window
-        return max(1, self.max_inflight_tasks // window)
-
-
-def unsupported_preset_fields(sampling: str, num_generations: int) -> list[str]:
-    """The fields the preset `sampling` sets that the asynchronous trainer's schedules have no use for."""
-    return preset_unused_fields(sampling, num_generations, ASYNCHRONOUS)
+        return max(1, self.max_inflight_tasks // plan.section.in_flight(plan.n))  # completions in flight per prompt
 
 
 def _check_number_types(config: AsyncReinforceAdaConfig) -> None:
@@ -130,11 +120,7 @@ def _refuse_unsupported(config: AsyncReinforceAdaConfig) -> None:
             f"scale_rewards={config.scale_rewards!r}: the asynchronous trainer has no batch to scale by. Choose "
             "'none' or 'group'."
         )
-    if config.max_prompts_in_flight is not None and (
-        isinstance(config.max_prompts_in_flight, bool)
-        or not isinstance(config.max_prompts_in_flight, int)
-        or config.max_prompts_in_flight < 1
-    ):
+    if config.max_prompts_in_flight is not None and config.max_prompts_in_flight < 1:
         raise ValueError(f"max_prompts_in_flight={config.max_prompts_in_flight!r}: use an integer >= 1, or None.")
     if not config.reward_timeout > 0:
         raise ValueError(f"reward_timeout={config.reward_timeout!r}: use a positive number of seconds.")

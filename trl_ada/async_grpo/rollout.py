@@ -1,5 +1,6 @@
-"""One prompt's adaptive sampling in the asynchronous worker (pure: numpy, no torch, no HTTP, no threads), and the
-sections the asynchronous trainer runs (`ASYNCHRONOUS`: `PromptStreaming`, `PromptEst`).
+"""One prompt's adaptive sampling in the asynchronous worker (pure: numpy, no torch, no HTTP, no threads). The
+sections the asynchronous trainer runs are registered with `trl_ada.plan.ASYNCHRONOUS` by their schedules' modules
+(`PromptStreaming`, `PromptEst`, `PromptGrpo`).
 
 The synchronous trainer samples a step's prompts together. The asynchronous worker admits prompts one at a time and
 lets each finish on its own, so its state is one `PromptRollout` per prompt:
@@ -14,8 +15,9 @@ lets each finish on its own, so its state is one `PromptRollout` per prompt:
     rollout.kept(), rollout.advantages(scale), rollout.pass_rate
     groups, metrics = trained_wave(finished_rollouts, live_version, max_staleness, scale)   # what the worker pushes
 
-Both are the streaming schedule's `RequestWindow` over a one-prompt sampler (`AdaptiveSampler`, or the Est
-schedule's `EstSampler` with the prompt's allocation, so Est's counts and groups are written once): completions are
+Both are the streaming schedule's `RequestWindow` over a one-prompt sampler (the section's own, `Section.sampler`:
+the Est schedule's `EstSampler` with the prompt's allocation, so Est's counts and groups are written once; else
+`AdaptiveSampler`): completions are
 used in request order, so the exit decision and the kept group do not depend on the order the engine finishes them
 in. Every completion remembers the policy version that was live when it was requested (`versions`).
 
@@ -34,22 +36,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import ClassVar
 
 import numpy as np
 
 from ..advantages import compute_advantages
 from ..objectives import advantage_weights
-from ..plan import Host, SamplingPlan
+from ..plan import SamplingPlan
 from ..sampling import AdaptiveSampler, PromptPools
-from ..schedules.est import Est, EstSampler
-from ..schedules.streaming import InFlight, Request, Requests, RequestWindow, Update
+from ..schedules.streaming import Request, RequestWindow, Update
+from ..utils import is_int
 
 __all__ = [
-    "ASYNCHRONOUS",
-    "PromptEst",
     "PromptRollout",
-    "PromptStreaming",
     "TrainedGroup",
     "trainable",
     "trained_wave",
@@ -61,40 +59,10 @@ def trainable(versions: Sequence[int], live_version: int, max_staleness: int) ->
     return [live_version - version <= max_staleness for version in versions]
 
 
-@dataclass(frozen=True)
-class PromptStreaming(InFlight):
-    """The worker's Seq section: every prompt on its own, with a window of completions in flight (exits as results
-    arrive, as `generation_schedule="streaming"` decides them), requested a chunk at a time."""
-
-    name: ClassVar[str] = "streaming"
-    summary: ClassVar[str] = "each prompt samples on its own, with a window of completions in flight"
-    choose: ClassVar[str] = "use generation_schedule='streaming' (the default)"
-
-
-@dataclass(frozen=True)
-class PromptEst(Est, Requests):
-    """The worker's Est section: a wave of prompts allocated together, each requesting its allocation a chunk at a
-    time."""
-
-
-ASYNCHRONOUS = Host(
-    schedules={"streaming": PromptStreaming, "est": PromptEst},
-    base={"generation_schedule": "streaming"},
-    trainer="the asynchronous trainer",
-    instead="train with the synchronous ReinforceAdaTrainer",
-    why=(
-        "each prompt samples on its own, as generation_schedule='streaming' does: there is no step's batch to "
-        "refill, skip from or budget, and no round to size"
-    ),
-)
-"""`AsyncReinforceAdaConfig`'s schedules: what the worker runs, its base default (streaming) and how its refusals
-name it."""
-
-
 class PromptRollout:
     """The sampling state of one prompt (see the module docstring): Seq with `allocation=None`, else Est with that
-    many samples. Either way a `RequestWindow` drives the prompt's sampler (`AdaptiveSampler`, or `EstSampler`
-    whose cap is its allocation) from results that arrive in any order."""
+    many samples. Either way a `RequestWindow` drives the prompt's sampler (the section's, whose cap is its
+    allocation, else `AdaptiveSampler`) from results that arrive in any order."""
 
     def __init__(
         self,
@@ -105,21 +73,17 @@ class PromptRollout:
         allocation: int | None = None,
         prior: tuple[float, float] = (1.0, 1.0),
     ):
-        if allocation is not None and (
-            isinstance(allocation, bool) or not isinstance(allocation, int) or allocation < 1
-        ):
+        if allocation is not None and (not is_int(allocation) or allocation < 1):
             raise ValueError(f"allocation={allocation!r}: an Est prompt needs at least one sample.")
         self.group_id = group_id
         self.plan = plan
         self.versions: list[int] = []  # policy version of each pool index, at request time
         self._version = version
         alpha, beta = prior
-        if allocation is None:
-            self.sampler: PromptPools = AdaptiveSampler(1, plan, prior_alpha=[alpha], prior_beta=[beta])
-            self.scheduler = RequestWindow(self.sampler)
-        else:
-            sampler = EstSampler(1, plan, prior_alpha=[alpha], prior_beta=[beta], allocation=[allocation])
-            self.sampler, self.scheduler = sampler, RequestWindow(sampler, window=allocation)
+        allocated = {} if allocation is None else {"allocation": [allocation]}
+        sampler = plan.section.sampler or AdaptiveSampler
+        self.sampler: PromptPools = sampler(1, plan, prior_alpha=[alpha], prior_beta=[beta], **allocated)
+        self.scheduler = RequestWindow(self.sampler, window=allocation)
 
     # -- events --------------------------------------------------------------------------------
 

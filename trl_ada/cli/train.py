@@ -28,7 +28,7 @@ from trl import TrlParser
 
 from ..checkpoint_state import CheckpointStateError
 from ..checks import RewardError
-from ..plan import PLAN_DEFAULTS
+from ..plan import defaults
 from ..server_requests import NotVLLMAnswer
 from ..utils import closest_name
 from .common import PROG, UsageError, check_model, print_error, require_hub_token, setup_logging
@@ -337,7 +337,7 @@ class ReinforceAdaParser(TrlParser):
         for key, value in kwargs.items():
             problem = _yaml_value_problem(actions[key], value)
             if problem:
-                default = PLAN_DEFAULTS.get(key) if actions[key].default is None else actions[key].default
+                default = defaults().get(key) if actions[key].default is None else actions[key].default
                 example = f" (e.g. `{key}: {default}`, the default)" if default not in (None, "") else ""
                 raise UsageError(
                     f"{key}: {value!r} {where} {problem}. Fix that key{example}, or override it with --{key}."

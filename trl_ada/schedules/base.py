@@ -52,7 +52,7 @@ class Schedule:
 
     @property
     def plan(self) -> SamplingPlan:
-        """The trainer's sampling plan (the config builds it once, and again after a field changes)."""
+        """The trainer's sampling plan (the config resolves it once)."""
         return self.trainer.args.sampling_plan
 
     def run(self, step_inputs: list[dict]) -> StepOutcome:
@@ -60,9 +60,11 @@ class Schedule:
         raise NotImplementedError
 
     def new_sampler(self, step_inputs: list[dict]) -> tuple[list[dict], AdaptiveSampler]:
-        """The step's prompt rows and their sampler, with the pass-rate memory's posterior as prior when it is on."""
+        """The step's prompt rows and their sampler (the section's, else `AdaptiveSampler`), with the pass-rate
+        memory's posterior as prior when it is on."""
         prior = sampler_prior(self.trainer.pass_rate_memory, step_inputs)
-        return step_inputs, AdaptiveSampler(len(step_inputs), self.plan, **prior)
+        sampler = self.plan.section.sampler or AdaptiveSampler
+        return step_inputs, sampler(len(step_inputs), self.plan, **prior)
 
     def end_step(self, outcome: StepOutcome) -> None:
         """After the step's groups are formed (the refill schedule consumes its candidates here)."""

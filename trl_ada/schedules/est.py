@@ -11,10 +11,10 @@ is its group, so the pool baseline is r̄_x, the mean of the prompt's samples in
     sampler.ingest(rewards)    # sum(allocation) rewards, prompt-major
     sampler.select_groups()    # every pool index of every prompt: groups of different sizes
 
-The section, `Est`, holds the bounds [N_min, N_max]. The trainer's `EstSchedule` is the rounds loop with one round,
-split over the processes at sample level like any round; the asynchronous worker allocates a wave of prompts
-together (`est_allocation`) and lets each prompt's `EstSampler` take its results as they arrive
-(`schedules.streaming.RequestWindow`, whose cap for the prompt is its allocation). Loads without torch.
+The section, `Est`, holds the bounds [N_min, N_max] and names its sampler; the trainer runs it with the rounds loop
+(one round, split over the processes at sample level like any round). The asynchronous worker's section, `PromptEst`,
+allocates a wave of prompts together (`est_allocation`) and lets each prompt's `EstSampler` take its results as they
+arrive (`schedules.streaming.RequestWindow`, whose cap for the prompt is its allocation). Loads without torch.
 """
 
 from __future__ import annotations
@@ -27,68 +27,17 @@ import numpy as np
 
 from ..groups import reward_values
 from ..objectives import allocate, sample_weight
-from ..plan import SCHEDULING, SamplingPlan, Section, check_integer, option
+from ..plan import ASYNCHRONOUS, SCHEDULING, SamplingPlan, Section, defaults, register
+from ..records import check_integer, option
 from ..sampling import PromptPools, masked_flags
-from .base import Schedule, sampler_prior
+from .base import Schedule
 from .rounds import RoundsSchedule
+from .streaming import Requests
 
-__all__ = ["LOW_PASS_RATE", "Est", "EstSampler", "EstSchedule", "est_allocation"]
+__all__ = ["LOW_PASS_RATE", "Est", "EstSampler", "PromptEst", "est_allocation"]
 
 LOW_PASS_RATE = 0.1
 """Prompts estimated below this pass rate count as hard in the allocation metrics."""
-
-
-@dataclass(frozen=True)
-class Est(Section):
-    """The Est schedule's section: the fewest and most samples one prompt is allocated in a step."""
-
-    name: ClassVar[str] = "est"
-    group: ClassVar[str] = SCHEDULING
-    summary: ClassVar[str] = (
-        "Est samples one allocated round per step and trains every sample (no exit rule, rounds or candidates)"
-    )
-    choose: ClassVar[str] = "use generation_schedule='est' (or sampling='est')"
-    allocates_samples: ClassVar[bool] = True
-
-    min_samples: int = option(
-        2, "Est: N_min, the fewest samples a prompt is allocated, in [2, n].", flat="est_min_samples"
-    )
-    max_samples: int | None = option(
-        None, "Est: N_max, the most samples a prompt is allocated, at least n; None = 4n.", flat="est_max_samples"
-    )
-
-    def bounds(self, num_generations: int) -> tuple[int, int]:
-        """[N_min, N_max]: the fewest and most samples Est allocates to one prompt (N_max defaults to 4n)."""
-        high = 4 * num_generations if self.max_samples is None else self.max_samples
-        return self.min_samples, high
-
-    def schedule_class(self) -> type[Schedule]:
-        return EstSchedule
-
-    def check(self, plan: SamplingPlan) -> None:
-        """Est samples one allocated round from the memory: bounds that can meet the total B·n."""
-        n = plan.num_generations
-        if not plan.memory.enabled:
-            raise ValueError(
-                "generation_schedule='est' allocates each step from the pass-rate memory's estimates, but "
-                "pass_rate_memory=False. Set pass_rate_memory=True (sampling='est' does), or use "
-                "generation_schedule='rounds'."
-            )
-        low, high = self.min_samples, self.max_samples
-        check_integer("est_min_samples", low, 2, " (a prompt's samples need a baseline: 2 or more).")
-        if high is not None:
-            check_integer("est_max_samples", high, 2, ", or None for 4 * num_generations.")
-        if low > n:
-            raise ValueError(
-                f"est_min_samples={low} is more than num_generations={n}: a step allocates n samples per prompt on "
-                f"average, so B prompts cannot all get {low}. Lower est_min_samples to at most {n}."
-            )
-        if self.bounds(n)[1] < n:
-            raise ValueError(
-                f"est_max_samples={high} is less than num_generations={n}: a step allocates n samples per prompt on "
-                f"average, so B prompts with at most {high} each cannot meet the total. Raise est_max_samples to at "
-                f"least {n}, or leave it None (4 * num_generations)."
-            )
 
 
 def est_allocation(estimates: Sequence[float], plan: SamplingPlan) -> np.ndarray:
@@ -234,10 +183,70 @@ class EstSampler(PromptPools):
         }
 
 
-class EstSchedule(RoundsSchedule):
-    """One allocated round per step (`EstSampler`), run by the rounds loop."""
+@register
+@dataclass(frozen=True)
+class Est(Section):
+    """Reinforce-Ada-Est, every backend: one batched call per step, the step's B·n samples split over its prompts by
+    the memory's estimates, every sample trained.
 
-    def new_sampler(self, step_inputs: list[dict]) -> tuple[list[dict], EstSampler]:
-        """The step's prompts and their Est sampler, allocated from the memory's posterior of each."""
-        prior = sampler_prior(self.trainer.pass_rate_memory, step_inputs)
-        return step_inputs, EstSampler(len(step_inputs), self.plan, **prior)
+    The section holds the fewest and most samples one prompt is allocated in a step."""
+
+    name: ClassVar[str] = "est"
+    group: ClassVar[str] = SCHEDULING
+    sampler: ClassVar[type] = EstSampler
+    allocates_samples: ClassVar[bool] = True
+    all_negative: ClassVar[str] = (
+        "the pass-rate memory counts every prompt as unsolved: its estimates fall towards 0 and the allocation of "
+        "each step's one round (num_generations samples per prompt on average) cannot tell the prompts apart."
+    )
+
+    min_samples: int = option(
+        2, "Est: N_min, the fewest samples a prompt is allocated, in [2, n].", flat="est_min_samples"
+    )
+    max_samples: int | None = option(
+        None, "Est: N_max, the most samples a prompt is allocated, at least n; None = 4n.", flat="est_max_samples"
+    )
+
+    def bounds(self, num_generations: int) -> tuple[int, int]:
+        """[N_min, N_max]: the fewest and most samples Est allocates to one prompt (N_max defaults to 4n)."""
+        high = 4 * num_generations if self.max_samples is None else self.max_samples
+        return self.min_samples, high
+
+    def schedule_class(self) -> type[Schedule]:
+        return RoundsSchedule  # one round, the `EstSampler`'s
+
+    def check(self, plan: SamplingPlan) -> None:
+        """Est samples one allocated round from the memory: bounds that can meet the total B·n."""
+        n = plan.num_generations
+        if not plan.memory.enabled:
+            raise ValueError(
+                "generation_schedule='est' allocates each step from the pass-rate memory's estimates, but "
+                "pass_rate_memory=False. Set pass_rate_memory=True (sampling='est' does), or use "
+                "generation_schedule='rounds'."
+            )
+        low, high = self.min_samples, self.max_samples
+        check_integer("est_min_samples", low, 2, " (a prompt's samples need a baseline: 2 or more).")
+        if high is not None:
+            check_integer("est_max_samples", high, 2, ", or None for 4 * num_generations.")
+        if low > n:
+            raise ValueError(
+                f"est_min_samples={low} is more than num_generations={n}: a step allocates n samples per prompt on "
+                f"average, so B prompts cannot all get {low}. Lower est_min_samples to at most {n}."
+            )
+        if self.bounds(n)[1] < n:
+            raise ValueError(
+                f"est_max_samples={high} is less than num_generations={n}: a step allocates n samples per prompt on "
+                f"average, so B prompts with at most {high} each cannot meet the total. Raise est_max_samples to at "
+                f"least {n}, or leave it None (4 * num_generations)."
+            )
+
+
+@register(host=ASYNCHRONOUS)
+@dataclass(frozen=True)
+class PromptEst(Est, Requests):
+    """Reinforce-Ada-Est in the asynchronous worker: a wave of prompts allocated together, each requesting its
+    allocation a chunk at a time."""
+
+    def in_flight(self, num_generations: int) -> int:
+        """Prompts in flight are counted per window of `samples_per_round`'s default (8)."""
+        return defaults()["samples_per_round"]

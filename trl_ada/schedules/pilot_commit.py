@@ -30,9 +30,10 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ..groups import reward_values
-from ..plan import SCHEDULING, SamplingPlan, Section, check_integer, is_number, option
+from ..plan import SCHEDULING, SamplingPlan, Section, register
+from ..records import check_integer, option
 from ..sampling import PromptPools, masked_flags
-from ..utils import closest_name
+from ..utils import closest_name, is_int, is_number
 from .base import sampler_prior
 from .outcome import StepOutcome
 from .rounds import CandidatesSchedule
@@ -49,17 +50,162 @@ COMMIT_PRIORITIES = ("variance", "random")
 """How the commit chooses among the candidates whose pilot passes the band."""
 
 
+def pilot_commit_selection(
+    pass_rates: Sequence[float],
+    num_kept: int,
+    section: PilotCommit,
+    uniforms: Sequence[float] | None = None,
+) -> tuple[list[int], list[bool]]:
+    """(committed, passed): the candidates (ascending) that get the commit, and which pilots pass the band.
+
+    `pass_rates` is each candidate's pilot pass rate (NaN: nothing scored). Up to `num_kept` passing candidates are
+    chosen by the section's `commit_priority` (`"variance"`: p̂(1 − p̂) descending; `"random"`: `uniforms`
+    ascending, one per candidate), ties by draw order; fewer than `num_kept` passing are filled from the others
+    by p̂(1 − p̂) descending (NaN last), then draw order.
+    """
+    rates = np.asarray(pass_rates, dtype=np.float64).reshape(-1)
+    count = rates.size
+    if not is_int(num_kept) or not 1 <= num_kept <= count:
+        raise ValueError(f"num_kept={num_kept!r}: must be an integer in [1, candidates={count}].")
+    variance = np.where(np.isnan(rates), -1.0, rates * (1.0 - rates))
+    passed = [section.passes(float(rate)) for rate in rates]
+    if section.commit_priority == "random":
+        draws = np.asarray(uniforms, dtype=np.float64).reshape(-1) if uniforms is not None else None
+        if draws is None or draws.size != count:
+            raise ValueError(f"commit_priority='random' needs one uniform draw per candidate ({count}).")
+        rank = {i: (float(draws[i]), i) for i in range(count)}
+    else:
+        rank = {i: (-float(variance[i]), i) for i in range(count)}
+    chosen = sorted((i for i in range(count) if passed[i]), key=rank.__getitem__)[:num_kept]
+    others = sorted((i for i in range(count) if not passed[i]), key=lambda i: (-float(variance[i]), i))
+    chosen += others[: num_kept - len(chosen)]
+    return sorted(chosen), passed
+
+
+class PilotCommitSampler(PromptPools):
+    """One Pilot-Commit step over `num_prompts` candidates that keeps `num_kept` of them: the pilot (round 1, every
+    candidate), the selection (`pilot_commit_selection`), the commit (round 2, the chosen). With `commit_samples=0`
+    the step is the pilot alone. `uniforms` (one per candidate) are the seeded draws of `commit_priority="random"`.
+    """
+
+    max_rounds = 2
+
+    def __init__(
+        self,
+        num_prompts: int,
+        plan: SamplingPlan,
+        *,
+        num_kept: int | None = None,
+        uniforms: Sequence[float] | None = None,
+        **prior: Any,
+    ):
+        super().__init__(num_prompts, plan, **prior)
+        self.section: PilotCommit = plan.section
+        self.num_kept = num_prompts if num_kept is None else num_kept
+        if not is_int(self.num_kept) or not 1 <= self.num_kept <= num_prompts:
+            raise ValueError(f"num_kept={self.num_kept!r}: must be an integer in [1, num_prompts={num_prompts}].")
+        self.pilot_size, self.commit_size = self.section.sizes(plan.num_generations)
+        self.uniforms = uniforms
+        self.committed: list[int] | None = None
+        self.passed = [False] * num_prompts
+
+    @property
+    def done(self) -> bool:
+        """After the pilot and, unless it is empty, the commit."""
+        return self.round >= (2 if self.commit_size else 1)
+
+    def plan_round(self) -> list[int]:
+        """The pilot (every candidate, `pilot_samples` each), then the commit (the chosen, `commit_samples` each)."""
+        if self.done:
+            raise RuntimeError("Pilot-Commit samples a pilot and a commit per step; it is done.")
+        if self.round == 0:
+            self._plan, self._plan_sizes = list(range(self.num_prompts)), [self.pilot_size] * self.num_prompts
+        else:
+            self._plan, self._plan_sizes = list(self.committed), [self.commit_size] * len(self.committed)
+        return list(self._plan)
+
+    def ingest(self, rewards: Sequence[float], masked: Sequence[bool] | None = None) -> list[int]:
+        """Add the round's rewards (prompt-major); after the pilot, choose the commit. Returns the prompts that left
+        sampling (after the pilot: every candidate not chosen)."""
+        if self._plan is None:
+            raise RuntimeError("Call plan_round() before ingest().")
+        values = reward_values(rewards, sum(self._plan_sizes))
+        flags = masked_flags(masked, len(values))
+        start = 0
+        for prompt, size in zip(self._plan, self._plan_sizes, strict=True):
+            self.pools[prompt].extend(values[start : start + size].tolist())
+            self.masked[prompt].extend(flags[start : start + size])
+            start += size
+        planned, self._plan, self._plan_sizes = self._plan, None, []
+        self.round += 1
+        if self.round == 1:
+            self.first_round_sizes = [len(pool) for pool in self.pools]
+            self.committed, self.passed = pilot_commit_selection(
+                self.pilot_pass_rates(), self.num_kept, self.section, self.uniforms
+            )
+            leaving = [p for p in planned if p not in self.committed or not self.commit_size]
+        else:
+            leaving = planned
+        for prompt in leaving:
+            self.exit_round[prompt] = self.round
+        return leaving
+
+    def pilot_pass_rates(self) -> np.ndarray:
+        """Each candidate's pass rate over its scored pilot completions (NaN: none scored)."""
+        return np.array([self.first_round_pass_rate(p) for p in range(self.num_prompts)])
+
+    # -- groups --------------------------------------------------------------------------------
+
+    def candidates(self, prompt: int) -> list[int]:
+        """Pool indices a group may still keep: the whole pool of a chosen (or not yet decided) candidate."""
+        if self.committed is not None and prompt not in self.committed:
+            return []
+        return list(range(len(self.pools[prompt])))
+
+    def kept_prompts(self) -> list[int]:
+        """The `num_kept` candidates that got the commit, in draw order."""
+        if not self.done:
+            raise RuntimeError("Prompts are kept once sampling is done.")
+        return list(self.committed)
+
+    def select_groups(self) -> list[list[int]]:
+        """Each kept candidate's whole pool: pilot plus commit, n completions."""
+        if not self.done:
+            raise RuntimeError("Groups are formed once sampling is done.")
+        return [list(range(len(self.pools[p]))) for p in self.committed]
+
+    def group_among(self, prompt: int, eligible: Sequence[int]) -> list[int]:
+        """The whole pool when every sample of it is eligible, else nothing (a group is never trained in part)."""
+        return list(range(len(self.pools[prompt]))) if len(eligible) == len(self.pools[prompt]) else []
+
+    def metrics(self, prefix: str = "") -> dict[str, float]:
+        """The sampler's numbers plus the pilot's (`pilot_commit/...`)."""
+        rates = self.pilot_pass_rates()
+        committed = self.committed or []
+        metrics = {
+            "candidates": float(self.num_prompts),
+            "in_band_fraction": float(np.mean(self.passed)),
+            "filled_fraction": sum(not self.passed[p] for p in committed) / max(len(committed), 1),
+            "pilot_pass_rate": float(np.nanmean(rates)) if not np.isnan(rates).all() else math.nan,
+        }
+        return {**super().metrics(prefix), **{f"{prefix}pilot_commit/{k}": v for k, v in metrics.items()}}
+
+
+@register
 @dataclass(frozen=True)
 class PilotCommit(Section):
-    """The Pilot-Commit schedule's section: the pilot and commit sizes, the band, the priority and the candidates."""
+    """Pilot-Commit, every backend: a pilot round over candidates beyond the batch, then a commit round for the B
+    chosen by their pilot pass rates.
+
+    The section holds the pilot and commit sizes, the band, the priority and the candidates."""
 
     name: ClassVar[str] = "pilot_commit"
     group: ClassVar[str] = SCHEDULING
-    summary: ClassVar[str] = (
-        "Pilot-Commit pilots pilot_samples per candidate and commits commit_samples to B of them, in two rounds "
-        "(no exit rule, rounds or refill)"
+    sampler: ClassVar[type] = PilotCommitSampler
+    all_negative: ClassVar[str] = (
+        "no candidate's pilot lies inside the band, the commit goes to candidates filled in draw order, and every "
+        "trained group is flat."
     )
-    choose: ClassVar[str] = "use generation_schedule='pilot_commit' (or sampling='pilot_commit')"
 
     pilot_samples: int | None = option(
         None,
@@ -170,151 +316,6 @@ class PilotCommit(Section):
                 f"pilot of pilot_samples={pilot} can measure (0, 1/{pilot}, ..., 1) lies strictly inside the band. "
                 "Widen the band, or raise pilot_samples."
             )
-
-
-def pilot_commit_selection(
-    pass_rates: Sequence[float],
-    num_kept: int,
-    section: PilotCommit,
-    uniforms: Sequence[float] | None = None,
-) -> tuple[list[int], list[bool]]:
-    """(committed, passed): the candidates (ascending) that get the commit, and which pilots pass the band.
-
-    `pass_rates` is each candidate's pilot pass rate (NaN: nothing scored). Up to `num_kept` passing candidates are
-    chosen by the section's `commit_priority` (`"variance"`: p̂(1 − p̂) descending; `"random"`: `uniforms`
-    ascending, one per candidate), ties by draw order; fewer than `num_kept` passing are filled from the others
-    by p̂(1 − p̂) descending (NaN last), then draw order.
-    """
-    rates = np.asarray(pass_rates, dtype=np.float64).reshape(-1)
-    count = rates.size
-    if isinstance(num_kept, bool) or not isinstance(num_kept, int) or not 1 <= num_kept <= count:
-        raise ValueError(f"num_kept={num_kept!r}: must be an integer in [1, candidates={count}].")
-    variance = np.where(np.isnan(rates), -1.0, rates * (1.0 - rates))
-    passed = [section.passes(float(rate)) for rate in rates]
-    if section.commit_priority == "random":
-        draws = np.asarray(uniforms, dtype=np.float64).reshape(-1) if uniforms is not None else None
-        if draws is None or draws.size != count:
-            raise ValueError(f"commit_priority='random' needs one uniform draw per candidate ({count}).")
-        rank = {i: (float(draws[i]), i) for i in range(count)}
-    else:
-        rank = {i: (-float(variance[i]), i) for i in range(count)}
-    chosen = sorted((i for i in range(count) if passed[i]), key=rank.__getitem__)[:num_kept]
-    others = sorted((i for i in range(count) if not passed[i]), key=lambda i: (-float(variance[i]), i))
-    chosen += others[: num_kept - len(chosen)]
-    return sorted(chosen), passed
-
-
-class PilotCommitSampler(PromptPools):
-    """One Pilot-Commit step over `num_prompts` candidates that keeps `num_kept` of them: the pilot (round 1, every
-    candidate), the selection (`pilot_commit_selection`), the commit (round 2, the chosen). With `commit_samples=0`
-    the step is the pilot alone. `uniforms` (one per candidate) are the seeded draws of `commit_priority="random"`.
-    """
-
-    max_rounds = 2
-
-    def __init__(
-        self,
-        num_prompts: int,
-        plan: SamplingPlan,
-        *,
-        num_kept: int | None = None,
-        uniforms: Sequence[float] | None = None,
-        **prior: Any,
-    ):
-        super().__init__(num_prompts, plan, **prior)
-        self.section: PilotCommit = plan.section
-        self.num_kept = num_prompts if num_kept is None else num_kept
-        if (
-            isinstance(self.num_kept, bool)
-            or not isinstance(self.num_kept, int)
-            or not 1 <= self.num_kept <= num_prompts
-        ):
-            raise ValueError(f"num_kept={self.num_kept!r}: must be an integer in [1, num_prompts={num_prompts}].")
-        self.pilot_size, self.commit_size = self.section.sizes(plan.num_generations)
-        self.uniforms = uniforms
-        self.committed: list[int] | None = None
-        self.passed = [False] * num_prompts
-
-    @property
-    def done(self) -> bool:
-        """After the pilot and, unless it is empty, the commit."""
-        return self.round >= (2 if self.commit_size else 1)
-
-    def plan_round(self) -> list[int]:
-        """The pilot (every candidate, `pilot_samples` each), then the commit (the chosen, `commit_samples` each)."""
-        if self.done:
-            raise RuntimeError("Pilot-Commit samples a pilot and a commit per step; it is done.")
-        if self.round == 0:
-            self._plan, self._plan_sizes = list(range(self.num_prompts)), [self.pilot_size] * self.num_prompts
-        else:
-            self._plan, self._plan_sizes = list(self.committed), [self.commit_size] * len(self.committed)
-        return list(self._plan)
-
-    def ingest(self, rewards: Sequence[float], masked: Sequence[bool] | None = None) -> list[int]:
-        """Add the round's rewards (prompt-major); after the pilot, choose the commit. Returns the prompts that left
-        sampling (after the pilot: every candidate not chosen)."""
-        if self._plan is None:
-            raise RuntimeError("Call plan_round() before ingest().")
-        values = reward_values(rewards, sum(self._plan_sizes))
-        flags = masked_flags(masked, len(values))
-        start = 0
-        for prompt, size in zip(self._plan, self._plan_sizes, strict=True):
-            self.pools[prompt].extend(values[start : start + size].tolist())
-            self.masked[prompt].extend(flags[start : start + size])
-            start += size
-        planned, self._plan, self._plan_sizes = self._plan, None, []
-        self.round += 1
-        if self.round == 1:
-            self.first_round_sizes = [len(pool) for pool in self.pools]
-            self.committed, self.passed = pilot_commit_selection(
-                self.pilot_pass_rates(), self.num_kept, self.section, self.uniforms
-            )
-            leaving = [p for p in planned if p not in self.committed or not self.commit_size]
-        else:
-            leaving = planned
-        for prompt in leaving:
-            self.exit_round[prompt] = self.round
-        return leaving
-
-    def pilot_pass_rates(self) -> np.ndarray:
-        """Each candidate's pass rate over its scored pilot completions (NaN: none scored)."""
-        return np.array([self.first_round_pass_rate(p) for p in range(self.num_prompts)])
-
-    # -- groups --------------------------------------------------------------------------------
-
-    def candidates(self, prompt: int) -> list[int]:
-        """Pool indices a group may still keep: the whole pool of a chosen (or not yet decided) candidate."""
-        if self.committed is not None and prompt not in self.committed:
-            return []
-        return list(range(len(self.pools[prompt])))
-
-    def kept_prompts(self) -> list[int]:
-        """The `num_kept` candidates that got the commit, in draw order."""
-        if not self.done:
-            raise RuntimeError("Prompts are kept once sampling is done.")
-        return list(self.committed)
-
-    def select_groups(self) -> list[list[int]]:
-        """Each kept candidate's whole pool: pilot plus commit, n completions."""
-        if not self.done:
-            raise RuntimeError("Groups are formed once sampling is done.")
-        return [list(range(len(self.pools[p]))) for p in self.committed]
-
-    def group_among(self, prompt: int, eligible: Sequence[int]) -> list[int]:
-        """The whole pool when every sample of it is eligible, else nothing (a group is never trained in part)."""
-        return list(range(len(self.pools[prompt]))) if len(eligible) == len(self.pools[prompt]) else []
-
-    def metrics(self, prefix: str = "") -> dict[str, float]:
-        """The sampler's numbers plus the pilot's (`pilot_commit/...`)."""
-        rates = self.pilot_pass_rates()
-        committed = self.committed or []
-        metrics = {
-            "candidates": float(self.num_prompts),
-            "in_band_fraction": float(np.mean(self.passed)),
-            "filled_fraction": sum(not self.passed[p] for p in committed) / max(len(committed), 1),
-            "pilot_pass_rate": float(np.nanmean(rates)) if not np.isnan(rates).all() else math.nan,
-        }
-        return {**super().metrics(prefix), **{f"{prefix}pilot_commit/{k}": v for k, v in metrics.items()}}
 
 
 class PilotCommitSchedule(CandidatesSchedule):

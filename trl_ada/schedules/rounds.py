@@ -24,28 +24,26 @@ import numpy as np
 from ..candidates import Candidates, CandidateStream, RefillSampler, num_candidates, skip_before_rollout
 from ..checkpoint_state import CANDIDATE_STREAM_FILE, load_candidate_stream, save_candidate_stream
 from ..memory import prompt_key, prompt_keys
-from ..plan import PriorSizing, SamplingPlan, Seq, budget_option
+from ..plan import SamplingPlan, register
 from ..sampling import AdaptiveSampler
+from ..seq import Exits, PriorSizing, Seq, budget_option, with_budget
 from .base import Schedule, StepHost, sampler_prior, score_and_record
 from .outcome import Key, StepOutcome
 
 __all__ = ["RefillSchedule", "RoundSplit", "Rounds", "RoundsSchedule", "require_memory", "round_keys", "split_round"]
 
 
+@register
 @dataclass(frozen=True)
 class Rounds(Seq):
-    """The rounds schedule's section: exits decided after each batched round, optionally on a budget, with rounds
-    sized from a prior and candidates beyond the batch."""
+    """Each round is one batched generation call for the active prompts, and the next round waits for its longest
+    completion; every backend. Exits are decided after each round, optionally on a budget, with rounds sized from
+    a prior and candidates beyond the batch (the refill schedule)."""
 
     name: ClassVar[str] = "rounds"
-    summary: ClassVar[str] = (
-        "each round is one batched generation call for the active prompts of the batch, with no requests in flight "
-        "to window and no allocation"
-    )
-    choose: ClassVar[str] = "sample in rounds (sampling='balance', or generation_schedule='rounds')"
 
-    sample_budget: float | None = budget_option()
     sizing: PriorSizing = PriorSizing()
+    sample_budget: float | None = budget_option()
     candidates: Candidates = Candidates()
 
     @property
@@ -56,16 +54,14 @@ class Rounds(Seq):
     def schedule_class(self) -> type[Schedule]:
         return RefillSchedule if self.candidates.active else RoundsSchedule
 
+    def exits(self, num_generations: int) -> Exits:
+        return with_budget(super().exits(num_generations), self.sample_budget, self.sizing)
+
     def check(self, plan: SamplingPlan) -> None:
         super().check(plan)
         rounds = self.candidates.rounds_per_prompt
         if rounds is None:
             return
-        if not self.samples_adaptively:
-            raise ValueError(
-                f"rounds_per_prompt={rounds!r} with exit_rule='none': plain GRPO samples one round per prompt, so "
-                "there are no rounds to cap. Remove rounds_per_prompt, or use an adaptive exit rule."
-            )
         if rounds > self.max_rounds:
             raise ValueError(
                 f"rounds_per_prompt={rounds} is more than max_rounds={self.max_rounds}, the rounds of the whole step. "

@@ -40,14 +40,18 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ..groups import reward_values
-from ..plan import SCHEDULING, Record, SamplingPlan, Seq, budget_option, is_int, is_number, option
+from ..plan import ASYNCHRONOUS, SCHEDULING, SamplingPlan, register
+from ..records import Record, option
 from ..sampling import PromptPools
+from ..seq import Exits, Seq, budget_option, with_budget
 from ..server_requests import ServerCompletions
+from ..utils import is_int, is_number
 from .base import Schedule, StepHost, score_and_record
 from .outcome import StepOutcome
 
 __all__ = [
     "InFlight",
+    "PromptStreaming",
     "Request",
     "Requests",
     "ServerStreamingSchedule",
@@ -118,16 +122,16 @@ class InFlight(Seq, Requests):
             )
 
 
+@register
 @dataclass(frozen=True)
 class Streaming(InFlight):
-    """The streaming schedule's section: `InFlight` on a vLLM server, with a step budget and a request timeout."""
+    """On a vLLM server (`use_vllm=True`, `vllm_mode="server"`), completions are requested a chunk at a time, up to
+    `streaming_window` of each active prompt in flight; exits are decided as results arrive, in request order, and
+    the requests of a prompt that exits are cancelled.
+
+    The section is `InFlight` with a step budget and a request timeout."""
 
     name: ClassVar[str] = "streaming"
-    summary: ClassVar[str] = (
-        "streaming keeps a window of completions of each prompt of the batch in flight, with no rounds to size "
-        "and no candidates beyond the batch"
-    )
-    choose: ClassVar[str] = "use generation_schedule='streaming'"
 
     sample_budget: float | None = budget_option()
     request_timeout: float = option(
@@ -144,6 +148,9 @@ class Streaming(InFlight):
 
     def schedule_class(self) -> type[Schedule]:
         return ServerStreamingSchedule
+
+    def exits(self, num_generations: int) -> Exits:
+        return with_budget(super().exits(num_generations), self.sample_budget)
 
     def check_trainer(self, plan: SamplingPlan, config: Any) -> None:
         if not config.use_vllm or config.vllm_mode != "server":
@@ -167,6 +174,19 @@ def check_request_timeout(request_timeout: Any) -> None:
             f"streaming_request_timeout={request_timeout!r}: must be a number of seconds > 0 (e.g. 600.0), not a "
             f"{type(request_timeout).__name__}."
         )
+
+
+@register(host=ASYNCHRONOUS)
+@dataclass(frozen=True)
+class PromptStreaming(InFlight):
+    """Each prompt samples on its own, with a window of completions in flight: exits as results arrive, as the
+    synchronous streaming schedule decides them (the asynchronous worker's section)."""
+
+    name: ClassVar[str] = "streaming"
+
+    def in_flight(self, num_generations: int) -> int:
+        """Completions of one prompt in flight, for `AsyncReinforceAdaConfig.prompts_in_flight`."""
+        return self.window_size
 
 
 @dataclass(frozen=True)
@@ -218,7 +238,7 @@ class RequestWindow:
             chunk = section.chunk if isinstance(section, Requests) else 1
         self.window, self.chunk = window, chunk
         for name, value in (("window", self.window), ("chunk", self.chunk)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            if not is_int(value) or value < 1:
                 raise ValueError(f"{name}={value!r}: must be an integer >= 1.")
         b = sampler.num_prompts
         self.requested = [0] * b  # completions requested per prompt (the next pool index)

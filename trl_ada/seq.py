@@ -1,0 +1,192 @@
+"""Sections that decide exits (the paper's Reinforce-Ada-Seq) and what `AdaptiveSampler` reads of them (`Exits`).
+
+Pure Python (no numpy, no torch, no TRL). A prompt samples until its pool meets the exit rule, M completions at a
+time, at most M·N, or until it is futile; rounds may be sized from the pass-rate posterior (`PriorSizing`) and a
+step capped by a budget. `Seq` holds the fields every such section has; a section adds the rest as fields of its own
+and says so in `exits`. Plain GRPO (`schedules/grpo.py`) has no fields and reads as `Exits("none", n, 1)`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from .exit_rules import exit_rule_names, get_exit_rule
+from .plan import MEMORY, SamplingPlan, Section
+from .records import Record, option
+from .utils import is_number
+
+__all__ = [
+    "FIXED_ROUNDS",
+    "MAX_SAMPLES_PER_ROUND",
+    "ROUND_SIZINGS",
+    "Exits",
+    "PriorSizing",
+    "Seq",
+    "budget_option",
+    "exit_rule_option",
+    "samples_per_round_option",
+    "with_budget",
+]
+
+ROUND_SIZINGS = ("fixed", "prior")  # "fixed": samples_per_round per round; "prior": sized from the posterior
+MAX_SAMPLES_PER_ROUND = 4096
+"""The most completions one prompt may draw in one round: a sane bound, far above the paper's 8."""
+
+
+@dataclass(frozen=True)
+class PriorSizing(Record):
+    """Rounds sized from the pass-rate posterior instead of `samples_per_round` (off by default)."""
+
+    group: ClassVar[str] = MEMORY
+
+    first_round: str = option(
+        "fixed",
+        '`"fixed"`: the first round draws `samples_per_round` per prompt. `"prior"`: the smallest size in [n, '
+        "M·N] that meets the exit rule with probability `round_confidence` under the prompt's posterior. Needs "
+        "`pass_rate_memory=True`.",
+    )
+    later_rounds: str = option(
+        "fixed", "The same choice for rounds 2…N, from the memory (if on) plus the step's pool."
+    )
+    round_confidence: float = option(
+        0.5, "In (0, 1): the probability with which a prior-sized round should meet the exit rule."
+    )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for name, value in (("first_round", self.first_round), ("later_rounds", self.later_rounds)):
+            if value not in ROUND_SIZINGS:
+                raise ValueError(
+                    f"{name}={value!r}: choose one of {list(ROUND_SIZINGS)} ('fixed': rounds of samples_per_round; "
+                    "'prior': rounds sized from the pass-rate posterior)."
+                )
+        if not 0.0 < self.round_confidence < 1.0:
+            raise ValueError(
+                f"round_confidence={self.round_confidence!r}: must be in (0, 1), the probability with which a "
+                "prior-sized round should meet the exit rule (e.g. 0.5)."
+            )
+
+    @property
+    def from_prior(self) -> bool:
+        """True when some round is sized from the pass-rate posterior."""
+        return "prior" in (self.first_round, self.later_rounds)
+
+
+FIXED_ROUNDS = PriorSizing()
+
+
+@dataclass(frozen=True)
+class Exits:
+    """What `AdaptiveSampler` reads of a section that decides exits: the exit rule, M and N, the futility stop, the
+    step budget and how rounds are sized."""
+
+    exit_rule: str
+    samples_per_round: int
+    max_rounds: int
+    futility_threshold: float = 0.0
+    sample_budget: float | None = None
+    sizing: PriorSizing = FIXED_ROUNDS
+
+
+def exit_rule_option() -> Any:
+    """`exit_rule`, a field of every section that decides exits."""
+    return option(
+        "balance",
+        'When a prompt stops sampling. `"balance"`: its pool holds at least ⌊n/2⌋ positives and n − ⌊n/2⌋ '
+        'negatives (the paper\'s best variant). `"pos"`: at least one positive. `"mixed"`: at least one positive '
+        'and one negative (DAPO\'s filter). `"none"`: plain GRPO sampling (`generation_schedule="grpo"`, which it '
+        "selects), one round of exactly n per prompt. Rules registered with `trl_ada.register_exit_rule` are "
+        "accepted by name.",
+    )
+
+
+def samples_per_round_option() -> Any:
+    """`samples_per_round` (M), a field of every section that samples in rounds."""
+    return option(
+        8, "M: completions drawn for every still-active prompt in each round (one batched generation call per round)."
+    )
+
+
+def budget_option() -> Any:
+    """`sample_budget`, a field of the sections whose step may be capped by a budget (rounds, streaming)."""
+    return option(
+        None,
+        "Average completions per prompt one step may draw (at least n); None = no budget. Each round first fills "
+        "every group, then spends an equal share of what is left over the rounds left, one completion at a time "
+        "where it most raises the posterior probability of a mixed group (streaming: a completion beyond a prompt's "
+        "first n is requested while the step's requests stay within the budget).",
+        group=MEMORY,
+    )
+
+
+@dataclass(frozen=True)
+class Seq(Section):
+    """Sequential sampling with exits: the exit rule, M samples per round, the round cap N and the futility stop."""
+
+    all_negative: ClassVar[str] = (
+        "no prompt meets its exit rule and each draws samples_per_round * max_rounds completions."
+    )
+
+    exit_rule: str = exit_rule_option()
+    samples_per_round: int = samples_per_round_option()
+    max_rounds: int = option(4, "N: the round cap. A prompt draws at most M·N completions per step.")
+    futility_threshold: float = option(
+        0.0,
+        "In [0, 1); 0 = off. A prompt whose pool can fill its group and whose posterior chance to meet its exit rule "
+        "within its remaining cap is below this value stops sampling; its group is formed like any unresolved one.",
+        group=MEMORY,
+    )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.exit_rule == "none":
+            raise ValueError(
+                f"exit_rule='none' under generation_schedule={self.name!r}: plain GRPO is a schedule of its own, "
+                "which exit_rule='none' selects. Remove generation_schedule (or set it to 'grpo')."
+            )
+        if self.exit_rule not in exit_rule_names():
+            get_exit_rule(self.exit_rule)  # a ValueError listing the valid names
+        for name, value in (("samples_per_round", self.samples_per_round), ("max_rounds", self.max_rounds)):
+            if value < 1:
+                raise ValueError(f"{name}={value!r}: must be an integer >= 1 (the paper uses M=8, N=4).")
+        if self.samples_per_round > MAX_SAMPLES_PER_ROUND:
+            raise ValueError(
+                f"samples_per_round={self.samples_per_round}: at most {MAX_SAMPLES_PER_ROUND} completions per prompt "
+                "and round (the paper uses 8); more would not fit one generation call. Lower it."
+            )
+        if not 0.0 <= self.futility_threshold < 1.0:
+            raise ValueError(
+                f"futility_threshold={self.futility_threshold!r}: must be in [0, 1); 0 turns the futility stop off, "
+                "e.g. 0.05 stops a prompt whose chance to meet its exit rule within its remaining cap is below 5%."
+            )
+
+    @property
+    def cap(self) -> int:
+        """M·N: the most completions one prompt may draw in a step."""
+        return self.samples_per_round * self.max_rounds
+
+    def exits(self, num_generations: int) -> Exits:
+        """What the sampler reads (a section with a budget or prior-sized rounds adds them)."""
+        return Exits(self.exit_rule, self.samples_per_round, self.max_rounds, self.futility_threshold)
+
+    def check(self, plan: SamplingPlan) -> None:
+        n, exits = plan.num_generations, self.exits(plan.num_generations)
+        if self.cap < n:
+            raise ValueError(
+                f"samples_per_round * max_rounds = {self.samples_per_round} * {self.max_rounds} = {self.cap} is "
+                f"smaller than num_generations={n}: a prompt could never fill its group. Raise samples_per_round or "
+                f"max_rounds so that their product is at least {n}."
+            )
+        budget = exits.sample_budget
+        if budget is not None and (not is_number(budget) or budget < n):
+            raise ValueError(
+                f"sample_budget={budget!r}: the average completions per prompt a step may draw must be a number >= "
+                f"num_generations={n} (every prompt keeps n completions), or None for no budget."
+            )
+
+
+def with_budget(exits: Exits, sample_budget: float | None, sizing: PriorSizing = FIXED_ROUNDS) -> Exits:
+    """`exits` with a step budget and prior-sized rounds."""
+    return dataclasses.replace(exits, sample_budget=sample_budget, sizing=sizing)
