@@ -914,6 +914,19 @@ def plateau_level(curve: list[dict[str, float]], metric: str = "hardest_third") 
     return statistics.fmean(p[metric] for p in curve[-2:])
 
 
+def reach_rows(reached: dict[str, dict[str, Any]]) -> list[list[str]]:
+    """One table row per arm of a `reach` result: the marks, the ratios and the seeds that reached the level early."""
+    return [
+        [
+            arm,
+            ", ".join("never" if math.isinf(t) else f"{t:g} s" for t in data["marks"]),
+            ", ".join("-" if math.isinf(r) else f"{r:.2f}" for r in data["ratio"]),
+            f"{data['earlier']}/{data['seeds']}",
+        ]
+        for arm, data in reached.items()
+    ]
+
+
 def reach(
     mine: dict[int, list[dict[str, float]]], theirs: dict[int, list[dict[str, float]]], budget_s: float
 ) -> dict[str, Any]:
@@ -1168,15 +1181,7 @@ def tables(summary: dict[str, Any], runs: list[dict[str, Any]], settings: Settin
                 f"than the sample std over seeds at the last mark, {flat['std']:.3f}).",
                 "",
             ]
-        body = [
-            [
-                arm,
-                ", ".join("never" if math.isinf(t) else f"{t:g} s" for t in data["marks"]),
-                ", ".join("-" if math.isinf(r) else f"{r:.2f}" for r in data["ratio"]),
-                f"{data['earlier']}/{data['seeds']}",
-            ]
-            for arm, data in result["reach_reference"].items()
-        ]
+        body = reach_rows(result["reach_reference"])
         lines += [
             f"Reaching {REFERENCE}'s plateau on the hardest third (per seed, the mean of its last two marks; the mark "
             f"at which the arm first reaches it, that mark over the one at which {REFERENCE} does, and on how many "
@@ -1185,15 +1190,7 @@ def tables(summary: dict[str, Any], runs: list[dict[str, Any]], settings: Settin
             markdown(["arm", "mark reached", f"× {REFERENCE}'s time", "before the budget"], body),
             "",
         ] if body else []  # fmt: skip
-        body = [
-            [
-                arm,
-                ", ".join("never" if math.isinf(t) else f"{t:g} s" for t in data["marks"]),
-                ", ".join("-" if math.isinf(r) else f"{r:.2f}" for r in data["ratio"]),
-                f"{data['earlier']}/{data['seeds']}",
-            ]
-            for arm, data in result["reach_synchronous"].items()
-        ]
+        body = reach_rows(result["reach_synchronous"])
         lines += [
             "Reaching the synchronous arm's final level on the hardest third (the asynchronous arm against the "
             f"synchronous one with its schedule, {', '.join(f'{a} against {b}' for a, b in SYNCHRONOUS_OF.items())}: "
