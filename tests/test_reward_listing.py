@@ -168,3 +168,38 @@ def test_math_final_pays_nothing_for_a_hedged_number(completion, gold):
 )
 def test_math_final_reads_a_percentage_above_100_as_its_number_and_one_answer_as_one(completion, gold, expected):
     assert math_final_reward([completion], [gold]) == [expected]
+
+
+@pytest.mark.parametrize("reward", SHORT_REWARDS.values(), ids=SHORT_REWARDS)
+@pytest.mark.parametrize(
+    "completion",
+    [
+        "Buenos Aires or New Delhi.",
+        "New Delhi or Buenos Aires.",
+        "Kuala Lumpur, Buenos Aires, New Delhi.",
+    ],
+)
+def test_a_list_of_names_of_several_words_pays_nothing_wherever_the_gold_stands(reward, completion):
+    """The walk along a list reads names of two words on both sides of the gold (the gold first, last, in the
+    middle)."""
+    for gold in ("New Delhi", "Buenos Aires"):
+        if gold in completion:
+            assert reward([completion], [gold]) == [0.0], (completion, gold)
+
+
+@pytest.mark.parametrize(
+    "completion",
+    ["buenos aires or new delhi.", "new delhi or buenos aires.", "kuala lumpur, buenos aires, new delhi."],
+)
+def test_a_list_of_lower_case_names_of_several_words_is_seen_through_the_capitals_candidates(completion):
+    """In lower case only the candidates tell a name of two words from other words, before the gold and after it."""
+    reward = task_reward("capitals")
+    for gold in ("New Delhi", "Buenos Aires"):
+        if gold.lower() in completion:
+            assert reward([completion], [gold]) == [0.0], (completion, gold)
+
+
+@pytest.mark.parametrize("reward", SHORT_REWARDS.values(), ids=SHORT_REWARDS)
+def test_one_name_of_several_words_pays(reward):
+    assert reward(["The capital of India is New Delhi."], ["New Delhi"]) == [1.0]
+    assert reward(["Buenos Aires."], ["Buenos Aires"]) == [1.0]
