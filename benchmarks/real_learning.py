@@ -39,7 +39,7 @@ benchmark resumes where it stopped.
 
 Run from the repository root in the vLLM environment of `make test-vllm` (docs/benchmarks_real.md):
 
-    .venv-vllm/bin/python -m benchmarks.real_learning                    # 3 seeds x 2 families x 5 arms
+    .venv-vllm/bin/python -m benchmarks.real_learning                    # parts 1-6 in turn, about 8 h
     .venv-vllm/bin/python -m benchmarks.real_learning --smoke            # minutes
     .venv-vllm/bin/python -m benchmarks.real_learning --lr-sweep 1e-5 3e-5 1e-4   # GRPO n=4, fixed steps
 

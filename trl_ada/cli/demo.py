@@ -128,7 +128,7 @@ REAL_MODEL_LINES = (
     "model (SmolLM2-135M-Instruct on vLLM-CPU; arithmetic transfers, capital cities do not), from a clone of the",
     "repository (docs/benchmarks_real.md):",
     "  make test-vllm                                      # builds the vLLM environment .venv-vllm (once)",
-    "  .venv-vllm/bin/python -m benchmarks.real_learning   # 3 seeds x 2 families x 5 arms; --smoke: minutes",
+    "  .venv-vllm/bin/python -m benchmarks.real_learning   # parts 1-6, about 8 h; --smoke: minutes",
 )
 """The closing lines: what the toy cannot say, and the real-model benchmark's command."""
 
