@@ -203,3 +203,65 @@ def test_a_list_of_lower_case_names_of_several_words_is_seen_through_the_capital
 def test_one_name_of_several_words_pays(reward):
     assert reward(["The capital of India is New Delhi."], ["New Delhi"]) == [1.0]
     assert reward(["Buenos Aires."], ["Buenos Aires"]) == [1.0]
+
+
+# --------------------------------------------------------------------------- short_answer: the walk along a list
+# The answer is the first known name that is not negated, so the only known names to its left are negated ones; the
+# walk reads them through the candidates (in lower case too), and a negation ends the walk on its side.
+
+NEGATED_ON_THE_LEFT = [
+    ("it is not berlin or paris", ["Paris", "Berlin"], 0.0),  # "(not berlin) or paris" hedges
+    ("it is not new delhi or paris", ["Paris", "New Delhi"], 0.0),  # a known name of two words, lower case
+    ("it is not berlin, paris", ["Paris", "Berlin"], 1.0),  # a rejected name and the answer: one answer
+    ("Not Rome, not Berlin, Paris", ["Paris", "Berlin", "Rome"], 1.0),  # the walk stops at "not", before Rome
+]
+
+
+@pytest.mark.parametrize(("completion", "candidates", "expected"), NEGATED_ON_THE_LEFT)
+def test_a_negated_known_name_left_of_the_answer_is_a_list_item_up_to_its_negation(completion, candidates, expected):
+    assert make_short_answer_reward(candidates)([completion], ["Paris"]) == [expected]
+
+
+@pytest.mark.parametrize(
+    ("completion", "named_nowhere"),
+    [
+        ("it is not new delhi or paris", "New York"),  # shares the first word and the length of a text's name
+        ("it is not berlin, paris", "Berlin Wall"),
+        ("Saint Petersburg or Paris", "Saint Denis"),
+        ("The city of Lyon or Paris", "Lyon Nord"),
+    ],
+)
+def test_a_candidate_the_completion_does_not_name_changes_no_score(completion, named_nowhere):
+    without = make_short_answer_reward(["Paris"])([completion], ["Paris"])
+    assert make_short_answer_reward(["Paris", named_nowhere])([completion], ["Paris"]) == without
+
+
+@pytest.mark.parametrize(
+    ("completion", "gold"),
+    [
+        ("Paris, maybe Lyon, Nice", "Paris"),  # a comma ends a name: three items, not "Paris" and "Lyon Nice"
+        ("Saint Petersburg, Moscow, Petersburg", "Moscow"),  # a name that starts the text is read whole
+        ("The city of Lyon or Paris", "Paris"),  # a connector before a name is not part of it
+        ("I Think It Is Lyon or Paris", "Paris"),  # title case: at most four words make a name, "Think It Is Lyon"
+    ],
+)
+def test_names_are_cut_where_a_reader_cuts_them(completion, gold):
+    assert short_answer_reward([completion], [gold]) == [0.0]
+
+
+def test_the_words_of_a_negated_name_are_not_read_again_as_an_answer():
+    reward = make_short_answer_reward(["Rio de Janeiro", "Janeiro"])
+    assert reward(["It is not rio de janeiro."], ["Janeiro"]) == [0.0]
+
+
+def test_names_in_a_row_without_a_comma_or_a_joining_word_are_not_a_list():
+    assert short_answer_reward(["Paris Is The Capital Of France"], ["Paris"]) == [1.0]  # title case
+
+
+def test_completions_and_answers_of_different_lengths_are_refused():
+    with pytest.raises(ValueError):
+        short_answer_reward(["Paris", "Rome"], ["Paris"])
+
+
+def test_a_name_said_twice_is_one_list_item():
+    assert short_answer_reward(["Paris, Lyon, Lyon."], ["Paris"]) == [1.0]  # two names and a comma: no list

@@ -13,6 +13,7 @@ import signal
 import sys
 import threading
 import time
+from fractions import Fraction
 
 import pytest
 
@@ -222,6 +223,10 @@ def test_normalize_answer(answer, expected):
         (42.0, "42"),
         (1.5, "1.5"),
         (7, "7"),
+        (-1e-05, "-0.00001"),  # plain decimals, never an exponent
+        (2.5e-07, "0.00000025"),
+        (1e20, "100000000000000000000"),
+        (Fraction(1, 4), "0.25"),
         (r"\frac{1}{2}", r"\frac{1}{2}"),
         (True, None),
         (False, None),
@@ -263,6 +268,26 @@ def test_format_reward():
         [{"role": "assistant", "content": r"\fbox{x}"}],
     ]
     assert format_reward(completions, answer=["1"] * 5, trainer_state=None) == [1.0, 0.0, 0.0, 0.0, 1.0]
+
+
+@pytest.mark.parametrize(
+    ("setting", "value"),
+    [
+        ("timeout_s", float("inf")),  # setitimer overflowed on the first scored pair
+        ("timeout_s", 0),
+        ("timeout_s", True),
+        ("batch_timeout_s", float("nan")),
+        ("num_workers", 1.0),
+        ("num_workers", False),
+        ("min_parallel_batch", 0),
+        ("float_rounding", True),
+    ],
+)
+def test_a_bad_scoring_setting_is_refused_when_the_reward_is_made(setting, value):
+    with pytest.raises(ValueError) as refused:
+        make_math_reward(**{setting: value})
+    assert f"{setting}={value!r}" in str(refused.value)
+    make_math_reward(**{setting: None if setting == "batch_timeout_s" else 1})  # a value the message allows
 
 
 # --------------------------------------------------------------------------- time bounds

@@ -12,8 +12,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-import torch
-from distributed_train import TWO_PROCESS_RUN, prompts_of_lengths, reward
+from distributed_train import TWO_PROCESS_RUN, end_distributed, prompts_of_lengths, reward
 
 from trl_ada import ReinforceAdaConfig, ReinforceAdaTrainer
 
@@ -48,8 +47,7 @@ def main(model_dir: str, out: str) -> None:
     Path(out, f"rank{rank}.json").write_text(
         json.dumps({"world_size": world, "decisions": decisions, "rows": [dict(r) for r in rows]})
     )
-    trainer.accelerator.wait_for_everyone()
-    torch.distributed.destroy_process_group()
+    end_distributed(trainer)
 
 
 if __name__ == "__main__":

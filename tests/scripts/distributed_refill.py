@@ -11,9 +11,9 @@ import os
 import sys
 from pathlib import Path
 
-import torch
 from distributed_train import (  # this script's folder is on sys.path
     TWO_PROCESS_RUN,
+    end_distributed,
     prompts_of_lengths,
     record_loss_rows,
     reward,
@@ -61,8 +61,7 @@ def main(model_dir: str, out: str) -> None:
     rows = record_loss_rows(trainer)
     trainer.train()
     Path(out, f"rank{rank}.json").write_text(json.dumps({"steps": steps, "rows": rows}))
-    trainer.accelerator.wait_for_everyone()
-    torch.distributed.destroy_process_group()
+    end_distributed(trainer)
 
 
 if __name__ == "__main__":

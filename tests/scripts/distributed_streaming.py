@@ -15,9 +15,8 @@ import contextlib
 import json
 import sys
 
-import torch
 from datasets import Dataset
-from distributed_train import TWO_PROCESS_RUN  # this script's folder is on sys.path
+from distributed_train import TWO_PROCESS_RUN, end_distributed  # this script's folder is on sys.path
 from streaming_fake import ScriptedCompletions, attach_scripted_server
 
 from trl_ada import ReinforceAdaConfig, ReinforceAdaTrainer
@@ -113,10 +112,7 @@ def run(trainer, reward: FirstTokenEven, out: str, fail_after: int | None, serve
     }
     with open(f"{out}/rank{rank}.json", "w") as file:
         json.dump(result, file)
-    # Both ranks are done with every collective before either tears gloo down: a process that exits with gloo's
-    # threads still running aborts ("terminate called without an active exception").
-    trainer.accelerator.wait_for_everyone()
-    torch.distributed.destroy_process_group()
+    end_distributed(trainer)
 
 
 class SyncCounter:

@@ -104,9 +104,20 @@ def main(model_dir: str, out: str) -> None:
             }
         )
     )
-    # Both ranks are done with every collective before either tears gloo down.
+    end_distributed(trainer)
+
+
+def end_distributed(trainer) -> None:
+    """Leave once both ranks are past every collective, skipping the interpreter's teardown.
+
+    Gloo's C++ threads can still hold tensors when Python finalizes; releasing them then takes the GIL of a dying
+    interpreter and aborts a run that succeeded ("terminate called without an active exception", seen once in CI).
+    """
     trainer.accelerator.wait_for_everyone()
     torch.distributed.destroy_process_group()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from ..utils import is_int
+
 logger = logging.getLogger(__name__)
 
 Prompt = str | list[dict[str, str]]
@@ -59,7 +61,7 @@ class SamplingSettings:
 
 def _check_positive_int(value: int, name: str) -> None:
     """ValueError naming `name` unless `value` is an integer >= 1."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    if not is_int(value) or value < 1:
         raise ValueError(f"{name} must be an integer >= 1, got {value!r}.")
 
 

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..utils import is_int
 from .generation import SamplingSettings, _check_positive_int
 from .scoring import _format, estimate_pass_rates
 
@@ -27,7 +28,7 @@ def _check_band(max_pass_rate: float, min_correct: int) -> None:
     """ValueError unless 0 < max_pass_rate <= 1 and min_correct is an integer >= 0."""
     if not 0 < max_pass_rate <= 1:
         raise ValueError(f"max_pass_rate must be in (0, 1], got {max_pass_rate!r}.")
-    if isinstance(min_correct, bool) or not isinstance(min_correct, int) or min_correct < 0:
+    if not is_int(min_correct) or min_correct < 0:
         raise ValueError(f"min_correct must be an integer >= 0, got {min_correct!r}.")
 
 

@@ -34,6 +34,8 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..utils import is_int
+
 if TYPE_CHECKING:
     from datasets import Dataset, DatasetDict
 
@@ -127,7 +129,7 @@ def arithmetic_task(train_per_kind: int = 12, test_per_kind: int = 8, seed: int 
 def _check_sizes(**sizes: Any) -> None:
     """Refuse a split size that is not a count of prompts (a negative one would act as a slice index)."""
     for name, size in sizes.items():
-        if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+        if not is_int(size) or size < 0:
             raise ValueError(f"{name}={size!r}: must be an integer >= 0 (a number of prompts).")
 
 

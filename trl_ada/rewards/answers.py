@@ -26,6 +26,8 @@ from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, veri
 from sympy import Add, Mul, Pow, Rational, UnevaluatedExpr
 from sympy.core.relational import Relational
 
+from ..utils import is_int
+
 __all__ = [
     "EXTRACTIONS",
     "MAX_ANSWER_BOXES",
@@ -208,9 +210,7 @@ def _strip_delimiters(text: str) -> str:
 
 
 def _number_text(value: float) -> str:
-    """Plain decimal text of a float (`1e-05` -> `0.00001`), which LaTeX parsing reads correctly."""
-    if not math.isfinite(value):
-        return str(value)
+    """Plain decimal text of a finite float (`1e-05` -> `0.00001`), which LaTeX parsing reads correctly."""
     if value.is_integer():
         return str(int(value))
     return format(Decimal(repr(value)), "f")
@@ -379,7 +379,7 @@ class MathVerifySettings:
     def __post_init__(self) -> None:
         for name, low in (("float_rounding", 0), ("numeric_precision", 1)):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            if not is_int(value) or value < low:
                 raise ValueError(
                     f"{name}={value!r} must be an integer >= {low}, e.g. {name}={getattr(type(self), name)}."
                 )

@@ -39,6 +39,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ..utils import is_int, is_number
 from .answers import (
     DEFAULT_SETTINGS,
     MathVerifySettings,
@@ -226,13 +227,11 @@ def make_math_reward(
     value, naming the option.
     """
     for name, value, low in (("num_workers", num_workers, 0), ("min_parallel_batch", min_parallel_batch, 1)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        if not is_int(value) or value < low:
             raise ValueError(f"{name}={value!r} must be an integer >= {low}.")
-    if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not timeout_s > 0:
+    if not is_number(timeout_s) or not timeout_s > 0:
         raise ValueError(f"timeout_s={timeout_s!r} must be a positive number of seconds, e.g. {DEFAULT_TIMEOUT_S}.")
-    if batch_timeout_s is not None and (
-        isinstance(batch_timeout_s, bool) or not isinstance(batch_timeout_s, (int, float)) or not batch_timeout_s > 0
-    ):
+    if batch_timeout_s is not None and (not is_number(batch_timeout_s) or not batch_timeout_s > 0):
         raise ValueError(
             f"batch_timeout_s={batch_timeout_s!r} must be a positive number of seconds (e.g. "
             f"{DEFAULT_BATCH_TIMEOUT_S}) or None for no batch budget."

@@ -69,6 +69,8 @@ _JOINT_CHARS = re.compile(r"[\s\"'*_`\u2018\u2019\u201c\u201d\u00ab\u00bb,;/&]*"
 _STRONG_CHARS = re.compile(r"[/&]")
 _SOFT_CHARS = re.compile(r"[,;]")
 _INSIDE_NAME = re.compile(r"\s+|[-'\u2019]")
+_GOLD: Name = ()
+"""The gold's aliases as one list item (no name is empty)."""
 
 
 @dataclass(frozen=True)
@@ -86,10 +88,8 @@ def tokens(text: str) -> list[Token]:
     decomposed = unicodedata.normalize("NFKD", text)
     plain = "".join(char for char in decomposed if not unicodedata.combining(char))
     found, end = [], 0
-    for match in re.finditer(r"[^\W_]+", plain):
-        folded = "".join(c if c.isalnum() else " " for c in match[0].casefold()).split()
-        gaps = [plain[end : match.start()]] + [""] * (len(folded) - 1)
-        found += [Token(word, match[0][0].isupper(), gap) for word, gap in zip(folded, gaps, strict=True)]
+    for match in re.finditer(r"[^\W_]+", plain):  # casefolding keeps a word one word (checked for every code point)
+        found.append(Token(match[0].casefold(), match[0][0].isupper(), plain[end : match.start()]))
         end = match.end()
     return found
 
@@ -153,10 +153,10 @@ def find_answer(text: Sequence[Token], index: NameIndex) -> tuple[Name, int] | N
     return None
 
 
-def _joint(text: Sequence[Token], start: int, step: int) -> tuple[int, str] | None:
+def _joint(text: Sequence[Token], start: int, step: int) -> tuple[int, bool] | None:
     """The words joining two list items from word `start` on, walking by `step` (+1 right, -1 left): where the
-    next item begins (right) or ends (left), and the joint's kind, `"strong"` ("or", "and", "/", "&") or `"soft"`
-    (commas); None when no list joint is there."""
+    next item begins (right) or ends (left), and whether the joint is strong ("or", "and", "/", "&") rather than
+    soft (commas); None when no list joint is there."""
     i, marks = start, ""
     gap_of = (lambda j: text[j].gap) if step > 0 else (lambda j: text[j + 1].gap)
     while 0 <= i < len(text):
@@ -171,8 +171,8 @@ def _joint(text: Sequence[Token], start: int, step: int) -> tuple[int, str] | No
     else:
         return None
     if _STRONG_CHARS.search(marks) or any(f" {word} " in marks for word in JOINS):
-        return i, "strong"
-    return (i, "soft") if _SOFT_CHARS.search(marks) else None
+        return i, True
+    return (i, False) if _SOFT_CHARS.search(marks) else None
 
 
 def _item(text: Sequence[Token], at: int, step: int, index: NameIndex) -> tuple[Name, int] | None:
@@ -206,7 +206,7 @@ def _item(text: Sequence[Token], at: int, step: int, index: NameIndex) -> tuple[
 
 def _name_ending_at(text: Sequence[Token], at: int, index: NameIndex) -> tuple[Name, int] | None:
     """A name of `index` that ends at word `at`, and the word before it; None if none."""
-    longest = max((len(name) for names in index.values() for name in names), default=0)
+    longest = max(len(name) for names in index.values() for name in names)  # the index holds the gold
     for start in range(at, max(at - longest, -1), -1):
         for name in index.get(text[start].word, ()):
             if len(name) == at - start + 1 and tuple(token.word for token in text[start : at + 1]) == name:
@@ -219,17 +219,15 @@ def listed(text: Sequence[Token], start: int, end: int, gold: Iterable[Name], in
     at least two distinct names with a strong joint ("or", "and", "/", "&") among the joints, or at least three.
     The gold's aliases count as one name."""
     gold = set(gold)
-    items, strong = {"gold"}, False
+    items, strong = {_GOLD}, False
     for step, at in ((1, end), (-1, start - 1)):
-        for _ in range(16):  # a bound on the walk; a longer list is a list already
-            joint = _joint(text, at, step)
-            item = joint and _item(text, joint[0], step, index)
-            if not item:
-                break
-            items.add("gold" if item[0] in gold else " ".join(item[0]))
-            strong = strong or joint[1] == "strong"
-            at = item[1]
-    return len(items) >= 3 or (len(items) == 2 and strong)
+        while (joint := _joint(text, at, step)) and (item := _item(text, joint[0], step, index)):
+            items.add(_GOLD if item[0] in gold else item[0])
+            strong = strong or joint[1]
+            if len(items) >= 3 or (len(items) == 2 and strong):
+                return True
+            at = item[1]  # each item moves the walk on by a word at least, so the walk ends
+    return False
 
 
 def _candidate_names(candidates: Iterable[str] | None) -> frozenset[Name]:
