@@ -1,22 +1,13 @@
-"""How a math reward reads an answer, case by case, and the refill's bounds: the cases the mutation run of the
-rewards and the candidates showed untested (docs/mutation.md). Torch-free, part of the mutation run's test set."""
+"""How a math reward reads an answer, case by case: the cases the mutation run of the rewards showed untested
+(docs/mutation.md). Torch-free, part of the mutation run's test set."""
 
 from __future__ import annotations
 
 import logging
 import signal
 
-import numpy as np
 import pytest
 
-from trl_ada.candidates import (
-    MAX_SKIP_UNSOLVABLE_DRAWS,
-    Candidates,
-    all_wrong_probability,
-    skip_before_rollout,
-    validate_refill,
-)
-from trl_ada.plan import SamplingPlan
 from trl_ada.rewards import completion_text, extract_answer, math_final_reward, math_reward, normalize_answer
 from trl_ada.rewards.answers import MathVerifySettings, _verify_pair, final_value
 
@@ -131,39 +122,3 @@ def test_the_comparison_settings_take_their_lowest_values():
     assert MathVerifySettings(float_rounding=0, numeric_precision=1).float_rounding == 0
     with pytest.raises(ValueError, match=r"^numeric_precision=0 must be an integer >= 1"):
         MathVerifySettings(numeric_precision=0)
-
-
-# --------------------------------------------------------------------------- the refill's bounds
-
-
-def refill(**changes):
-    fields = dict(
-        prompt_oversampling=2.0,
-        skip_threshold=0.9,
-        skip_exploration=0.0,
-        rounds_per_prompt=None,
-        skip_unsolvable_draws=64,
-        skip_max_consecutive=4,
-    )
-    validate_refill(**(fields | changes))
-
-
-def test_skip_unsolvable_draws_accepts_1_to_its_maximum_and_names_itself_beyond():
-    refill(skip_unsolvable_draws=1)
-    refill(skip_unsolvable_draws=MAX_SKIP_UNSOLVABLE_DRAWS)
-    with pytest.raises(ValueError) as refused:
-        refill(skip_unsolvable_draws=MAX_SKIP_UNSOLVABLE_DRAWS + 1)
-    assert f"skip_unsolvable_draws={MAX_SKIP_UNSOLVABLE_DRAWS + 1}" in str(refused.value)
-    refill(skip_unsolvable_draws=64)  # the fix the message gives: the default
-    with pytest.raises(ValueError, match=r"^skip_unsolvable_draws=0"):
-        Candidates(prompt_oversampling=2.0, skip_threshold=0.9, skip_unsolvable_draws=0)
-
-
-def test_an_unsolvable_chance_exactly_at_the_threshold_is_skipped():
-    # Beta(1, 2), n = 2: P(both right) = 1/6 is far below the threshold; P(2 more wrong) = 1/2 is at it.
-    alpha, beta = np.array([1.0]), np.array([2.0])
-    threshold = float(all_wrong_probability(alpha, beta, 2)[0])
-    plan = SamplingPlan.from_fields(
-        num_generations=2, skip_threshold=threshold, skip_unsolvable_draws=2, skip_exploration=0.0
-    )
-    assert skip_before_rollout(plan, alpha, beta, [1], [0], [0.5]).tolist() == [True]

@@ -9,7 +9,15 @@ from conftest import DAPO, run_scripted
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trl_ada.candidates import RefillSampler, num_candidates, skip_before_rollout, validate_refill
+from trl_ada.candidates import (
+    MAX_SKIP_UNSOLVABLE_DRAWS,
+    Candidates,
+    RefillSampler,
+    all_wrong_probability,
+    num_candidates,
+    skip_before_rollout,
+    validate_refill,
+)
 from trl_ada.plan import SamplingPlan
 from trl_ada.simulation import SimulatedPolicy
 
@@ -259,6 +267,18 @@ def test_a_possible_candidate_plan_is_accepted(args):
     assert validate_refill(*args, None, 1) is None
 
 
+def test_skip_unsolvable_draws_accepts_1_to_its_maximum_and_names_itself_beyond():
+    args = (2.0, 0.9, 0.0, None)
+    for draws in (1, MAX_SKIP_UNSOLVABLE_DRAWS):
+        assert validate_refill(*args, draws, 4) is None
+    with pytest.raises(ValueError) as refused:
+        validate_refill(*args, MAX_SKIP_UNSOLVABLE_DRAWS + 1, 4)
+    assert f"skip_unsolvable_draws={MAX_SKIP_UNSOLVABLE_DRAWS + 1}" in str(refused.value)
+    assert validate_refill(*args, 64, 4) is None  # the fix the message gives: the default
+    with pytest.raises(ValueError, match=r"^skip_unsolvable_draws=0"):
+        Candidates(prompt_oversampling=2.0, skip_threshold=0.9, skip_unsolvable_draws=0)
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
@@ -323,6 +343,16 @@ def test_skip_threshold_exploration_and_streak_are_inclusive_bounds():
     assert skip(skip_threshold=1 / 3 + 1e-9).tolist() == [False] * 4  # a streak of 2 = skip_max_consecutive: due
     never = skip(skip_threshold=None)
     assert never.dtype == bool and never.tolist() == [False] * 4
+
+
+def test_an_unsolvable_chance_exactly_at_the_threshold_is_skipped():
+    # Beta(1, 2), n = 2: P(both right) = 1/6 is far below the threshold; P(2 more wrong) = 1/2 is at it.
+    alpha, beta = np.array([1.0]), np.array([2.0])
+    threshold = float(all_wrong_probability(alpha, beta, 2)[0])
+    plan = SamplingPlan.from_fields(
+        num_generations=2, skip_threshold=threshold, skip_unsolvable_draws=2, skip_exploration=0.0
+    )
+    assert skip_before_rollout(plan, alpha, beta, [1], [0], [0.5]).tolist() == [True]
 
 
 def test_a_refill_sampler_takes_a_plan_and_reports_refill_metrics():
