@@ -61,7 +61,7 @@ test-vllm: $(VLLM_VENV)/.installed
 		$(VLLM_PYTEST_ARGS) tests/vllm_engine
 
 # Mutation testing of the pure core (docs/mutation.md): mutmut mutates the modules `only_mutate` lists in
-# [tool.mutmut] (pyproject.toml: the plan, samplers, memory, advantages, objectives, Est, the asynchronous rollout and
+# [tool.mutmut] (pyproject.toml: the plan and its records, samplers, memory, advantages, objectives, Est, the asynchronous rollout and
 # its trained-groups record) and runs the fast torch-free tests against each mutant. Not part of `make test`: a full run takes about half an hour on 2 cores. Starts afresh (mutmut
 # would otherwise keep the verdicts of mutants whose function did not change, even under new tests), then prints the
 # per-module counts. MUTANTS narrows the run (`make mutation MUTANTS='trl_ada.memory*'`); MUTATION_JOBS sets the

@@ -104,7 +104,7 @@ def generate_step(method: Method, setting: EngineSetting, rates: np.ndarray, see
 
 def new_sampler(plan: SamplingPlan, rates: np.ndarray, rng: np.random.Generator) -> AdaptiveSampler:
     """The step's sampler; Est's with Ada-EMA estimates after one earlier visit of `EST_PREVIOUS_VISIT` samples."""
-    if plan.schedule != "est":
+    if plan.generation_schedule != "est":
         return AdaptiveSampler(rates.size, plan)
     right = rng.binomial(EST_PREVIOUS_VISIT, rates)
     alpha = plan.memory.prior_alpha + right

@@ -190,7 +190,12 @@ def test_est_allocates_exactly_b_times_n_every_step_from_the_memory(multi_epoch)
 
     spec = next(s for s in multi_epoch.build_multi_epoch_samplers() if s.name == multi_epoch.EST_PAPER)
     plan = spec.plan
-    assert (plan.schedule, plan.num_generations, plan.memory.decay, plan.objective.function) == ("est", 8, 0.9, "log")
+    assert (plan.generation_schedule, plan.num_generations, plan.memory.decay, plan.objective.function) == (
+        "est",
+        8,
+        0.9,
+        "log",
+    )
     memory = multi_epoch.new_memory(plan)
     assert memory.decay == 0.9 and memory.prior == (1.0, 1.0)
     rng = np.random.default_rng(0)

@@ -126,7 +126,7 @@ def test_a_value_of_the_wrong_type_is_refused_naming_the_field(tmp_path, field, 
                 "max_rounds": 4,
                 "rounds_per_prompt": 1,
                 "prompt_oversampling": 3.0,
-                "schedule": "refill",
+                "schedule": "RefillSchedule",
             },
         ),
         (
@@ -146,7 +146,10 @@ def test_a_value_of_the_wrong_type_is_refused_naming_the_field(tmp_path, field, 
 )
 def test_a_preset_fills_the_fields_of_its_variant(tmp_path, preset, expected):
     plan = ReinforceAdaConfig(output_dir=str(tmp_path), **RUN, sampling=preset).sampling_plan
-    assert {name: plan.schedule if name == "schedule" else plan.fields()[name] for name in expected} == expected
+    assert {
+        name: plan.section.schedule_class().__name__ if name == "schedule" else plan.fields()[name]
+        for name in expected
+    } == expected
 
 
 def test_every_preset_builds_and_is_documented(tmp_path):
@@ -209,7 +212,7 @@ def test_the_preset_comes_from_yaml_and_the_command_line(tmp_path):
 def test_the_plan_is_pure_and_validates_without_a_config():
     plan = SamplingPlan(Grpo(), num_generations=8)
     exits = plan.section.exits(8)
-    assert (exits.samples_per_round, exits.max_rounds, plan.schedule) == (8, 1, "grpo")
+    assert (exits.samples_per_round, exits.max_rounds, plan.generation_schedule) == (8, 1, "grpo")
     with pytest.raises(ValueError, match="rounds_per_prompt=1"):
         plan.replace(rounds_per_prompt=1)
 
@@ -228,10 +231,10 @@ def test_the_resolved_sampling_is_logged_and_written_to_the_model_card(tiny_mode
             args=tiny_config(tmp_path, sampling="pos", per_device_train_batch_size=4),
             train_dataset=dataset,
         )
-    assert "sampling='pos' (rounds schedule): num_generations=4, exit_rule='pos', samples_per_round=8" in caplog.text
+    assert "sampling='pos': num_generations=4, exit_rule='pos', samples_per_round=8" in caplog.text
     trainer.create_model_card()
     card = (tmp_path / "out" / "README.md").read_text()
-    assert "## Sampling" in card and "sampling='pos' (rounds schedule)" in card
+    assert "## Sampling" in card and "sampling='pos': num_generations=4, exit_rule='pos'" in card
 
 
 # ------------------------------------------------------------------------------------------------------------------
@@ -248,7 +251,9 @@ def test_an_explicit_field_est_has_no_use_for_is_refused_even_at_its_default(tmp
         ReinforceAdaConfig(output_dir=str(tmp_path), **RUN, sampling="est", **{name: value})
     for fragment in (f"{name}={value!r}", "generation_schedule='est' (set by sampling='est')", f"Remove {name}"):
         assert fragment in str(refused.value)
-    assert ReinforceAdaConfig(output_dir=str(tmp_path), **RUN, sampling="est").sampling_plan.schedule == "est"
+    assert (
+        ReinforceAdaConfig(output_dir=str(tmp_path), **RUN, sampling="est").sampling_plan.generation_schedule == "est"
+    )
     rounds = ReinforceAdaConfig(output_dir=str(tmp_path), **RUN, sampling="balance", **{name: value})
     assert rounds.sampling_plan.fields()[name] == value  # the other advice: the same field in rounds
 
@@ -283,7 +288,7 @@ def test_grpo_refuses_the_rounds_fields_and_the_fix_works(tmp_path):
 def test_est_keeps_the_fields_it_does_not_use_unset(tmp_path):
     config = ReinforceAdaConfig(output_dir=str(tmp_path), **RUN, sampling="est")
     assert (config.exit_rule, config.samples_per_round, config.max_rounds, config.futility_threshold) == (None,) * 4
-    assert config.sampling_plan.schedule == "est"
+    assert config.sampling_plan.generation_schedule == "est"
     from trl_ada.trainer import sampling_summary
 
     summary = sampling_summary(config)

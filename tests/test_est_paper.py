@@ -124,9 +124,9 @@ def test_log_objective_on_balance_rounds_weights_each_group_by_its_pool_pass_rat
         ({"sampling": "est", "est_min_samples": 1}, ["est_min_samples=1", ">= 2"]),
         ({"sampling": "est", "memory_decay": 0.0}, ["memory_decay=0.0", "(0, 1]"]),
         ({"sampling": "est", "memory_decay": 1.5}, ["memory_decay=1.5"]),
-        ({"sampling": "est", "memory_prior_alpha": 0.0}, ["memory_prior_alpha=0.0", "positive"]),
+        ({"sampling": "est", "memory_prior_alpha": 0.0}, ["memory_prior_alpha=0.0", "(0, inf)", "=1.0"]),
         ({"sampling": "est", "memory_prior_beta": -1.0}, ["memory_prior_beta=-1.0"]),
-        ({"objective": "power", "objective_alpha": 0.0}, ["objective_alpha=0.0", "alpha > 0"]),
+        ({"objective": "power", "objective_alpha": 0.0}, ["objective_alpha=0.0", "(0, inf)"]),
         ({"objective": "power", "objective_alpha": -1}, ["objective_alpha=-1"]),
         ({"objective": "entropy"}, ["objective='entropy'", "'linear', 'log', 'power'"]),
         ({"objective": "log", "objective_weighting": "implicit"}, ["objective_weighting='implicit'", "'rounds'"]),
@@ -146,7 +146,7 @@ def test_bad_est_or_objective_config_names_fields_values_and_fix(tmp_path, overr
 def test_est_preset_resolves_to_the_papers_algorithm(tmp_path):
     config = ReinforceAdaConfig(output_dir=str(tmp_path), report_to="none", use_cpu=True, sampling="est")
     plan = config.sampling_plan
-    assert plan.schedule == "est" and plan.memory.enabled and plan.memory.decay == 0.9
+    assert plan.generation_schedule == "est" and plan.memory.enabled and plan.memory.decay == 0.9
     assert (plan.objective.function, plan.objective.weighting, plan.objective.epsilon) == ("log", "hybrid", 0.05)
     assert plan.section.bounds(plan.n) == (2, 16)  # N_max defaults to 4n
     explicit = ReinforceAdaConfig(

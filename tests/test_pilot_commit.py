@@ -31,7 +31,7 @@ def test_the_registry_line_and_the_preset():
     assert SYNCHRONOUS.registry["pilot_commit"] is PilotCommit
     for n, sizes in ((2, (2, 0)), (4, (2, 2)), (8, (4, 4)), (16, (8, 8))):
         preset = PRESETS["pilot_commit"](num_generations=n)
-        assert (preset.schedule, preset.section.sizes(n)) == ("pilot_commit", sizes)
+        assert (preset.generation_schedule, preset.section.sizes(n)) == ("pilot_commit", sizes)
     section = plan(8, pilot_samples=2).section
     assert section.sizes(8) == (2, 6)
     assert (section.pilot_band_low, section.pilot_band_high, section.commit_priority) == (0.0, 1.0, "variance")

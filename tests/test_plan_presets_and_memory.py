@@ -136,7 +136,7 @@ def test_pass_rate_memory_must_be_a_boolean(flag):
 
 def test_a_plan_is_built_from_a_section_or_from_flat_fields_and_has_no_flat_attributes():
     with pytest.raises(TypeError):
-        SamplingPlan(num_generations=4, exit_rule="pos")  # noqa: the flat spelling is `from_fields`
+        SamplingPlan(num_generations=4, exit_rule="pos")  # the flat spelling is `from_fields`
     plan = SamplingPlan.from_fields(num_generations=4, exit_rule="pos", samples_per_round=8, max_rounds=2)
     assert plan.section.max_rounds == 2 and plan.fields()["memory_decay"] == 0.5
     assert not hasattr(plan, "max_rounds")

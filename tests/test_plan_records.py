@@ -18,7 +18,7 @@ from trl_ada.plan import (
     explicit_fields,
     flat_fields,
 )
-from trl_ada.records import check_integer, check_type
+from trl_ada.records import check_integer, check_type, check_value, in_interval
 from trl_ada.schedules.rounds import Rounds
 
 # ------------------------------------------------------------------------------------------------------------------
@@ -35,10 +35,11 @@ def test_the_power_objective_refuses_an_alpha_that_is_not_a_positive_number(alph
     names(refusal(Objective, function="power", alpha=alpha), f"objective_alpha={alpha!r}", "0.5")
 
 
-def test_alpha_just_above_zero_is_a_power_objective_and_other_objectives_ignore_alpha():
-    assert Objective(function="power", alpha=1e-9).alpha == 1e-9
-    assert Objective(function="linear", alpha=0.0).function == "linear"
-    assert Objective(function="log", alpha=-1.0).alpha == -1.0
+@pytest.mark.parametrize("function", ["linear", "log", "power"])
+def test_alpha_must_be_positive_whatever_the_objective(function):
+    assert Objective(function=function, alpha=1e-9).alpha == 1e-9
+    names(refusal(Objective, function=function, alpha=0.0), "objective_alpha=0.0", "(0, inf)", "objective_alpha=0.5")
+    assert Objective(function=function, alpha=0.5).alpha == 0.5  # the fix, followed
 
 
 def test_an_unknown_weighting_lists_the_four():
@@ -82,7 +83,7 @@ def test_memory_decay_one_keeps_everything_and_zero_is_refused():
 @pytest.mark.parametrize("name", ["prior_alpha", "prior_beta"])
 @pytest.mark.parametrize("value", [0.0, -1.0, float("nan")])
 def test_the_memory_prior_needs_positive_parameters(name, value):
-    names(refusal(Memory, **{name: value}), f"memory_{name}={value!r}", "positive")
+    names(refusal(Memory, **{name: value}), f"memory_{name}={value!r}", "(0, inf)", f"memory_{name}=1.0")
     assert Memory(**{name: 1e-9}).prior == ((1e-9, 1.0) if name == "prior_alpha" else (1.0, 1e-9))
 
 
@@ -101,6 +102,40 @@ def test_check_type_refuses_none_unless_the_field_is_optional():
 def test_check_integer_refuses_a_boolean_and_a_value_below_the_minimum():
     names(refusal(check_integer, "max_rounds", True, 1, "."), "max_rounds=True", "not a boolean")
     names(refusal(check_integer, "max_rounds", 0, 1, " (the paper uses 4)."), "max_rounds=0", ">= 1")
+
+
+@pytest.mark.parametrize(
+    ("value", "interval", "inside"),
+    [
+        (0.0, "(0, 1]", False),
+        (1e-9, "(0, 1]", True),
+        (1.0, "(0, 1]", True),
+        (1.0 + 1e-9, "(0, 1]", False),
+        (0.0, "[0, 1)", True),
+        (1.0, "[0, 1)", False),
+        (0, "[1, inf)", False),
+        (1, "[1, inf)", True),
+        (float("inf"), "(0, inf)", False),
+        (float("inf"), "(0, inf]", True),
+        (float("-inf"), "(-inf, inf)", False),
+        (float("-inf"), "[-inf, inf)", True),
+        (float("nan"), "(-inf, inf)", False),
+        (float("nan"), "[-inf, inf]", False),
+    ],
+)
+def test_a_round_bracket_excludes_its_bound_and_nan_lies_in_no_interval(value, interval, inside):
+    assert in_interval(value, interval) is inside
+
+
+def test_check_value_names_the_field_the_value_and_what_it_takes():
+    names(refusal(check_value, "x", 0.0, float, example=0.5, within="(0, 1]"), "x=0.0", "in (0, 1]", "x=0.5")
+    names(refusal(check_value, "x", float("inf"), float, example=0.7, within="(-inf, inf)"), "a finite number")
+    names(refusal(check_value, "x", "c", str, choices=("a", "b")), "x='c'", "['a', 'b']")
+    names(refusal(check_value, "x", 2, int, optional=True, within="[3, inf)"), "x=2", "[3, inf)")
+    names(refusal(check_value, "x", "2", int, within="[0, inf)"), "x='2'", "write x=2")  # the type first
+    check_value("x", None, int, optional=True, within="[3, inf)", choices=(3,))  # None is "not given"
+    check_value("x", "b", str, choices=("a", "b"))
+    check_value("x", 3, int, within="[3, inf)")
 
 
 def test_a_sampling_plan_with_a_non_finite_positive_threshold_is_refused():
@@ -220,7 +255,7 @@ def test_from_config_checks_the_trainers_needs(use_vllm, vllm_mode):
         refusal(SamplingPlan.from_config, config), f"use_vllm={use_vllm!r}", "Set use_vllm=True and vllm_mode='server'"
     )
     server = SimpleNamespace(**streaming, use_vllm=True, vllm_mode="server")
-    assert SamplingPlan.from_config(server).schedule == "streaming"
+    assert SamplingPlan.from_config(server).generation_schedule == "streaming"
 
 
 # ------------------------------------------------------------------------------------------------------------------
@@ -249,3 +284,9 @@ def test_plan_defaults_are_every_flat_fields_default():
 
 def test_every_field_a_preset_sets_is_a_flat_field():
     assert set(PRESET_FIELDS) <= set(defaults())
+
+
+def test_check_value_refuses_none_unless_the_field_is_optional():
+    with pytest.raises(ValueError, match=r"x=None"):
+        check_value("x", None, float, within="(0, 1]")
+    check_value("x", None, float, optional=True, within="(0, 1]")

@@ -18,6 +18,7 @@ from trl_ada.plan import (
     resolve,
 )
 from trl_ada.schedules.est import Est
+from trl_ada.schedules.rounds import RefillSchedule
 from trl_ada.schedules.streaming import PromptStreaming
 
 
@@ -73,6 +74,13 @@ def test_a_preset_called_without_a_group_size_uses_n_4_and_explicit_fields_win()
 def test_a_bad_preset_name_or_type_is_refused_with_the_list_of_presets():
     names(refused({}, sampling="dapoo"), "sampling='dapoo'", "did you mean 'dapo'", *map(repr, PRESETS))
     names(refused({}, sampling=3), "sampling=3", *map(repr, PRESETS))
+    assert refused({}, sampling="zzz").startswith("sampling='zzz' is not a preset: ")  # nothing close: no guess
+
+
+def test_a_misspelt_schedule_is_refused_with_the_closest_name_and_a_far_one_without_a_guess():
+    names(refused({"generation_schedule": "rouds"}), "generation_schedule='rouds' (did you mean 'rounds'?)")
+    far = refused({"generation_schedule": "zzz"})
+    assert far.startswith("generation_schedule='zzz': ") and all(repr(name) in far for name in SYNCHRONOUS.registry)
 
 
 @pytest.mark.parametrize(
@@ -115,7 +123,7 @@ def test_a_preset_setting_fields_the_chosen_schedule_does_not_use_is_refused_by_
         "'streaming'",
         "Remove generation_schedule",
     )
-    assert resolve({}, sampling="dapo").schedule == "refill"  # the fix, followed
+    assert resolve({}, sampling="dapo").section.schedule_class() is RefillSchedule  # the fix, followed
 
 
 def test_a_preset_field_also_given_explicitly_is_refused_as_explicit_not_as_the_presets():
@@ -162,7 +170,7 @@ def test_the_refusal_names_what_chose_the_schedule():
 
 def test_plain_grpo_is_a_schedule_of_its_own_which_exit_rule_none_selects():
     plan = resolve({"exit_rule": "none", "num_generations": 6})
-    assert plan.generation_schedule == "grpo" and not plan.samples_adaptively
+    assert plan.generation_schedule == "grpo" and not plan.section.samples_adaptively
     exits = plan.section.exits(6)
     assert (exits.exit_rule, exits.samples_per_round, exits.max_rounds) == ("none", 6, 1)
     assert resolve({}, sampling="grpo") == resolve({"exit_rule": "none"})

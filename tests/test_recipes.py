@@ -128,7 +128,7 @@ def test_512_prompts_per_generation_and_4_updates_of_128_on_8_gpus(path, tmp_pat
 def test_est_recipe_is_the_papers_algorithm_at_8_per_prompt_with_the_reference_batch(path, tmp_path):
     _, args, _ = _parse(path, tmp_path)
     plan = args.sampling_plan
-    assert args.sampling == "est" and plan.schedule == "est" and args.num_generations == 8
+    assert args.sampling == "est" and plan.generation_schedule == "est" and args.num_generations == 8
     assert (plan.objective.function, plan.objective.weighting, plan.memory.decay) == ("log", "hybrid", 0.9)
     assert (plan.memory.prior, plan.section.bounds(plan.n)) == ((1.0, 1.0), (2, 32))
     assert args.generation_batch_size == PROMPTS_PER_GENERATION * 8

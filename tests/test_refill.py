@@ -18,6 +18,7 @@ from trl_ada.candidates import (
 from trl_ada.memory import PassRateMemory
 from trl_ada.plan import SamplingPlan
 from trl_ada.sampling import AdaptiveSampler
+from trl_ada.schedules.rounds import RefillSchedule, RoundsSchedule
 from trl_ada.simulation import SimulatedPolicy, simulate_refill_step
 
 
@@ -157,6 +158,21 @@ def test_an_unsolvable_prompt_is_skipped_only_after_the_evidence_and_revisited_a
         assert sampler.skipped_prompts() == ([0] if sampler.skipped[0] else [])
     assert turns == [False, False, False, True, True, True, True, False, True]
     assert memory.visits([1]).tolist() == [4] and memory.skip_streaks([1]).tolist() == [1]
+
+
+def test_a_skipped_prompt_admitted_to_fill_round_one_was_visited_not_skipped():
+    # Three easy prompts (p = 0.9), one kept per step, skip above 0.3: each is skipped once the memory has seen it.
+    # At step 4 all three are skipped, so round 1 admits prompt 0 anyway to fill the batch: it is sampled, so its
+    # skip streak restarts (0), while prompts 1 and 2, skipped and never sampled, count one more skip each.
+    memory = PassRateMemory(decay=1.0)
+    plan = SamplingPlan.from_fields(
+        num_generations=2, exit_rule="pos", samples_per_round=4, max_rounds=1, skip_threshold=0.3, skip_exploration=0
+    )
+    for step in range(4):
+        sampler = simulate_refill_step(SimulatedPolicy([0.9] * 3, seed=step), 1, memory, None, plan)
+    assert sampler.skipped == [True, True, True] and sampler.admitted == [True, False, False]
+    assert sampler.skipped_prompts() == [1, 2]
+    assert memory.skip_streaks(np.arange(3) + 1).tolist() == [0, 2, 1]
 
 
 @settings(max_examples=30, deadline=None)
@@ -311,7 +327,13 @@ def test_dapo_dynamic_sampling_is_a_valid_configuration(tmp_path):
         max_rounds=4,
         prompt_oversampling=3.0,
     )
-    assert config.sampling_plan.schedule == "refill" and config.sampling_plan.section.exit_rule != "none"
     assert (
-        ReinforceAdaConfig(output_dir=str(tmp_path), report_to="none", use_cpu=True).sampling_plan.schedule == "rounds"
+        config.sampling_plan.section.schedule_class() is RefillSchedule
+        and config.sampling_plan.section.exit_rule != "none"
+    )
+    assert (
+        ReinforceAdaConfig(
+            output_dir=str(tmp_path), report_to="none", use_cpu=True
+        ).sampling_plan.section.schedule_class()
+        is RoundsSchedule
     )

@@ -56,6 +56,17 @@ def test_the_registered_schedule_resolves_from_flat_fields(registered):
     assert "one_round" in owners["samples_per_round"] and "one_round" not in owners["max_rounds"]
 
 
+def test_a_plan_whose_schedule_left_the_registry_is_refused_on_replace_naming_it(monkeypatch):
+    monkeypatch.setattr(SYNCHRONOUS, "schedules", dict(SYNCHRONOUS.registry))
+    register(one_round.OneRound)
+    plan = SamplingPlan.from_fields(generation_schedule="one_round", samples_per_round=8, num_generations=4)
+    monkeypatch.undo()  # no registry holds OneRound now: replace resolves on the synchronous trainer's registry
+    with pytest.raises(ValueError) as refused:
+        plan.replace(samples_per_round=4)
+    assert "generation_schedule='one_round'" in str(refused.value)
+    assert all(repr(name) in str(refused.value) for name in SYNCHRONOUS.registry)
+
+
 @pytest.mark.parametrize(
     ("fields", "fragments", "fix"),
     [

@@ -308,7 +308,7 @@ def test_exit_rule_none_refuses_a_round_plan_it_would_not_draw(tmp_path):
     fields = dict(exit_rule="none", num_generations=8, per_device_train_batch_size=8)
     with pytest.raises(ValueError, match=r"^samples_per_round=4: generation_schedule='grpo'"):
         _config(tmp_path, **fields, samples_per_round=4)  # M = 4 < n = 8: it used to be replaced by n silently
-    assert not _config(tmp_path, **fields).sampling_plan.samples_adaptively
+    assert not _config(tmp_path, **fields).sampling_plan.section.samples_adaptively
 
 
 def test_grpo_config_is_rejected_with_the_fix(tiny_model_dir, tmp_path):

@@ -27,7 +27,7 @@ from .plan import (
     flat_fields,
     given_fields,
 )
-from .utils import is_number
+from .records import check_value
 
 __all__ = [
     "ReinforceAdaConfig",
@@ -35,7 +35,6 @@ __all__ = [
     "SamplingArguments",
     "SamplingConfig",
     "changed_default",
-    "check_vllm_server_timeout",
     "host_sampling_field",
 ]
 
@@ -118,15 +117,6 @@ SamplingArguments.__doc__ = """The sampling fields of `ReinforceAdaConfig` and `
 and one per `trl_ada.plan.flat_fields()`, each None until resolved."""
 
 
-def check_vllm_server_timeout(timeout: Any) -> None:
-    """Refuse a `vllm_server_timeout` that is not a positive number of seconds (TRL would not wait at all)."""
-    if not is_number(timeout) or timeout <= 0:
-        raise ValueError(
-            f"vllm_server_timeout={timeout!r}: must be a number of seconds > 0, how long to wait for the vLLM server "
-            "to be up (TRL's default: 240)."
-        )
-
-
 @dataclass
 class RunDirArguments:
     """`overwrite_output_dir`, shared by `ReinforceAdaConfig` and `AsyncReinforceAdaConfig` (one run per
@@ -181,7 +171,7 @@ class ReinforceAdaConfig(SamplingArguments, RunDirArguments, GRPOConfig):
 
     def __post_init__(self) -> None:
         self.resolve_sampling()
-        check_vllm_server_timeout(self.vllm_server_timeout)
+        check_value("vllm_server_timeout", self.vllm_server_timeout, float, example=240.0, within="(0, inf)")
         if self.scale_rewards not in ("none", "group", "batch", True, False):
             raise ValueError(f"scale_rewards={self.scale_rewards!r}: choose one of ['none', 'group', 'batch'].")
         super().__post_init__()

@@ -17,13 +17,12 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
-import math
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from .records import Record, build, check_integer, flat_name, leaf_fields, leaf_values, option
-from .utils import closest_name, is_number
+from .utils import closest_name
 
 ADVANTAGE_BASELINES = ("pool", "group")
 OBJECTIVES = ("linear", "log", "power")  # f(p) = p, log p, p^alpha (`objectives.py`)
@@ -64,32 +63,21 @@ class Memory(Record):
         "λ in (0, 1]: at each visit the evidence of a prompt's earlier visits is multiplied by λ (1 keeps "
         'everything; the policy moves). `sampling="est"` sets 0.9.',
         flat="memory_decay",
+        within="(0, 1]",
     )
     prior_alpha: float = option(
         1.0,
         "α of the Beta(α, β) prior of a prompt the memory has not seen: p̂ = (N_pos + α) / (N_total + α + β).",
         flat="memory_prior_alpha",
+        within="(0, inf)",
     )
     prior_beta: float = option(
         1.0,
         "β of that prior. Beta(1, 16) (most prompts hard) is the reference code's experimental choice, for data "
         "filtered to hard prompts.",
         flat="memory_prior_beta",
+        within="(0, inf)",
     )
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if not is_number(self.decay) or not 0.0 < self.decay <= 1.0:
-            raise ValueError(
-                f"memory_decay={self.decay!r}: must be in (0, 1] (a number); 1 keeps all past evidence, 0.5 halves "
-                "the weight of earlier visits at each visit."
-            )
-        for name, value in (("memory_prior_alpha", self.prior_alpha), ("memory_prior_beta", self.prior_beta)):
-            if not is_number(value) or value <= 0:
-                raise ValueError(
-                    f"{name}={value!r}: the Beta prior of an unseen prompt's pass rate needs positive parameters "
-                    "(e.g. 1 and 1: uniform; 1 and 16: most prompts are hard)."
-                )
 
     @property
     def prior(self) -> tuple[float, float]:
@@ -108,8 +96,9 @@ class Objective(Record):
         '`"linear"`: E[p], GRPO\'s (weight 1). `"log"`: E[log p] (weight 1/p). `"power"`: E[p^α] (weight '
         "α·p^(α−1), α = `objective_alpha`). Every weight reads p + `objective_epsilon`.",
         flat="objective",
+        choices=OBJECTIVES,
     )
-    alpha: float = option(0.5, 'α > 0 of `objective="power"`.', flat="objective_alpha")
+    alpha: float = option(0.5, 'α > 0 of `objective="power"`.', flat="objective_alpha", within="(0, inf)")
     weighting: str = option(
         "explicit",
         '`"explicit"`: the advantages of a prompt are multiplied by its weight at the pass rate of its samples in '
@@ -118,40 +107,21 @@ class Objective(Record):
         "objective: the variance-optimal split). Advantage weights are normalised so that their mean over the "
         "step's trained samples with signal is 1.",
         flat="objective_weighting",
+        choices=OBJECTIVE_WEIGHTINGS,
     )
     epsilon: float = option(
         0.05,
         'The floor ε in (0, 1] added to a pass rate before weighting: no weight exceeds f′(ε) (20 under `"log"`).',
         flat="objective_epsilon",
+        within="(0, 1]",
     )
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.function not in OBJECTIVES:
-            raise ValueError(
-                f"objective={self.function!r}: choose one of {list(OBJECTIVES)} ('linear': GRPO's E[p]; 'log': "
-                "E[log p], weight 1/p; 'power': E[p^objective_alpha])."
-            )
-        if self.function == "power" and (not is_number(self.alpha) or self.alpha <= 0):
-            raise ValueError(
-                f"objective_alpha={self.alpha!r}: objective='power' maximises E[p^alpha] and needs alpha > 0 (0 < "
-                "alpha < 1 favours hard prompts, e.g. 0.5; 1 is the linear objective)."
-            )
-        if self.weighting not in OBJECTIVE_WEIGHTINGS:
-            raise ValueError(
-                f"objective_weighting={self.weighting!r}: choose one of {list(OBJECTIVE_WEIGHTINGS)} ('explicit': the "
-                "weight multiplies the advantages; 'implicit': it sizes the samples; 'hybrid': its square root does "
-                "both; 'variance': the variance-optimal split of the log weight)."
-            )
         if self.weighting == "variance" and self.function != "log":
             raise ValueError(
                 f"objective_weighting='variance' splits the log objective's weight 1/p, but objective="
                 f"{self.function!r}. Set objective='log', or choose another objective_weighting."
-            )
-        if not is_number(self.epsilon) or not 0.0 < self.epsilon <= 1.0:
-            raise ValueError(
-                f"objective_epsilon={self.epsilon!r}: the floor added to a pass rate before weighting must be in (0, "
-                "1] (e.g. 0.05: the log objective's weight is then at most 1/0.05 = 20)."
             )
 
     @property
@@ -175,11 +145,6 @@ class Section(Record):
     allocates_samples: ClassVar[bool] = False
     samples_adaptively: ClassVar[bool] = True
     all_negative: ClassVar[str] = "every trained group is flat."
-
-    @property
-    def schedule(self) -> str:
-        """The schedule that runs a step (the refill schedule is rounds over candidates)."""
-        return self.name
 
     def schedule_class(self) -> type:
         """The `schedules.base.Schedule` subclass that runs this section in `ReinforceAdaTrainer`."""
@@ -238,12 +203,14 @@ class SamplingPlan(Record):
         0.7,
         "A completion is positive when its weighted reward is strictly greater than this value (0.7 suits 0/1 "
         "rewards; with several reward functions it applies to their weighted sum).",
+        within="(-inf, inf)",
     )
     advantage_baseline: str = option(
         "pool",
         '`"pool"`: A = r − mean of every reward drawn for the prompt in the step (the paper\'s estimator). '
         '`"group"`: A = r − mean of the n kept rewards (GRPO\'s baseline). With `scale_rewards="group"` the '
         "matching std divides the advantage.",
+        choices=ADVANTAGE_BASELINES,
     )
     memory: Memory = Memory()
     objective: Objective = Objective()
@@ -253,16 +220,6 @@ class SamplingPlan(Record):
         if not isinstance(self.section, Section):
             raise ValueError(f"section={self.section!r}: must be a schedule's section (`trl_ada.plan.register`).")
         super().__post_init__()
-        if self.advantage_baseline not in ADVANTAGE_BASELINES:
-            raise ValueError(
-                f"advantage_baseline={self.advantage_baseline!r} is not supported; choose one of "
-                f"{list(ADVANTAGE_BASELINES)}."
-            )
-        if not math.isfinite(self.positive_threshold):
-            raise ValueError(
-                f"positive_threshold={self.positive_threshold!r}: must be a finite number (0.7 for 0/1 rewards; a "
-                "completion is positive when its reward is strictly greater)."
-            )
         self.section.check(self)
         if self.objective.weighting != "explicit" and not self.section.allocates_samples:
             raise ValueError(
@@ -307,19 +264,6 @@ class SamplingPlan(Record):
     @property
     def generation_schedule(self) -> str:
         return self.section.name
-
-    @property
-    def schedule(self) -> str:
-        """The schedule that runs a step: the section's name, or `"refill"` (rounds over candidates)."""
-        return self.section.schedule
-
-    @property
-    def samples_adaptively(self) -> bool:
-        return self.section.samples_adaptively
-
-    @property
-    def weights_gradients(self) -> bool:
-        return self.objective.weights_gradients
 
     def fields(self) -> dict[str, Any]:
         """The plan by flat names: the section's fields (and the values that select it), `generation_schedule`,

@@ -1,6 +1,7 @@
 """Records whose fields are declared once: a frozen dataclass field with its default, help, flat name and group
-(`option`), type-checked from its declaration when the record is built (`Record`, one helper: `check_type`), read
-back as flat values (`leaves`, `values`) and built from them (`build`).
+(`option`), checked from its declaration when the record is built (`Record`: its type, its choices or its
+interval, through one helper, `check_value`), read back as flat values (`leaves`, `values`) and built from them
+(`build`).
 
 Pure Python. The plan (`plan.py`), its sections and their sub-records are such records.
 """
@@ -24,6 +25,7 @@ __all__ = [
     "build",
     "check_integer",
     "check_type",
+    "check_value",
     "flat_name",
     "leaf_fields",
     "leaf_values",
@@ -31,10 +33,20 @@ __all__ = [
 ]
 
 
-def option(default: Any, help: str, *, flat: str | None = None, group: str | None = None) -> Any:
+def option(
+    default: Any,
+    help: str,
+    *,
+    flat: str | None = None,
+    group: str | None = None,
+    choices: tuple[Any, ...] | None = None,
+    within: str | None = None,
+) -> Any:
     """A plan field: its default and `help`, its `flat` name where the config spells it otherwise (`memory_decay`
-    for `Memory.decay`) and its `group` (default: its record's)."""
-    return field(default=default, metadata={"help": help, "flat": flat, "group": group})
+    for `Memory.decay`), its `group` (default: its record's), and the values it takes: `choices`, or the interval it
+    lies `within`, written `"(0, 1]"` (a bound may be `inf`; NaN lies in no interval)."""
+    metadata = {"help": help, "flat": flat, "group": group, "choices": choices, "within": within}
+    return field(default=default, metadata=metadata)
 
 
 KINDS: dict[type, tuple[str, Callable[[Any], bool]]] = {
@@ -73,6 +85,35 @@ def _how_to_write(name: str, value: Any, kind: type, example: Any) -> str:
     return "" if example is None else f" (e.g. {name}={example!r})"
 
 
+def in_interval(value: float, interval: str) -> bool:
+    """Whether `value` lies in `interval`, written `"(0, 1]"`, `"[1, inf)"`: a round bracket excludes its bound."""
+    low, high = (float(bound) for bound in interval[1:-1].split(","))
+    above = value > low if interval[0] == "(" else value >= low
+    return above and (value < high if interval[-1] == ")" else value <= high)
+
+
+def check_value(
+    name: str,
+    value: Any,
+    kind: type,
+    *,
+    optional: bool = False,
+    example: Any = None,
+    choices: tuple[Any, ...] | None = None,
+    within: str | None = None,
+) -> None:
+    """`check_type`, then a ValueError naming `name`, its value and the values it takes unless it is one of
+    `choices` or lies `within` its interval (`in_interval`); None passes where it is `optional`."""
+    check_type(name, value, kind, optional, example)
+    if value is None and optional:
+        return
+    if choices is not None and value not in choices:
+        raise ValueError(f"{name}={value!r}: choose one of {list(choices)}.")
+    if within is not None and not in_interval(value, within):
+        described = "a finite number" if within == "(-inf, inf)" else f"in {within}"
+        raise ValueError(f"{name}={value!r}: must be {described} (e.g. {name}={example!r}).")
+
+
 def check_integer(name: str, value: Any, minimum: int, fix: str) -> None:
     """An integer (not a boolean) >= `minimum`; `fix` ends the refusal."""
     check_type(name, value, int)
@@ -99,16 +140,17 @@ def _record_kinds(record: type) -> tuple[tuple[dataclasses.Field, Any, bool], ..
 
 @dataclass(frozen=True)
 class Record:
-    """A frozen part of the plan. Its fields are checked against their declared types when it is built (an
-    integer, a number, True/False, a string; or None where the type allows it), naming the flat field. `group`: the
-    `--help` group of its fields."""
+    """A frozen part of the plan. Its fields are checked against their declarations when it is built (an integer, a
+    number, True/False, a string, or None where the type allows it; one of its `choices`, `within` its interval),
+    naming the flat field. `group`: the `--help` group of its fields."""
 
     group: ClassVar[str]
 
     def __post_init__(self) -> None:
         for f, kind, optional in _record_kinds(type(self)):
             if kind in KINDS:
-                check_type(flat_name(f), getattr(self, f.name), kind, optional, f.default)
+                limits = {key: f.metadata.get(key) for key in ("choices", "within")}
+                check_value(flat_name(f), getattr(self, f.name), kind, optional=optional, example=f.default, **limits)
 
 
 def leaf_fields(record: type) -> Iterator[tuple[dataclasses.Field, type, bool, type]]:

@@ -101,7 +101,7 @@ class ReinforceAdaTrainer(GRPOJoints):
             self.reward_func_names,
             self.reward_weights.tolist(),
             plan.positive_threshold,
-            check_threshold=plan.samples_adaptively and self.accelerator.is_main_process,
+            check_threshold=plan.section.samples_adaptively and self.accelerator.is_main_process,
             all_negative=plan.section.all_negative,
         )
         if args.skip_zero_advantage_rows and self.aux_loss_enabled:
@@ -165,7 +165,9 @@ class ReinforceAdaTrainer(GRPOJoints):
         outcome = self.schedule.run(all_inputs[:: self.num_generations])  # TRL repeats each prompt n times
         batch = _trl.kept_training_batch(self, self.finish_step(outcome, inputs))
         plan = self.args.sampling_plan
-        if plan.samples_adaptively or plan.weights_gradients:  # else the pool is the group: TRL's advantages
+        if (
+            plan.section.samples_adaptively or plan.objective.weights_gradients
+        ):  # else the pool is the group: TRL's advantages
             _trl.replace_advantages(self, batch, self._pool_advantages(outcome))
         return batch
 
@@ -316,7 +318,7 @@ class ReinforceAdaTrainer(GRPOJoints):
             pools = [sampler.pools[j] for j in kept_prompts]
             advantages = ragged_advantages(kept_rewards, pools, baseline=baseline, scale=self.scale_rewards)
         plan = self.args.sampling_plan
-        if plan.weights_gradients:
+        if plan.objective.weights_gradients:
             counts = [sampler.counts(j) for j in kept_prompts]
             pass_rates = [positives / max(positives + negatives, 1) for positives, negatives in counts]
             weights, metrics = advantage_weights(plan, pass_rates, advantages)
@@ -349,4 +351,4 @@ def sampling_summary(args: ReinforceAdaConfig) -> str:
     plan = args.sampling_plan
     fields = {"num_generations": plan.n, **plan.fields()}
     resolved = ", ".join(f"{name}={value!r}" for name, value in fields.items())
-    return f"sampling={args.sampling!r} ({plan.schedule} schedule): {resolved}"
+    return f"sampling={args.sampling!r}: {resolved}"

@@ -7,15 +7,9 @@ from typing import ClassVar
 
 from trl.experimental.async_grpo import AsyncGRPOConfig
 
-from ..config import (
-    RunDirArguments,
-    SamplingArguments,
-    changed_default,
-    check_vllm_server_timeout,
-    host_sampling_field,
-)
+from ..config import RunDirArguments, SamplingArguments, changed_default, host_sampling_field
 from ..plan import ASYNCHRONOUS, Host
-from ..records import check_type
+from ..records import check_value
 
 __all__ = ["AsyncReinforceAdaConfig"]
 
@@ -69,7 +63,7 @@ class AsyncReinforceAdaConfig(SamplingArguments, RunDirArguments, AsyncGRPOConfi
     }
 
     def __post_init__(self) -> None:
-        _check_number_types(self)
+        _check_numbers(self)
         _refuse_replaced(self)
         self.resolve_sampling()  # the worker's sections (`plan.ASYNCHRONOUS`): their fields, their refusals
         _refuse_unsupported(self)
@@ -84,13 +78,15 @@ class AsyncReinforceAdaConfig(SamplingArguments, RunDirArguments, AsyncGRPOConfi
         return max(1, self.max_inflight_tasks // plan.section.in_flight(plan.n))  # completions in flight per prompt
 
 
-def _check_number_types(config: AsyncReinforceAdaConfig) -> None:
-    """The asynchronous numbers are numbers (`max_staleness='2'` is refused here, not by a comparison in TRL)."""
-    check_type("max_staleness", config.max_staleness, int, example=4)
-    check_type("max_inflight_tasks", config.max_inflight_tasks, int, example=-1)
-    check_type("max_prompts_in_flight", config.max_prompts_in_flight, int, optional=True)
-    check_type("reward_timeout", config.reward_timeout, float, example=300.0)
-    check_vllm_server_timeout(config.vllm_server_timeout)
+def _check_numbers(config: AsyncReinforceAdaConfig) -> None:
+    """The asynchronous numbers are numbers in their range (`max_staleness='2'` is refused here, not by a comparison
+    in TRL; a staleness of 0 trains only samples of the live policy)."""
+    check_value("max_staleness", config.max_staleness, int, example=4, within="[0, inf)")
+    check_value("max_inflight_tasks", config.max_inflight_tasks, int, example=-1)
+    in_flight = config.max_prompts_in_flight
+    check_value("max_prompts_in_flight", in_flight, int, optional=True, example=1, within="[1, inf)")
+    check_value("reward_timeout", config.reward_timeout, float, example=300.0, within="(0, inf]")
+    check_value("vllm_server_timeout", config.vllm_server_timeout, float, example=240.0, within="(0, inf)")
 
 
 def _refuse_replaced(config: AsyncReinforceAdaConfig) -> None:
@@ -110,17 +106,8 @@ def _refuse_unsupported(config: AsyncReinforceAdaConfig) -> None:
             f"vllm_mode={config.vllm_mode!r} is not supported by the asynchronous trainer: generation runs on a "
             "separate vLLM server while the trainer trains. Start one (`vllm serve MODEL`) and set vllm_mode='server'."
         )
-    if config.max_staleness < 0:
-        raise ValueError(
-            f"max_staleness={config.max_staleness!r}: a sample cannot be trained before its policy exists. Use 0 "
-            "(train only samples of the live policy) or more (TRL's default is 4)."
-        )
     if config.scale_rewards not in ("none", "group"):
         raise ValueError(
             f"scale_rewards={config.scale_rewards!r}: the asynchronous trainer has no batch to scale by. Choose "
             "'none' or 'group'."
         )
-    if config.max_prompts_in_flight is not None and config.max_prompts_in_flight < 1:
-        raise ValueError(f"max_prompts_in_flight={config.max_prompts_in_flight!r}: use an integer >= 1, or None.")
-    if not config.reward_timeout > 0:
-        raise ValueError(f"reward_timeout={config.reward_timeout!r}: use a positive number of seconds.")

@@ -175,7 +175,7 @@ def trained_wave(
     kept = [rollout.kept(rollout.fresh(live_version, max_staleness)) for rollout in rollouts]
     advantages = [rollout.advantages(scale, k) for rollout, k in zip(rollouts, kept, strict=True)]
     metrics: dict[str, float] = {}
-    if rollouts and rollouts[0].plan.weights_gradients:
+    if rollouts and rollouts[0].plan.objective.weights_gradients:
         weights, metrics = advantage_weights(rollouts[0].plan, [rollout.pass_rate for rollout in rollouts], advantages)
         advantages = [a * w for a, w in zip(advantages, weights, strict=True)]
     return [TrainedGroup(k, a) for k, a in zip(kept, advantages, strict=True)], metrics

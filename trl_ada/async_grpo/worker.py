@@ -136,7 +136,7 @@ class AdaptiveRolloutWorker:
             self.reward_names,
             [1.0] * len(self.reward_funcs),  # TRL's async worker sums the reward functions
             settings.plan.positive_threshold,
-            check_threshold=settings.plan.samples_adaptively,
+            check_threshold=settings.plan.section.samples_adaptively,
         )
         self._connect = connect or connect_to_server
         self._server: ServerCompletions | None = None
@@ -366,7 +366,7 @@ class AdaptiveRolloutWorker:
         self._finished += 1
         if self._finished % settings.wave_size == 0:
             self.reward_guard.end_step()
-        if len(self._wave) >= (settings.wave_size if settings.plan.weights_gradients else 1):
+        if len(self._wave) >= (settings.wave_size if settings.plan.objective.weights_gradients else 1):
             wave, self._wave = self._wave, []
             self._push_wave(wave)
 

@@ -46,11 +46,6 @@ class Rounds(Seq):
     sample_budget: float | None = budget_option()
     candidates: Candidates = Candidates()
 
-    @property
-    def schedule(self) -> str:
-        """`"refill"` when the step samples over candidates beyond its batch (or may skip some), else `"rounds"`."""
-        return "refill" if self.candidates.active else "rounds"
-
     def schedule_class(self) -> type[Schedule]:
         return RefillSchedule if self.candidates.active else RoundsSchedule
 
