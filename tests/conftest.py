@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import sys
 from types import ModuleType
 from typing import TYPE_CHECKING
 
@@ -40,6 +41,16 @@ def exit_rule_registry():
     yield
     exit_rules._EXIT_RULES.clear()
     exit_rules._EXIT_RULES.update(saved)
+
+
+@pytest.fixture(autouse=True)
+def fresh_reward_caches():
+    """Every test scores answers afresh: the reward's score and gold caches (`clear_caches`) hold nothing from an
+    earlier test, so no test passes on a score another test's code computed (under mutation testing, a mutant's
+    tests run in a process forked after the clean run)."""
+    scoring = sys.modules.get("trl_ada.rewards.scoring")
+    if scoring is not None:
+        scoring.clear_caches()
 
 
 DAPO = {"num_generations": 2, "samples_per_round": 2, "rounds_per_prompt": 1, "exit_rule": "mixed"}

@@ -82,6 +82,11 @@ def test_a_comma_is_read_against_what_the_gold_is(completion, gold):
         ("The answer is 2x = 4 + 9, so x = 6.5.", "6.5", 1.0),  # an equation with uncomputed sides is working
         ("The answer is 13 or 13.", "13", 1.0),  # repeating the answer is not hedging
         ("The answer is 13, 14, 15.", "13", 0.0),  # a list after the answer hedges it
+        ("The answer is 13, 14 was my first guess.", "13", 1.0),  # two numbers and a comma are no list
+        ("The final answer is 4 + 9. So the answer is 13. Recall 4 + 9.", "13", 1.0),  # read on past the first one
+        ("The answer is $x = 4 + 9$.", "13", 0.0),  # an equation whose right side is left uncomputed is working
+        ("The answer is $x = 4 + 9$, so $x = 13$.", "13", 1.0),
+        (r"\boxed{" + "x + " * 300 + "1} So the answer is 13.", "13", 1.0),  # a box too long to read is skipped
         ("The answer is 100%.", "1", 1.0),  # up to 100 %, a percentage is also its proportion
         ("The answer is 1300%.", r"1300\%", 1.0),
     ],
@@ -116,6 +121,11 @@ def test_only_math_verifys_disabled_timeout_warning_is_hidden():
     finally:
         logger.removeHandler(handler)
     assert seen == ["Some other warning"]
+
+
+def test_numeric_precision_decides_expressions_compared_numerically():
+    assert _verify_pair(r"\pi x", "3.14 x", MathVerifySettings(numeric_precision=2)) == 1.0  # 2 digits: π is 3.1
+    assert _verify_pair(r"\pi x", "3.14 x") == 0.0
 
 
 def test_the_comparison_settings_take_their_lowest_values():
