@@ -635,6 +635,7 @@ def run_arm(arm: str, settings: Settings, family: Family, probe: Probe, scratch:
         for entry in trainer.state.log_history
         if "loss" in entry
     ]
+    queue = {"queue_maxsize": trainer.worker.settings.queue_maxsize} if arm in SYNCHRONOUS_OF else {}
     trainable.clear()  # the clock no longer copies: the trainer and its model can go
     del trainer
     gc.collect()
@@ -655,6 +656,7 @@ def run_arm(arm: str, settings: Settings, family: Family, probe: Probe, scratch:
         "geometry": settings.geometry,
         "marks": marks,
         "logs": logs,
+        **queue,  # the asynchronous worker's queue bound, in samples
     }
 
 

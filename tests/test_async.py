@@ -20,7 +20,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from trl_ada import _trl
 from trl_ada.async_grpo import AdaptiveRolloutWorker, AsyncReinforceAdaConfig, AsyncReinforceAdaTrainer, PromptRollout
-from trl_ada.async_grpo.trainer import STATE_FILE, _check_reward_funcs, _worker_settings, queue_bound
+from trl_ada.async_grpo.trainer import STATE_FILE, _check_reward_funcs, _worker_settings, queue_bound, queue_steps
 from trl_ada.async_grpo.worker import _Prompt, wait_for_server
 from trl_ada.checkpoint_state import MEMORY_FILE
 from trl_ada.memory import PassRateMemory, prompt_key
@@ -32,10 +32,28 @@ from trl_ada.toy import build_tiny_model, make_toy_dataset
 from trl_ada.trainer import new_memory
 
 
-def test_the_queue_holds_at_most_the_staleness_window():
-    assert queue_bound(1024, staleness_window=32) == 32
-    assert queue_bound(16, staleness_window=32) == 16
-    assert queue_bound(0, staleness_window=32) == 32
+def test_the_queue_holds_at_most_the_window():
+    assert queue_bound(1024, queue_window=32) == 32
+    assert queue_bound(16, queue_window=32) == 16
+    assert queue_bound(0, queue_window=32) == 32
+
+
+@pytest.mark.parametrize("max_staleness", [2, 3, 4, 7])
+def test_a_group_queued_a_version_old_is_still_fresh_when_read(max_staleness):
+    """It ages a version per queued step ahead of it: the bound is the longest queue that keeps it trainable."""
+    assert 1 + queue_steps(max_staleness) <= max_staleness
+    assert 1 + queue_steps(max_staleness) + 1 > max_staleness  # one step more and it would be dropped
+
+
+@pytest.mark.parametrize("max_staleness", [0, 1])
+def test_the_queue_always_holds_a_step(max_staleness):
+    assert queue_steps(max_staleness) == 1
+
+
+@pytest.mark.parametrize(("max_staleness", "queue_maxsize", "queued"), [(2, 0, 8), (4, 0, 24), (4, 12, 12), (0, 0, 8)])
+def test_the_worker_queues_the_samples_of_queue_steps(tmp_path, tiny, max_staleness, queue_maxsize, queued):
+    args = async_config(tmp_path, max_staleness=max_staleness, queue_maxsize=queue_maxsize)  # 8 samples a step
+    assert _worker_settings(args, tiny[0]).queue_maxsize == queued
 
 
 # -- the config --------------------------------------------------------------------------------------

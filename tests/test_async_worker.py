@@ -226,6 +226,7 @@ def test_no_reward_above_the_threshold_warns_once_after_three_waves(tmp_path, ti
     while len(worker._visits) < 8:
         worker._admit(active, server)
         worker._use(server.answer(streams), active, server)
+        drain(worker)  # the trainer reads what is queued: a full queue would hold the worker
         warned = [r for r in caplog.records if r.name == "trl_ada.checks" and "positive_threshold=" in r.getMessage()]
         history.append((len(worker._visits), len(warned)))
     assert all(warned == 0 for finished, warned in history if finished < 6), history

@@ -82,6 +82,11 @@ def _how_to_write(name: str, value: Any, kind: type, example: Any) -> str:
         number = None
     if number is not None and math.isfinite(number) and (kind is float or number.is_integer()):
         return f"; write {name}={kind(number)!r}"
+    return _example(name, example)
+
+
+def _example(name: str, example: Any) -> str:
+    """` (e.g. name=example)`, or nothing when there is no example to show."""
     return "" if example is None else f" (e.g. {name}={example!r})"
 
 
@@ -111,7 +116,7 @@ def check_value(
         raise ValueError(f"{name}={value!r}: choose one of {list(choices)}.")
     if within is not None and not in_interval(value, within):
         described = "a finite number" if within == "(-inf, inf)" else f"in {within}"
-        raise ValueError(f"{name}={value!r}: must be {described} (e.g. {name}={example!r}).")
+        raise ValueError(f"{name}={value!r}: must be {described}{_example(name, example)}.")
 
 
 def check_integer(name: str, value: Any, minimum: int, fix: str) -> None:

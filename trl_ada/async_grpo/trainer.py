@@ -181,10 +181,17 @@ class _CommitTrainedGroups(TrainerCallback):
             self.trainer.commit_trained_groups()
 
 
-def queue_bound(queue_maxsize: int, staleness_window: int) -> int:
-    """Samples the worker may queue: `queue_maxsize` (0: no bound), never more than the trainer consumes within the
-    staleness window (`max(max_staleness, 1)` steps); samples queued beyond it would go stale before their turn."""
-    return staleness_window if queue_maxsize <= 0 else min(queue_maxsize, staleness_window)
+def queue_steps(max_staleness: int) -> int:
+    """Optimizer steps of samples the worker may hold queued. A group is queued up to a version old (a weight sync
+    can land while its requests run) and ages one version per queued step ahead of it, so `max_staleness - 1` steps
+    is the most that keeps it within `max_staleness` when read; at least one, so a step's batch is always ready."""
+    return max(max_staleness - 1, 1)
+
+
+def queue_bound(queue_maxsize: int, queue_window: int) -> int:
+    """Samples the worker may queue: `queue_maxsize` (0: no bound), never more than `queue_window` (`queue_steps`
+    steps of samples); samples queued beyond it would go stale before their turn and be generated for nothing."""
+    return queue_window if queue_maxsize <= 0 else min(queue_maxsize, queue_window)
 
 
 def check_token_budget(args: AsyncReinforceAdaConfig, dataset: Any, tokenizer: PreTrainedTokenizerBase) -> None:
@@ -286,6 +293,6 @@ def _worker_settings(args: AsyncReinforceAdaConfig, model: str) -> WorkerSetting
         request_timeout=args.request_timeout,
         max_retries=args.streaming_max_retries,
         server_timeout=args.vllm_server_timeout,
-        queue_maxsize=queue_bound(args.queue_maxsize, staleness_window),
+        queue_maxsize=queue_bound(args.queue_maxsize, queue_steps(args.max_staleness) * samples_per_step),
         chat_template_kwargs=args.chat_template_kwargs,
     )
