@@ -9,7 +9,7 @@ from collections import defaultdict
 import pytest
 from test_async import async_config
 from test_async_worker import Recorder, drain, tiny, worker_for  # noqa: F401 (tiny: the module-scoped model)
-from trl.experimental.async_grpo.async_grpo_trainer import RolloutQueueDataset
+from trl.experimental.async_grpo.async_grpo_trainer import RolloutQueueDataset, _reduce_metric
 
 from trl_ada.memory import prompt_key
 
@@ -51,6 +51,9 @@ def test_a_refilled_group_that_goes_stale_in_the_queue_is_dropped_whole_and_sett
 
     with pytest.raises(queue.Empty):
         worker.rollout_buffer.get_nowait()
+    key = "reinforce_ada/async/dropped_stale_in_queue_total"
+    pushed = [worker.metrics_queue.get_nowait() for _ in range(worker.metrics_queue.qsize())]
+    assert _reduce_metric(key, [m[key] for m in pushed if key in m]) == 4  # as TRL logs it: the 4 rows dropped
 
     settled, position = worker.trained.take_settled()
     assert settled == [0] and position == {"first_untrained": 1, "trained_after": []}

@@ -470,7 +470,7 @@ class RolloutQueue(queue.Queue):
                 sample.model_version = max(sample.model_version, live - max_staleness)
                 return sample
             worker.trained.discard(sample.group_id)
-            worker._push_metrics({f"{METRIC_PREFIX}async/dropped_stale_in_queue": 1.0})
+            worker._push_metrics({f"{METRIC_PREFIX}async/dropped_stale_in_queue_total": 1.0})  # TRL sums a total
 
     def _trains(self, group: int, fresh: bool) -> bool:
         """Whether `group` trains: decided at its first row read (`fresh`: that row is fresh), kept for the rest."""
