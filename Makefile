@@ -60,7 +60,7 @@ test-vllm: $(VLLM_VENV)/.installed
 	TRL_ADA_REQUIRE_VLLM=1 $(VLLM_PY) -m pytest -q -m vllm -p no:cacheprovider -W "ignore:TRL currently supports vLLM" \
 		$(VLLM_PYTEST_ARGS) tests/vllm_engine
 
-# Mutation testing of the pure core (docs/mutation.md): mutmut mutates the modules `only_mutate` lists in
+# Mutation testing of the pure core (docs/lab/mutation.md): mutmut mutates the modules `only_mutate` lists in
 # [tool.mutmut] (pyproject.toml: the plan and its records, samplers, memory, advantages, objectives, Est, the asynchronous rollout and
 # its trained-groups record) and runs the fast torch-free tests against each mutant. Not part of `make test`: a full run takes about half an hour on 2 cores. Starts afresh (mutmut
 # would otherwise keep the verdicts of mutants whose function did not change, even under new tests), then prints the

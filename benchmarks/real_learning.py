@@ -59,6 +59,7 @@ import statistics
 import sys
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
@@ -76,6 +77,8 @@ ARMS = (
     "Est n=4",
     "Pilot-Commit n=8",
     "async balance",
+    "async GRPO n=4",
+    "async Est n=8",
     "GRPO n=4 skip",
     "Est n=8 skip",
 )
@@ -87,6 +90,8 @@ ARM_SAMPLING = {
     "Est n=4": ("est", 4),
     "Pilot-Commit n=8": ("pilot_commit", 8),
     "async balance": ("balance", 4),
+    "async GRPO n=4": ("grpo", 4),
+    "async Est n=8": ("est", 8),
     "GRPO n=4 skip": ("grpo", 4),
     "Est n=8 skip": ("est", 8),
 }
@@ -94,23 +99,35 @@ ARM_SAMPLING = {
 (`skip_zero_advantage_rows=True`: the same update, less of the trainer's time)."""
 SKIPPING = " skip"
 REFERENCE = "GRPO n=4"
+ASYNC_REFERENCE = "async GRPO n=4"
+"""Asynchronous GRPO: what an asynchronous arm's adaptive sampling is measured against (asynchrony's gain apart)."""
 RECOMMENDED = "Est n=8"
 """docs/choosing.md's preset when prompts need their own answers and GPU hours are paid (the paper's regime)."""
-SYNCHRONOUS_OF = {"async balance": "Seq-balance"}
+ASYNCHRONOUS = "async "
+"""The prefix of the arms `AsyncReinforceAdaTrainer` trains (generation runs while it trains)."""
+SYNCHRONOUS_OF = {"async balance": "Seq-balance", "async GRPO n=4": "GRPO n=4", "async Est n=8": "Est n=8"}
 """The synchronous arm each asynchronous arm runs the same schedule as: what its overlap is measured against."""
 COMPARED_WITH = {
     "Pilot-Commit n=8": ("GRPO n=4", "GRPO n=8", RECOMMENDED),
     "Est n=4": ("GRPO n=4", "GRPO n=8", RECOMMENDED),
-    "async balance": ("Seq-balance", "GRPO n=4", "GRPO n=8"),
+    "async balance": ("async GRPO n=4", "Seq-balance", "GRPO n=4", "GRPO n=8"),
+    "async Est n=8": ("async GRPO n=4", "Est n=8", "GRPO n=4", "GRPO n=8"),
+    "async GRPO n=4": ("GRPO n=4", "GRPO n=8"),
     "GRPO n=4 skip": ("GRPO n=4", "GRPO n=8"),
     "Est n=8 skip": ("GRPO n=4", "GRPO n=8", RECOMMENDED, "GRPO n=4 skip"),
 }
 """The arms each arm is paired with in the tables (default: GRPO n=4 and n=8); Pilot-Commit is weighed against
-Est, the method it competes with, Est at the user's n=4 (GRPO n=4's rows per step) against Est n=8, and the
-asynchronous arm against the synchronous one with its schedule, and an arm that skips flat rows against the
-arms without it."""
+Est, the method it competes with, Est at the user's n=4 (GRPO n=4's rows per step) against Est n=8, an
+asynchronous arm against asynchronous GRPO (what adaptive sampling adds inside the asynchronous trainer) and the
+synchronous arm with its schedule (what asynchrony adds), and an arm that skips flat rows against the arms without
+it."""
 NO_TRANSFER = "capitals"
-SMOKE_ARMS = ("Est n=8", "async balance")
+SMOKE_ARMS = ("Est n=8", "async balance", "async GRPO n=4")
+ORDER = "seeded passes, every arm in order"
+"""How the arms draw their prompts: each seed lays out passes over the kept prompts, each pass shuffled by the seed
+(`train_rows`), and every arm trains along them in order (the synchronous ones with TRL's sampler unshuffled,
+`shuffle_dataset=False`; the asynchronous worker reads its dataset in order). Runs drawn before had TRL's sampler
+shuffle all the rows for the synchronous arms (`order` absent from their settings)."""
 MAX_SYNC_GAP = 1e-3
 """Largest |server − trainer| prompt log-prob accepted after a push (float32 on both sides gives ~1e-6)."""
 
@@ -137,7 +154,8 @@ class Settings:
     max_completion_length: int = 32
     learning_rate: float = 2e-4  # the best of --lr-sweep 1e-5 5e-5 2e-4 for GRPO n=4 on both families
     trainable_layers: int = 6
-    max_staleness: int = 2
+    max_staleness: int = 3  # counted at training: the groups that max_staleness=2 counted at read trained
+    order: str = ORDER
     eval_k: int = 4
     selection_samples: int = 16
     min_correct: int = 1
@@ -205,23 +223,36 @@ class Part:
         )
 
 
-NO_TRANSFER_ARMS = ("GRPO n=4", "GRPO n=8", "Est n=8")
+RECOMMENDATION_ARMS = ("async balance", "async GRPO n=4", "GRPO n=4", "GRPO n=8")
+"""The comparison the guide's advice rests on (5 seeds): adaptive sampling inside the asynchronous trainer against
+asynchronous GRPO, and against what a user would pick instead (synchronous GRPO n=4 and n=8)."""
+SEPARATE_ARMS = (*RECOMMENDATION_ARMS, "async Est n=8", "Seq-balance")
+"""On separate cores, the controls beside them (3 seeds): asynchronous Est, and Seq-balance (balance without
+asynchrony)."""
+SHARED_ARMS = ("async balance", "async GRPO n=4", "async Est n=8", "GRPO n=4")
+"""On shared cores (3 seeds): the asynchronous arms against synchronous GRPO n=4, which has both cores to itself."""
 PARTS = (
-    Part("shared", ("capitals",), NO_TRANSFER_ARMS, 0, 2),
-    Part("shared", ("capitals",), NO_TRANSFER_ARMS, 2, 3),
-    Part("shared", ("capitals",), ("Seq-balance", "async balance"), 0, 3),
-    Part("separate", ("capitals",), ("Seq-balance", "async balance"), 0, 3),
+    Part("separate", ("capitals",), SEPARATE_ARMS, 0, 1),
+    Part("separate", ("capitals",), SEPARATE_ARMS, 1, 1),
+    Part("separate", ("capitals",), SEPARATE_ARMS, 2, 1),
+    Part("separate", ("capitals",), RECOMMENDATION_ARMS, 3, 1),
+    Part("separate", ("capitals",), RECOMMENDATION_ARMS, 4, 1),
+    Part("shared", ("capitals",), SHARED_ARMS, 0, 1),
+    Part("shared", ("capitals",), SHARED_ARMS, 1, 1),
+    Part("shared", ("capitals",), SHARED_ARMS, 2, 1),
     Part("shared", ("arithmetic",), ("GRPO n=4", "Est n=8"), 0, 3),
-    Part("shared", ("arithmetic",), ("GRPO n=8", "Seq-balance"), 0, 3),
-    Part("shared", ("capitals",), ("Pilot-Commit n=8",), 0, 3, default=False),
-    Part("shared", ("capitals",), ("Est n=4",), 0, 5, default=False),
+    Part("shared", ("capitals",), ("Seq-balance", "GRPO n=8", "Est n=8"), 0, 3, default=False),
+    Part("shared", ("arithmetic",), ("GRPO n=8", "Seq-balance"), 0, 3, default=False),
+    Part("shared", ("capitals",), ("Pilot-Commit n=8", "Est n=4"), 0, 3, default=False),
     Part("shared", ("capitals",), ("GRPO n=4 skip", "Est n=8 skip"), 0, 3, default=False),
 )
-"""The default invocation, in the order the budget is spent: the comparison the guide's recommendation rests on (Est
-n=8 against GRPO n=4 and n=8, no transfer, 5 seeds) first, then Seq-balance and the asynchronous arm in both
-geometries, then the family with transfer (parts 1-6, at most 8 h). Three parts are optional: Pilot-Commit against
-them without transfer (`--part 7`), Est at the user's n = 4, whose step trains GRPO n=4's rows (`--part 8`), and
-GRPO n=4 and Est n=8 with `skip_zero_advantage_rows` (`--part 9`: the trainer's share of a step is the cost)."""
+"""The default invocation (parts 1-9, about 10 h), in the order the budget is spent, every arm on the seed's prompt
+order (`ORDER`). A part is one seed of the arms a comparison pairs, run one after another (the engine's speed moves
+from day to day, so arms compared on a seed run on the same day): on separate cores (the engine on one, the trainer
+on the other: TRL's server mode) the comparison the advice rests on, 5 seeds, with asynchronous Est and Seq-balance
+beside it on the first 3 (parts 1-5); on shared cores the asynchronous arms against GRPO n=4 (parts 6-8); the
+family with transfer (part 9). Optional, by number: Seq-balance, GRPO n=8 and Est n=8 on shared cores (10), GRPO
+n=8 and Seq-balance with transfer (11), Pilot-Commit and Est at n = 4 (12), the arms that skip flat rows (13)."""
 SMOKE_PART = Part("shared", ("arithmetic", "capitals"), SMOKE_ARMS, 0, 1)
 EVAL_S_PER_PROMPT = 0.3
 """Evaluation seconds per prompt and snapshot (eval_k = 4 samples of at most 32 tokens on 2 cores), for the duration
@@ -291,7 +322,7 @@ class PassRates:
 
     def __init__(self, path: Path, key: dict[str, Any]):
         self.path, self.key = path, key
-        saved = json.loads(path.read_text()) if path.is_file() else {}
+        saved = read_record(path, ("key", "counts")) if path.is_file() else {}
         if saved and saved.get("key") != key:
             raise SystemExit(
                 f"{path} holds pass rates estimated with other settings ({_differences(saved.get('key', {}), key)}); "
@@ -412,13 +443,20 @@ class Snapshot:
 class MarkClock:
     """The training clock of a run (wall time since train begin, minus the time spent here) and its snapshots.
 
-    At every step end: record (clock, step, tokens); every mark the clock has passed gets the weights of the previous
-    step end (the last one at or before the mark); once the last mark is passed, the run stops. A run that ends
-    before its marks (a fixed number of steps) gives the remaining marks its last weights (`finish`).
+    At every step end: record (clock, step, tokens generated; from `coverage`, the signal tokens and groups trained);
+    every mark the clock has passed gets the weights of the previous step end (the last one at or before the mark);
+    once the last mark is passed, the run stops. A run that ends before its marks (a fixed number of steps) gives the
+    remaining marks its last weights (`finish`).
     """
 
-    def __init__(self, marks: Sequence[float], weights: Callable[[], dict[str, Any]], tokens: Callable[[], float]):
-        self.marks, self.weights, self.tokens = list(marks), weights, tokens
+    def __init__(
+        self,
+        marks: Sequence[float],
+        weights: Callable[[], dict[str, Any]],
+        tokens: Callable[[], float],
+        coverage: Coverage | None = None,
+    ):
+        self.marks, self.weights, self.tokens, self.coverage = list(marks), weights, tokens, coverage or Coverage()
         self.steps: list[dict[str, float]] = []
         self.snapshots: list[Snapshot] = []
         self.start = self.paused = self.tokens0 = 0.0
@@ -434,7 +472,8 @@ class MarkClock:
         ended = time.perf_counter()
         clock = ended - self.start - self.paused
         tokens = self.tokens() - self.tokens0
-        self.steps.append({"step": step, "clock_s": clock, "tokens": tokens, "load": os.getloadavg()[0]})
+        trained = {"signal": self.coverage.signal_tokens, "groups": len(self.coverage.order)}
+        self.steps.append({"step": step, "clock_s": clock, "tokens": tokens, **trained, "load": os.getloadavg()[0]})
         while len(self.snapshots) < len(self.marks) and clock > self.marks[len(self.snapshots)]:
             self.snapshots.append(Snapshot(self.marks[len(self.snapshots)], *self.last))
         done = len(self.snapshots) == len(self.marks)
@@ -518,6 +557,82 @@ class BusySampler:
         }
 
 
+class Coverage:
+    """What a run trained, in the order it trained it: the fact of every group that reached the loss, the groups
+    dropped as stale per fact (asynchronous arms), and the completion tokens of trained rows with a nonzero advantage
+    (the signal the generated tokens bought)."""
+
+    def __init__(self):
+        self.order: list[str] = []
+        self.dropped: Counter[str] = Counter()
+        self.signal_tokens = 0.0
+
+    @classmethod
+    def watching(cls, trainer) -> Coverage:
+        """A record that `trainer` fills as it trains (its hooks wrapped on the instance)."""
+        coverage = cls()
+        if hasattr(trainer, "worker"):
+            coverage._watch_worker(trainer.worker)
+        else:
+            coverage._watch_step(trainer)
+        return coverage
+
+    def signal(self, advantages: Sequence[float], completion_tokens: Sequence[float]) -> None:
+        self.signal_tokens += float(sum(t for a, t in zip(advantages, completion_tokens, strict=True) if a != 0))
+
+    def _watch_step(self, trainer) -> None:
+        """The synchronous trainer: the prompts of each step's kept groups, and the batch that reaches the loss."""
+        finish, training_batch = trainer.finish_step, trainer.training_batch
+
+        def finish_step(outcome, batch_inputs):
+            kept = sorted({j for j, _ in outcome.kept()})
+            self.order += [outcome.inputs[j]["fact"] for j in kept]
+            return finish(outcome, batch_inputs)
+
+        def batch_of(inputs):
+            batch = training_batch(inputs)
+            self.signal(batch["advantages"].tolist(), batch["completion_mask"].sum(dim=1).tolist())
+            return batch
+
+        trainer.finish_step, trainer.training_batch = finish_step, batch_of
+
+    def _watch_worker(self, worker) -> None:
+        """The asynchronous trainer: a group counts once its first rows train, or as dropped when the worker pushes
+        none of it or the queue drops it (each of its rows, counted once per group); signal rows when read."""
+        trained, rows, dataset = worker.trained, worker.rollout_buffer, worker.dataset
+        fact = lambda g: dataset[g % len(dataset)]["fact"]  # noqa: E731 (the worker's row of group g)
+        take_next, discard, expect, get = trained.take_next, trained.discard, trained.expect, rows.get
+        seen: set[int] = set()
+
+        def take(live_version: int = 0) -> list[int]:
+            for group in trained.collated[0] if trained.collated else ():
+                if group not in seen:
+                    seen.add(group)
+                    self.order.append(fact(group))
+            return take_next(live_version)
+
+        def drop(group: int) -> None:
+            if group not in seen:
+                seen.add(group)
+                self.dropped[fact(group)] += 1
+            discard(group)
+
+        def pushed(group: int, count: int, version: int | None = None) -> None:
+            if count == 0:
+                self.dropped[fact(group)] += 1
+            expect(group, count, version)
+
+        def read(*args, **kwargs):
+            sample = get(*args, **kwargs)
+            self.signal([sample.advantage], [float(sample.completion_mask.sum())])
+            return sample
+
+        trained.take_next, trained.discard, trained.expect, rows.get = take, drop, pushed, read
+
+    def record(self) -> dict[str, Any]:
+        return {"order": self.order, "dropped": dict(self.dropped), "signal_tokens": self.signal_tokens}
+
+
 def engine_pids(server_url: str) -> list[int]:
     """The server listening on the URL's port and its children (the engine core), [] when none is found here."""
     from urllib.parse import urlparse
@@ -566,10 +681,11 @@ def arm_config(arm: str, settings: Settings, server_url: str, output_dir: Path, 
         vllm_server_timeout=120,
         overwrite_output_dir=True,
     )
-    if arm == "async balance":  # TRL's asynchronous loss: token-level, clipped, no KL term, no std scaling
+    if asynchronous(arm):  # TRL's asynchronous loss: token-level, clipped off-policy surrogate, no KL, no std scaling
         return AsyncReinforceAdaConfig(**shared, max_staleness=settings.max_staleness, token_budget=0, dtype="float32")
     return ReinforceAdaConfig(
         **shared,
+        shuffle_dataset=False,  # the seed's order (`train_rows`), as the asynchronous worker reads it
         skip_zero_advantage_rows=arm.endswith(SKIPPING),
         beta=0.0,
         loss_type="dapo",
@@ -578,6 +694,11 @@ def arm_config(arm: str, settings: Settings, server_url: str, output_dir: Path, 
         vllm_mode="server",
         vllm_importance_sampling_correction=False,  # the push is exact: the correction would cost a forward pass
     )
+
+
+def asynchronous(arm: str) -> bool:
+    """Whether `arm` trains with `AsyncReinforceAdaTrainer`."""
+    return arm.startswith(ASYNCHRONOUS)
 
 
 def arm_trainer(arm: str, settings: Settings, family: Family, model_dir: str, server_url: str, out: Path, seed: int):
@@ -591,7 +712,7 @@ def arm_trainer(arm: str, settings: Settings, family: Family, model_dir: str, se
     args = arm_config(arm, settings, server_url, out, seed)
     dataset = Dataset.from_list(train_rows(family, seed))
     reward = task_reward(family.name)
-    if arm == "async balance":
+    if asynchronous(arm):
         return AsyncReinforceAdaTrainer(model_dir, reward_funcs=[reward], args=args, train_dataset=dataset)
     return ReinforceAdaTrainer(model=model_dir, reward_funcs=[reward], args=args, train_dataset=dataset)
 
@@ -616,12 +737,14 @@ def run_arm(arm: str, settings: Settings, family: Family, probe: Probe, scratch:
     trainer = arm_trainer(arm, settings, family, probe.model_dir, probe.server_url, output_dir, seed)
     trainer.remove_callback(PrinterCallback)
     trainable = train_top_layers(trainer.model, settings.trainable_layers)
-    if arm != "async balance":
+    if not asynchronous(arm):
         push_trainable_only(trainer, trainable)
+    coverage = Coverage.watching(trainer)
     clock = MarkClock(
         settings.mark_times() if settings.budget_s < math.inf else [math.inf],
         lambda: {name: p.detach().clone() for name, p in trainable.items()},
         lambda: server_metric(probe.server_url, "vllm:generation_tokens_total"),
+        coverage,
     )
     trainer.callback_handler.callbacks.insert(0, clock.callback())  # the clock starts before TRL's first push
     build_s = time.perf_counter() - built
@@ -635,7 +758,7 @@ def run_arm(arm: str, settings: Settings, family: Family, probe: Probe, scratch:
         for entry in trainer.state.log_history
         if "loss" in entry
     ]
-    queue = {"queue_maxsize": trainer.worker.settings.queue_maxsize} if arm in SYNCHRONOUS_OF else {}
+    queue = {"queue_maxsize": trainer.worker.settings.queue_maxsize} if asynchronous(arm) else {}
     trainable.clear()  # the clock no longer copies: the trainer and its model can go
     del trainer
     gc.collect()
@@ -656,6 +779,7 @@ def run_arm(arm: str, settings: Settings, family: Family, probe: Probe, scratch:
         "geometry": settings.geometry,
         "marks": marks,
         "logs": logs,
+        "coverage": coverage.record(),
         **queue,  # the asynchronous worker's queue bound, in samples
     }
 
@@ -792,11 +916,35 @@ def pass_rate_key(settings: Settings) -> dict[str, Any]:
     }
 
 
+def read_record(path: Path, keys: Sequence[str]) -> dict[str, Any]:
+    """The JSON object at `path`, holding `keys`; one line naming the file and the fix for one that is not (corrupt,
+    truncated, or another program's)."""
+    try:
+        record = json.loads(path.read_text())
+    except (ValueError, UnicodeDecodeError) as error:
+        raise SystemExit(
+            f"{path} is not a record of this benchmark (not JSON: {error}); delete it, or use another --out."
+        ) from None
+    missing = [key for key in keys if not isinstance(record, dict) or key not in record]
+    if missing:
+        raise SystemExit(
+            f"{path} is not a record of this benchmark (no {', '.join(missing)}); delete it, or use another --out."
+        )
+    return record
+
+
 def load_run(path: Path, settings: Settings) -> dict[str, Any] | None:
     """The saved run at `path`, None if there is none; an error when it was made with other settings."""
     if not path.is_file():
         return None
-    run = json.loads(path.read_text())
+    run = read_record(path, ("settings", "marks"))
+    if not isinstance(run["settings"], dict) or run["settings"].get("order") != settings.order:
+        raise SystemExit(
+            f"{path} was drawn under another prompt order ({dict(run['settings']).get('order')!r}; now "
+            f"{settings.order!r}): "
+            "its arms did not see the same prompts. Delete that folder's runs/ (git history keeps them), or use "
+            "another --out."
+        )
     if run["settings"] != settings.identity():
         raise SystemExit(
             f"{path} was made with other settings ({_differences(run['settings'], settings.identity())}); use "
@@ -963,6 +1111,42 @@ def at_step(curve: list[dict[str, float]], step: float, metric: str = "hardest_t
     return math.nan
 
 
+ALTERNATIVES = ("GRPO n=4", "GRPO n=8", ASYNC_REFERENCE)
+"""What a user would pick instead of adaptive sampling: synchronous GRPO n=4 and n=8, asynchronous GRPO n=4."""
+
+
+def against_the_best(
+    mine: dict[int, list[dict[str, float]]], others: list[dict[int, list[dict[str, float]]]]
+) -> dict[str, Any]:
+    """Per seed every alternative ran, the arm's final hardest third minus the best alternative's on that seed (the
+    differences, and on how many seeds it ends at or above it)."""
+    common = sorted(set(mine).intersection(*(set(o) for o in others))) if others else []
+    differences = [mine[s][-1]["hardest_third"] - max(o[s][-1]["hardest_third"] for o in others) for s in common]
+    return {**spread(differences), "at_or_above": sum(d >= 0 for d in differences), "seeds": len(differences)}
+
+
+def coverage(run: dict[str, Any], family: dict[str, Any]) -> dict[str, float]:
+    """What a run trained: the share of the kept train prompts, and of the hardest third's facts among them, trained
+    at least once (nan where the hardest third's facts are not train facts, as with arithmetic's held-out operands),
+    and the groups dropped as stale."""
+    trained = set(run["coverage"]["order"])
+    kept = {row["fact"] for row in family["train"]}
+    rows = family["evaluation"]
+    hardest = {rows[i]["fact"] for i in hardest_third(rows)} & kept
+    return {
+        "prompts": len(kept & trained) / len(kept),
+        "hardest": len(hardest & trained) / len(hardest) if hardest else math.nan,
+        "dropped": float(sum(run["coverage"]["dropped"].values())),
+    }
+
+
+def signal_per_generated(run: dict[str, Any], steps: float = math.inf) -> float:
+    """Completion tokens of trained rows with a nonzero advantage per completion token generated, over the run's
+    first `steps` optimizer steps (all of them by default: at equal wall time)."""
+    done = [step for step in run["steps"] if step["step"] <= steps]
+    return done[-1]["signal"] / done[-1]["tokens"] if done and done[-1]["tokens"] > 0 else math.nan
+
+
 MIXED = "reinforce_ada/mixed_group_fraction"
 
 
@@ -1085,8 +1269,32 @@ def summarize(runs: list[dict[str, Any]], meta: dict[str, Any], settings: Settin
             for arm in settings.arms
             if arm in SYNCHRONOUS_OF and set(curves[arm]) & set(curves.get(SYNCHRONOUS_OF[arm], {}))
         }
+        covered = [r for r in runs if r["family"] == family and r["arm"] in settings.arms and "coverage" in r]
+        equal = {
+            seed: min(r["steps"][-1]["step"] for r in covered if r["seed"] == seed and r["steps"])
+            for seed in {r["seed"] for r in covered if r["steps"]}
+        }
+        trained = {
+            arm: {
+                **{
+                    name: spread([coverage(r, meta[family])[name] for r in chosen])
+                    for name in ("prompts", "hardest", "dropped")
+                },
+                "signal": spread([signal_per_generated(r) for r in chosen]),
+                "signal_at_equal_steps": spread([signal_per_generated(r, equal.get(r["seed"], 0)) for r in chosen]),
+            }
+            for arm in settings.arms
+            if (chosen := [r for r in covered if r["arm"] == arm])
+        }
+        alternatives = {
+            arm: against_the_best(curves[arm], [curves[other] for other in ALTERNATIVES if other in curves])
+            for arm in settings.arms
+            if asynchronous(arm) and arm != ASYNC_REFERENCE and curves[arm]
+        }
         summary[family] = {
             "seeds": sorted(bases),
+            "coverage": trained,
+            "against_the_best": {arm: data for arm, data in alternatives.items() if data["seeds"]},
             "arms": arms,
             "comparisons": comparisons,
             "reach_reference": targets,
@@ -1236,6 +1444,39 @@ def tables(summary: dict[str, Any], runs: list[dict[str, Any]], settings: Settin
             "the time its trainer waited for rollouts, the generation its overlap did not hide):",
             "",
             markdown(["arm", "seconds per step", "generating", "the rest", "samples per step", "mixed groups"], body),
+            "",
+        ] if body else []  # fmt: skip
+        body = [
+            [arm, f"{_pm(data)} ({data['at_or_above']}/{data['seeds']})"]
+            for arm, data in result.get("against_the_best", {}).items()
+        ]
+        lines += [
+            f"Hardest third at the budget against the best of {', '.join(ALTERNATIVES)} on each seed (the seeds all "
+            "of them ran; at or above it on k of n seeds):",
+            "",
+            markdown(["arm", "− the best alternative"], body),
+            "",
+        ] if body else []  # fmt: skip
+        body = [
+            [
+                arm,
+                _pm(data["prompts"], 2),
+                _pm(data["hardest"], 2),
+                _pm(data["dropped"], 1),
+                _pm(data["signal"]),
+                _pm(data["signal_at_equal_steps"]),
+            ]
+            for arm, data in result.get("coverage", {}).items()
+        ]
+        lines += [
+            "What each arm trained (every arm on the seed's prompt order): the share of the kept train prompts, and "
+            "of the hardest third's facts, trained at least once; the groups dropped as stale per run; and the "
+            "signal a generated token bought, tokens of trained rows with a nonzero advantage per completion token "
+            "generated, over the run (equal wall time) and over the first k steps, k the fewest any arm of the seed "
+            "made (equal steps):",
+            "",
+            markdown(["arm", "prompts trained", "hardest third trained", "groups dropped", "signal / generated",
+                      "at equal steps"], body),  # fmt: skip
             "",
         ] if body else []  # fmt: skip
         if RECOMMENDED in result["reach_reference"]:
@@ -1397,6 +1638,9 @@ RECORDS = _REPO_ROOT / "benchmarks" / "records" / "real_learning"
 tables and figures are generated from them by `--report`)."""
 DOCS = _REPO_ROOT / "docs" / "benchmarks_real.md"
 BEGIN, END = "<!-- tables: python -m benchmarks.real_learning --report -->", "<!-- end of the generated tables -->"
+README = _REPO_ROOT / "README.md"
+README_BEGIN = "<!-- results: python -m benchmarks.real_learning --report -->"
+README_END = "<!-- end of the generated results -->"
 
 
 def describe_parts(
@@ -1423,12 +1667,13 @@ def describe_parts(
     return "\n".join(lines), total
 
 
-def report(out: Path, base: Settings, docs: Path | None, figures: Path) -> str:
-    """The tables of every committed run, per geometry (and the figures): what `--report` writes into the docs."""
+def report(out: Path, base: Settings, docs: Path | None, figures: Path, readme: Path | None = None) -> dict[str, str]:
+    """The tables of every committed run, per geometry (and the figures), and the README's results table: what
+    `--report` writes into `docs` (docs/benchmarks_real.md) and `readme` between their generated-block markers."""
     check_records(out, base)
-    runs = [json.loads(path.read_text()) for path in sorted((out / "runs").rglob("*.json"))]
-    meta = json.loads((out / "tasks.json").read_text())
-    text = [report_header(base, runs)]
+    runs = [read_record(path, ("settings", "marks")) for path in sorted((out / "runs").rglob("*.json"))]
+    meta = read_record(out / "tasks.json", ())
+    text, results = [report_header(base, runs)], []
     for geometry in GEOMETRIES:
         chosen = [run for run in runs if run["arm"] == "base" or run.get("geometry", "shared") == geometry]
         arms = tuple(arm for arm in ARMS if any(run["arm"] == arm for run in chosen))
@@ -1440,15 +1685,72 @@ def report(out: Path, base: Settings, docs: Path | None, figures: Path) -> str:
         body = re.sub(r"(?m)^## ", "#### ", tables(summary, chosen, settings, "").strip())
         text += [f"### {geometry.capitalize()} cores", "", body, ""]
         text += [busy_table(chosen), ""] if any("busy" in run for run in chosen) else []
+        results += result_rows(geometry, summary)
         for family, result in summary.items():
             curve_figure(f"{family}, {geometry} cores", result, figures / f"real_{geometry}_{family}.png")
     text += ["#### Base pass rates (prompts per number of correct samples)", "", pass_rate_table(meta, base)]
     block = "\n".join(text).strip()
+    headline = result_table(results, base)
     if docs is not None:
-        document = docs.read_text()
-        head, rest = document.split(BEGIN, 1)
-        docs.write_text(f"{head}{BEGIN}\n\n{block}\n\n{END}{rest.split(END, 1)[1]}")
-    return block
+        write_block(docs, BEGIN, END, block)
+    if readme is not None:
+        write_block(readme, README_BEGIN, README_END, headline)
+    return {"tables": block, "headline": headline}
+
+
+def write_block(page: Path, begin: str, end: str, block: str) -> None:
+    """Replace what lies between a page's generated-block markers."""
+    head, rest = page.read_text().split(begin, 1)
+    page.write_text(f"{head}{begin}\n\n{block}\n\n{end}{rest.split(end, 1)[1]}")
+
+
+def generated_block(page: Path, begin: str, end: str) -> str:
+    """What lies between a page's generated-block markers (stripped)."""
+    return page.read_text().split(begin, 1)[1].split(end, 1)[0].strip()
+
+
+def result_rows(geometry: str, summary: dict[str, Any]) -> list[list[str]]:
+    """One row per family and arm of a geometry: seeds, the hardest third at the budget, and its paired difference
+    against synchronous and asynchronous GRPO n=4 (where both ran on these cores), with the seeds it was higher."""
+
+    def against(result: dict[str, Any], arm: str, reference: str) -> str:
+        if arm == reference:
+            return "(reference)"
+        compared = result["comparisons"].get(f"{arm} − {reference}")
+        if compared is None:
+            return "-"
+        last = compared["hardest_third"][-1]
+        return f"{last['mean']:+.3f} ± {last['std']:.3f} ({last['higher']}/{last['seeds']})"
+
+    rows = []
+    for family, result in summary.items():
+        for arm, data in result["arms"].items():
+            if data["curve"]:
+                rows.append(
+                    [
+                        family,
+                        geometry,
+                        arm,
+                        str(len(data["seeds"])),
+                        _pm(data["curve"][-1]["hardest_third"]),
+                        against(result, arm, REFERENCE),
+                        against(result, arm, ASYNC_REFERENCE),
+                    ]
+                )
+    return rows
+
+
+def result_table(rows: list[list[str]], settings: Settings) -> str:
+    """The README's results table, or a line saying no run is recorded yet."""
+    if not rows:
+        return "No run of the real-model benchmark is recorded yet (`python -m benchmarks.real_learning --parts`)."
+    columns = ["family", "cores", "arm", "seeds", "hardest third", f"− {REFERENCE}", f"− {ASYNC_REFERENCE}"]
+    return (
+        f"Held-out hardest third (avg@{settings.eval_k}) after {settings.budget_s:g} s of training, every arm on "
+        "the same prompts; differences paired by seed, mean ± sample std (higher on k of n seeds). From the "
+        "committed records by `python -m benchmarks.real_learning --report`; the readings: "
+        "[docs/benchmarks_real.md](docs/benchmarks_real.md).\n\n" + markdown(columns, rows)
+    )
 
 
 def report_header(settings: Settings, runs: list[dict[str, Any]]) -> str:
@@ -1495,10 +1797,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )
     parser.add_argument("--lr-sweep", type=float, nargs="+", metavar="LR", help="sweep GRPO n=4 over these rates")
     parser.add_argument("--sweep-steps", type=int, default=10, help="steps per sweep run (default: 10)")
+    parser.set_defaults(seed=None)  # a first seed given alone moves the part's seeds
     options = parser.parse_args(argv)
+    check_options(parser, options)
     base = Settings.smoke() if options.smoke else Settings()
-    base.budget_s = options.budget or base.budget_s
-    base.learning_rate = options.learning_rate or base.learning_rate
+    base.budget_s = pick(options.budget, base.budget_s)
+    base.learning_rate = pick(options.learning_rate, base.learning_rate)
     if options.part is not None and not 1 <= options.part <= len(PARTS):
         parser.error(f"--part {options.part}: there are parts 1 to {len(PARTS)}; `--parts` lists them.")
     numbered = list(enumerate(PARTS, start=1))
@@ -1508,18 +1812,25 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         numbered = [numbered[options.part - 1]]
     elif not options.parts:
         numbered = [(number, part) for number, part in numbered if part.default]
-    if options.seeds:
-        numbered = [(number, replace(part, seeds=options.seeds, first_seed=options.seed)) for number, part in numbered]
+    if options.seeds is not None or options.seed is not None:
+        numbered = [
+            (
+                number,
+                replace(part, seeds=pick(options.seeds, part.seeds), first_seed=pick(options.seed, part.first_seed)),
+            )
+            for number, part in numbered
+        ]
     parts = [part for _, part in numbered]
     out = Path(options.out)
     if options.report:
-        block = report(out, base, DOCS if out == RECORDS else None, _REPO_ROOT / "docs" / "figures")
-        print(block)
-        return {"report": block}
+        committed = out.resolve() == RECORDS.resolve()
+        figures = _REPO_ROOT / "docs" / "figures" if committed else out / "figures"
+        written = report(out, base, DOCS if committed else None, figures, README if committed else None)
+        print(written["headline"], written["tables"], sep="\n\n")
+        return {"report": written["tables"], "headline": written["headline"]}
     check_records(out, base)
-    eval_prompts = len(json.loads((out / "tasks.json").read_text())["capitals"]["evaluation"]) if (
-        out / "tasks.json"
-    ).is_file() else 64  # fmt: skip
+    tasks = read_record(out / "tasks.json", ()) if (out / "tasks.json").is_file() else {}
+    eval_prompts = len(tasks["capitals"]["evaluation"]) if "capitals" in tasks else 64
     plan, total = describe_parts(numbered, base, out, eval_prompts)
     print(f"{plan}\nexpected duration: about {total / 3600:.1f} h (resumable: a run whose record exists is skipped)")
     if options.parts:
@@ -1588,13 +1899,38 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     return results
 
 
+def pick(given: Any, default: Any) -> Any:
+    """An option's value, or `default` where it was not given (None)."""
+    return default if given is None else given
+
+
+def check_options(parser, options) -> None:
+    """One line naming the option, its value and the fix for a value the benchmark cannot run with."""
+    numbers = (("--budget", options.budget, "seconds of training per run"), ("--learning-rate", options.learning_rate,
+               "the learning rate"))  # fmt: skip
+    for flag, value, meaning in numbers:
+        if value is not None and not (math.isfinite(value) and value > 0):
+            parser.error(f"{flag} {value:g}: {meaning} must be a number > 0 (leave it out for the default).")
+    if options.seeds is not None and options.seeds < 1:
+        parser.error(f"--seeds {options.seeds}: the number of seeds must be at least 1.")
+    if options.seed is not None and options.seed < 0:
+        parser.error(f"--seed {options.seed}: the first seed must be 0 or more.")
+    if Path(options.out).exists() and not Path(options.out).is_dir():
+        parser.error(f"--out {options.out}: is a file; give a folder (default: {RECORDS}).")
+    if options.report and not (Path(options.out) / "tasks.json").is_file():
+        parser.error(
+            f"--out {options.out} holds no records (no tasks.json): run a part into it first, or leave --out out "
+            "to report the committed records."
+        )
+
+
 def prepare_families(settings: Settings, model_dir: str, server_url: str, out: Path) -> dict[str, Family]:
     """The families' train and evaluation prompts with their base pass rates (cached in `out/pass_rates.json`), and
     their description in `out/tasks.json` (beside the other families' already there), `pass_rates.md` and
     `pass_rates.png`."""
     cache = PassRates(out / "pass_rates.json", pass_rate_key(settings))
     families = {name: prepare_family(name, settings, model_dir, server_url, cache) for name in settings.families}
-    saved = json.loads((out / "tasks.json").read_text()) if (out / "tasks.json").is_file() else {}
+    saved = read_record(out / "tasks.json", ()) if (out / "tasks.json").is_file() else {}
     meta = {**saved, **{name: family.meta() for name, family in families.items()}}
     write_json(out / "tasks.json", {name: meta[name] for name in FAMILIES if name in meta})
     (out / "pass_rates.md").write_text(pass_rate_table(meta, settings) + "\n")

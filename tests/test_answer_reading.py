@@ -1,5 +1,5 @@
 """How a math reward reads an answer, case by case: the cases the mutation run of the rewards showed untested
-(docs/mutation.md). Torch-free, part of the mutation run's test set."""
+(docs/lab/mutation.md). Torch-free, part of the mutation run's test set."""
 
 from __future__ import annotations
 

@@ -18,14 +18,15 @@ REFILLED = {0: [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0] + [0.0] * 24}
 
 
 def refilled_group(tmp_path, tiny):  # noqa: F811
-    """The issue's example: n = 4, streaming_window = 4, max_staleness = 1, one prompt. The first window is
+    """The issue's example: n = 4, streaming_window = 4, max_staleness = 2 (trained at most 2 versions after it was
+    requested: pushed or read at most 1 behind, `trainable_age`), one prompt. The first window is
     requested under version 0, the refill under version 1; the group is pushed under version 1 with kept rows of
     versions 0, 0, 0, 1 (two positives, two negatives)."""
     worker = worker_for(
         tmp_path,
         tiny,
         [{"prompt": "hello"}],
-        max_staleness=1,
+        max_staleness=2,
         streaming_window=4,
         max_prompts_in_flight=1,
         pass_rate_memory=True,
@@ -154,3 +155,31 @@ def test_the_token_budget_is_checked_against_a_datasets_prompt_column(tmp_path, 
     dataset = Dataset.from_dict({"prompt": [[{"role": "user", "content": LONG_PROMPT}]]})
     with pytest.raises(ValueError, match="token_budget=16 is less than train_dataset row 0's"):
         check_token_budget(async_config(tmp_path, token_budget=16, max_completion_length=4), dataset, tiny[1])
+
+
+@pytest.mark.parametrize(("micro_batch_rows", "trains"), [(4, False), (8, True), (0, False)])
+def test_a_group_is_judged_by_the_staleness_its_last_row_will_train_at(tmp_path, tiny, micro_batch_rows, trains):  # noqa: F811
+    """max_staleness=2, live version 1: a group of 4 rows requested under version 0 is a version old when read.
+    After 2 rows handed, its rows cross into the next micro-batch of 4 (a sync can come before its last rows train:
+    they would train 3 versions old), and are dropped whole; in micro-batches of 8 they do not cross and train;
+    under a token budget (rows per micro-batch unknown) a group of more than one row counts as crossing."""
+    from types import SimpleNamespace
+
+    from trl_ada.async_grpo.worker import RolloutQueue
+
+    worker = worker_for(tmp_path, tiny, [{"prompt": "hello"}], max_staleness=2)
+    rows = RolloutQueue(worker, micro_batch_rows=micro_batch_rows)
+    worker.update_model_version(1)
+    worker.trained.expect(0, 2, version=1)
+    worker.trained.expect(1, 4, version=0)
+    for group, version, count in ((0, 1, 2), (1, 0, 4)):
+        for _ in range(count):
+            rows.put(SimpleNamespace(group_id=group, model_version=version))
+    read = [rows.get_nowait().group_id for _ in range(2)]
+    assert read == [0, 0]
+    if trains:
+        assert [rows.get_nowait().group_id for _ in range(4)] == [1] * 4
+    else:
+        with pytest.raises(queue.Empty):
+            rows.get_nowait()
+        assert 1 in worker.trained  # dropped whole: settled

@@ -161,3 +161,14 @@ def test_the_worker_and_the_trainer_may_report_from_two_threads():
 @pytest.mark.parametrize("group", [0, 7])
 def test_nothing_is_settled_before_the_worker_reports(group):
     assert group not in TrainedGroups()
+
+
+def test_take_next_gives_each_trained_rows_staleness_against_the_policy_that_trains_it():
+    record = TrainedGroups()
+    record.expect(0, 2, version=3)
+    record.expect(1, 1, version=5)
+    record.expect(2, 1)  # pushed without a version: not measured
+    record.update([0, 0, 1, 2])
+    assert record.take_next(live_version=6) == [3, 3, 1]
+    assert record.requested == {}  # settled groups leave the table
+    assert record.take_next(live_version=7) == []  # nothing collated

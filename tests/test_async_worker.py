@@ -82,13 +82,14 @@ def metric_total(worker: AdaptiveRolloutWorker, name: str) -> float:
 
 
 def test_the_issues_stale_example_drops_the_group_whole_and_its_visit_reaches_the_memory(tmp_path, tiny):
-    """n = 4, max_staleness = 0: 0000 requested under version 0, then 1100 under version 1. The kept group would be
+    """n = 4, max_staleness = 1 (pushed only from samples of the live version): 0000 requested under version 0, then
+    1100 under version 1. The kept group would be
     two stale negatives and two fresh positives, and only the positives would train (+0.667 each, a one-sided
     update). Two fresh samples cannot form a group: nothing is pushed, the drop is counted, and the visit (2
     positives, 4 negatives) still reaches the pass-rate memory once the group settles."""
     dataset = [{"prompt": "hello"}]
     worker = worker_for(
-        tmp_path, tiny, dataset, max_staleness=0, streaming_window=4, max_prompts_in_flight=1, pass_rate_memory=True
+        tmp_path, tiny, dataset, max_staleness=1, streaming_window=4, max_prompts_in_flight=1, pass_rate_memory=True
     )
     server, active = Recorder(), {}
     stream = {0: [0.0] * 4 + [1.0, 1.0, 0.0, 0.0] + [0.0] * 24}
@@ -114,7 +115,7 @@ def test_a_group_is_pushed_whole_from_its_fresh_samples(tmp_path, tiny):
     """0000 under version 0, then 0011 under version 1: the fresh 0, 0, 1, 1 form the group, with the pool's
     baseline 2/8."""
     worker = worker_for(
-        tmp_path, tiny, [{"prompt": "hello"}], max_staleness=0, streaming_window=4, max_prompts_in_flight=1
+        tmp_path, tiny, [{"prompt": "hello"}], max_staleness=1, streaming_window=4, max_prompts_in_flight=1
     )
     server, active = Recorder(), {}
     stream = {0: [0.0] * 4 + [0.0, 0.0, 1.0, 1.0] + [0.0] * 24}

@@ -241,8 +241,13 @@ def test_every_arm_trains_the_same_way_but_for_its_sampling():
         assert not config.gradient_checkpointing
     assert configs["Est n=8"].generation_schedule == "est"
     assert configs["Seq-balance"].exit_rule == "balance" and configs["GRPO n=8"].exit_rule == "none"
-    assert type(configs["async balance"]).__name__ == "AsyncReinforceAdaConfig"
-    assert configs["async balance"].max_staleness == settings.max_staleness
+    for arm in ("async balance", "async GRPO n=4", "async Est n=8"):
+        assert rl.asynchronous(arm) and type(configs[arm]).__name__ == "AsyncReinforceAdaConfig"
+        assert configs[arm].max_staleness == settings.max_staleness
+    assert configs["async GRPO n=4"].sampling_plan.generation_schedule == "grpo"
+    assert configs["async Est n=8"].sampling_plan.generation_schedule == "est"
+    synchronous = [arm for arm in rl.ARMS if not rl.asynchronous(arm)]
+    assert all(configs[arm].shuffle_dataset is False for arm in synchronous)  # the seed's order, unshuffled
     for arm in ("GRPO n=4", "GRPO n=8", "Seq-balance", "Est n=8"):
         assert (configs[arm].beta, configs[arm].loss_type, configs[arm].scale_rewards) == (0.0, "dapo", "none")
 
@@ -318,12 +323,24 @@ def test_a_run_with_fewer_seeds_is_compared_on_the_seeds_both_ran():
     assert summary["plateau"]["holds"] is True
 
 
-def test_the_parts_spend_the_budget_on_the_no_transfer_comparison_first_and_fit_two_hours(tmp_path):
+def test_the_parts_spend_the_budget_on_the_recommendations_comparison_first_and_fit_two_hours(tmp_path):
     first = rl.PARTS[0]
-    assert first.families == ("capitals",) and set(first.arms) == {"GRPO n=4", "GRPO n=8", "Est n=8"}
-    no_transfer = [p for p in rl.PARTS if p.families == ("capitals",) and set(p.arms) == set(first.arms)]
-    assert sum(p.seeds for p in no_transfer) == 5
-    assert {p.geometry for p in rl.PARTS} == {"shared", "separate"}
+    assert (first.geometry, first.families, first.first_seed, first.seeds) == ("separate", ("capitals",), 0, 1)
+    assert set(rl.RECOMMENDATION_ARMS) == {"async balance", "async GRPO n=4", "GRPO n=4", "GRPO n=8"}
+    seeds = {}  # (geometry, family, arm) -> the seeds the default parts run
+    for part in (p for p in rl.PARTS if p.default):
+        for arm in part.arms:
+            for family in part.families:
+                seeds.setdefault((part.geometry, family, arm), []).extend(
+                    range(part.first_seed, part.first_seed + part.seeds)
+                )
+    for arm in rl.RECOMMENDATION_ARMS:
+        assert sorted(seeds["separate", "capitals", arm]) == [0, 1, 2, 3, 4]
+    for geometry in rl.GEOMETRIES:  # the controls wherever asynchronous balance runs
+        for arm in ("async GRPO n=4", "async Est n=8"):
+            assert len(seeds[geometry, "capitals", arm]) >= 3
+    capitals = [p for p in rl.PARTS if p.default and p.families == ("capitals",)]
+    assert all(p.seeds == 1 for p in capitals)  # arms compared on a seed run in one part, on one day
     settings = rl.Settings()
     total = 0.0
     for part in rl.PARTS:
@@ -333,15 +350,15 @@ def test_the_parts_spend_the_budget_on_the_no_transfer_comparison_first_and_fit_
         seconds = rl.expected_seconds(chosen, runs, len(order) - runs, 64)
         assert seconds <= 2 * 3600, part
         total += seconds if part.default else 0.0
-    assert total <= 8 * 3600  # the default invocation; the optional parts run only as `--part 7`, `8`, `9`
-    assert [p.default for p in rl.PARTS] == [True] * 6 + [False] * 3
+    assert total <= 10 * 3600  # the default invocation; the optional parts run only when asked for by number
+    assert [p.default for p in rl.PARTS] == [True] * 9 + [False] * 4
     listed = rl.main(["--parts", "--out", str(tmp_path)])["parts"].splitlines()
-    assert [line.split(":")[0] for line in listed] == [f"part {k}" for k in range(1, 10)]
-    assert listed[6].endswith("(optional)") and "Pilot-Commit n=8" in listed[6]
-    assert "Est n=4, seeds 0-4" in listed[7] and listed[7].endswith("(optional)")
-    assert "GRPO n=4 skip, Est n=8 skip, seeds 0-2" in listed[8] and listed[8].endswith("(optional)")
+    assert [line.split(":")[0] for line in listed] == [f"part {k}" for k in range(1, 14)]
+    assert listed[0].startswith("part 1: separate cores, capitals, async balance, async GRPO n=4, GRPO n=4, GRPO n=8")
+    assert all(line.endswith("(optional)") for line in listed[9:])
     assert rl.main(["--parts", "--part", "2", "--out", str(tmp_path)])["parts"].startswith("part 2: ")
     assert rl.Settings().identity() == rl.PARTS[3].settings(settings).identity()  # parts share the run identity
+    assert rl.Settings().identity()["order"] == rl.ORDER  # the order rule is part of every run's identity
 
 
 def test_bad_parts_geometries_and_folders_get_one_line_and_nothing_is_overwritten(tmp_path, capsys):
@@ -362,6 +379,12 @@ def test_bad_parts_geometries_and_folders_get_one_line_and_nothing_is_overwritte
     before = path.read_text()
     with pytest.raises(SystemExit, match="budget_s: 120.0 there, 600.0 now"):
         rl.main(["--part", "1", "--out", str(tmp_path)])
+    unordered = {k: v for k, v in rl.Settings().identity().items() if k != "order"}  # drawn before the order rule
+    path.write_text(json.dumps({"settings": unordered, "marks": []}))
+    before = path.read_text()
+    with pytest.raises(SystemExit, match="another prompt order.*Delete that folder's runs/") as refused:
+        rl.main(["--part", "1", "--out", str(tmp_path)])
+    assert str(path) in str(refused.value) and "\n" not in str(refused.value) and path.read_text() == before
     assert path.read_text() == before and sorted(tmp_path.rglob("*")) == [
         path.parent.parent.parent,
         path.parent.parent,
@@ -378,12 +401,53 @@ def test_bad_parts_geometries_and_folders_get_one_line_and_nothing_is_overwritte
 
 
 def test_the_committed_tables_are_what_the_committed_runs_give(tmp_path):
-    """docs/benchmarks_real.md's generated block equals `--report` over benchmarks/records/real_learning."""
-    if not (rl.RECORDS / "tasks.json").is_file():
-        pytest.skip("no records committed yet")
-    text = rl.DOCS.read_text()
-    committed = text.split(rl.BEGIN, 1)[1].split(rl.END, 1)[0].strip()
-    assert committed == rl.report(rl.RECORDS, rl.Settings(), None, tmp_path)
+    """docs/benchmarks_real.md's tables and the README's results table equal `--report` over
+    benchmarks/records/real_learning: no benchmark figure a user reads is written by hand."""
+    assert (rl.RECORDS / "tasks.json").is_file()
+    written = rl.report(rl.RECORDS, rl.Settings(), None, tmp_path)
+    for page, begin, end, block in [
+        (rl.DOCS, rl.BEGIN, rl.END, written["tables"]),
+        (rl.README, rl.README_BEGIN, rl.README_END, written["headline"]),
+    ]:
+        assert rl.generated_block(page, begin, end) == block, (
+            f"{page.name}'s generated block differs from the committed records: regenerate it with "
+            "`python -m benchmarks.real_learning --report` instead of editing it by hand"
+        )
+
+
+def test_report_writes_the_generated_blocks_and_keeps_the_rest_of_each_page(tmp_path):
+    """The README's results table and the docs' tables land between their markers; what a person wrote around them
+    stays; a records folder other than the committed one gets its figures in its own folder."""
+    readme, docs = tmp_path / "README.md", tmp_path / "benchmarks_real.md"
+    readme.write_text(f"# intro\n{rl.README_BEGIN}\nhand-edited\n{rl.README_END}\ntail\n")
+    docs.write_text(f"head\n{rl.BEGIN}\nold\n{rl.END}\nreading\n")
+    written = rl.report(rl.RECORDS, rl.Settings(), docs, tmp_path / "figures", readme)
+    assert rl.generated_block(readme, rl.README_BEGIN, rl.README_END) == written["headline"]
+    assert readme.read_text().startswith("# intro\n") and readme.read_text().endswith("\ntail\n")
+    assert rl.generated_block(docs, rl.BEGIN, rl.END) == written["tables"] and docs.read_text().endswith("reading\n")
+
+
+def test_the_results_table_pairs_each_arm_with_synchronous_and_asynchronous_grpo():
+    settings = rl.Settings(
+        families=("capitals",), arms=("GRPO n=4", "async GRPO n=4", "async balance"), budget_s=20.0, marks=2, eval_k=2
+    )
+    runs = []
+    for seed in (0, 1):
+        base = fake_run("capitals", "base", seed, [0])
+        base["marks"] = base["marks"][:1]
+        runs += [
+            base,
+            fake_run("capitals", "GRPO n=4", seed, [1, 1]),
+            fake_run("capitals", "async GRPO n=4", seed, [1, 2]),
+        ]
+        runs.append(fake_run("capitals", "async balance", seed, [2, 2 - seed]))
+    summary = rl.summarize(runs, {"capitals": {"evaluation": meta([0.0, 0.5, 0.5])}}, settings)
+    rows = {row[2]: row for row in rl.result_rows("separate", summary)}
+    assert rows["GRPO n=4"][5:] == ["(reference)", "-"]
+    # async balance ends at 2/2 then 1/2 on the hardest third's one row: +0.5 and 0 over GRPO n=4's 1/2
+    assert rows["async balance"][3:] == ["2", "0.750 ± 0.354", "+0.250 ± 0.354 (1/2)", "-0.250 ± 0.354 (0/2)"]
+    assert rows["async GRPO n=4"][5:] == ["+0.500 ± 0.000 (2/2)", "(reference)"]
+    assert "No run" in rl.result_table([], settings)
 
 
 def test_generated_tokens_per_trained_token_read_from_each_trainers_logs():
@@ -394,3 +458,95 @@ def test_generated_tokens_per_trained_token_read_from_each_trainers_logs():
     worker = {"arm": "async balance", "steps": [{"tokens": 300.0}], "logs": [{"batch/trained_tokens_per_step": 100.0}]}
     assert rl.generated_per_trained(worker, 4) == 3.0
     assert math.isnan(rl.generated_per_trained({"arm": "Est n=8", "steps": [], "logs": []}, 4))
+
+
+def test_coverage_counts_the_prompts_and_hardest_facts_trained_and_the_signal_a_generated_token_bought():
+    family = {"train": [{"fact": f} for f in ("0", "1", "2", "9")], "evaluation": meta([0.0, 0.1, 0.5, 0.6, 0.7, 0.8])}
+    run = {
+        "coverage": {"order": ["0", "2", "0"], "dropped": {"1": 2}, "signal_tokens": 60.0},
+        "steps": [{"step": 1, "tokens": 100.0, "signal": 30.0}, {"step": 2, "tokens": 300.0, "signal": 60.0}],
+    }
+    # kept prompts 0, 1, 2, 9: 0 and 2 trained; the hardest third is test rows 0 and 1, both train facts: 0 trained
+    assert rl.coverage(run, family) == {"prompts": 0.5, "hardest": 0.5, "dropped": 2.0}
+    assert rl.signal_per_generated(run) == 0.2 and rl.signal_per_generated(run, steps=1) == 0.3
+    assert math.isnan(rl.signal_per_generated(run, steps=0))
+    arithmetic = {
+        "train": family["train"],
+        "evaluation": [dict(row, fact=f"x{row['fact']}") for row in family["evaluation"]],
+    }
+    assert math.isnan(rl.coverage(run, arithmetic)["hardest"])  # held-out operands: no hardest fact was a train fact
+
+
+def test_an_asynchronous_arm_is_read_against_the_best_alternative_on_each_seed():
+    settings = rl.Settings(
+        families=("capitals",), arms=("GRPO n=4", "GRPO n=8", "async GRPO n=4", "async balance"), budget_s=20.0,
+        marks=2, eval_k=2,
+    )  # fmt: skip
+    runs = []
+    for seed, (grpo4, grpo8, async_grpo, balance) in enumerate([(1, 2, 1, 2), (2, 1, 1, 1), (0, 0, 1, 2)]):
+        base = fake_run("capitals", "base", seed, [0])
+        base["marks"] = base["marks"][:1]
+        runs += [base] + [
+            fake_run("capitals", arm, seed, [0, last])
+            for arm, last in zip(settings.arms, (grpo4, grpo8, async_grpo, balance), strict=True)
+        ]
+    summary = rl.summarize(runs, {"capitals": {"evaluation": meta([0.0, 0.5, 0.5])}}, settings)["capitals"]
+    best = summary["against_the_best"]["async balance"]
+    # the hardest third is row 0 of 2 samples: balance 1, 1/2, 1 against the best alternative 1, 1, 1/2
+    assert best["values"] == [0.0, -0.5, 0.5] and (best["at_or_above"], best["seeds"]) == (2, 3)
+    assert "async GRPO n=4" not in summary["against_the_best"]  # it is one of the alternatives
+
+
+@pytest.mark.parametrize(
+    ("argv", "named"),
+    [
+        (["--budget", "-1"], "--budget -1"),
+        (["--budget", "nan"], "--budget nan"),
+        (["--budget", "0"], "--budget 0"),
+        (["--learning-rate", "-1"], "--learning-rate -1"),
+        (["--seeds", "0"], "--seeds 0"),
+        (["--seeds", "-1"], "--seeds -1"),
+        (["--seed", "-2"], "--seed -2"),
+    ],
+)
+def test_a_bad_option_gets_one_line_naming_it_and_its_value(tmp_path, capsys, argv, named):
+    with pytest.raises(SystemExit):
+        rl.main([*argv, "--parts", "--out", str(tmp_path)])
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert named in last and "must be" in last
+    assert rl.main(["--parts", "--out", str(tmp_path)])["parts"]  # without it the same call runs
+
+
+def test_a_first_seed_or_a_seed_count_given_alone_moves_only_that(tmp_path):
+    assert "seeds 7-7: " in rl.main(["--parts", "--part", "2", "--seed", "7", "--out", str(tmp_path)])["parts"]
+    assert "seeds 1-3: " in rl.main(["--parts", "--part", "2", "--seeds", "3", "--out", str(tmp_path)])["parts"]
+    assert "seeds 0-0: " in rl.main(["--parts", "--part", "1", "--seeds", "1", "--out", str(tmp_path)])["parts"]
+    assert (
+        "seeds 0-0: "
+        in rl.main(["--parts", "--part", "1", "--seeds", "1", "--seed", "0", "--out", str(tmp_path)])["parts"]
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "said"), [("{", "not JSON"), ("[1, 2]", "no settings, marks"), ('{"x": 1}', "no settings")]
+)
+def test_a_corrupt_or_foreign_record_is_named_in_one_line_and_nothing_is_overwritten(tmp_path, text, said):
+    path = rl.run_path(tmp_path, "capitals", "GRPO n=4", 0, "separate")
+    path.parent.mkdir(parents=True)
+    path.write_text(text)
+    with pytest.raises(SystemExit) as refused:
+        rl.main(["--parts", "--out", str(tmp_path)])
+    message = str(refused.value)
+    assert str(path) in message and said in message and "delete it" in message and "\n" not in message
+    assert path.read_text() == text
+
+
+def test_an_out_that_is_a_file_or_holds_no_records_is_refused_for_a_report(tmp_path, capsys):
+    file = tmp_path / "file"
+    file.write_text("x")
+    with pytest.raises(SystemExit):
+        rl.main(["--parts", "--out", str(file)])
+    assert f"--out {file}: is a file" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        rl.main(["--report", "--out", str(tmp_path / "empty")])
+    assert "holds no records (no tasks.json)" in capsys.readouterr().err

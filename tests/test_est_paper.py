@@ -121,7 +121,7 @@ def test_log_objective_on_balance_rounds_weights_each_group_by_its_pool_pass_rat
         ({"generation_schedule": "est"}, ["pass_rate_memory=False", "Set pass_rate_memory=True"]),
         ({"sampling": "est", "est_min_samples": 5}, ["est_min_samples=5", "num_generations=4", "at most 4"]),
         ({"sampling": "est", "est_max_samples": 3}, ["est_max_samples=3", "at least 4"]),
-        ({"sampling": "est", "est_min_samples": 1}, ["est_min_samples=1", ">= 2"]),
+        ({"sampling": "est", "est_min_samples": 1}, ["est_min_samples=1", "[2, inf)"]),
         ({"sampling": "est", "memory_decay": 0.0}, ["memory_decay=0.0", "(0, 1]"]),
         ({"sampling": "est", "memory_decay": 1.5}, ["memory_decay=1.5"]),
         ({"sampling": "est", "memory_prior_alpha": 0.0}, ["memory_prior_alpha=0.0", "(0, inf)", "=1.0"]),

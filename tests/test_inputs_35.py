@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import shutil
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -158,7 +159,8 @@ def _checkpoint(root: Path, step: int) -> Path:
     path.mkdir(parents=True)
     (path / "trainer_state.json").write_text(json.dumps({"global_step": step}))
     save_file({"w": np.zeros(16, np.float32)}, str(path / "model.safetensors"))
-    (path / "optimizer.pt").write_bytes(b"optimizer state")
+    with zipfile.ZipFile(path / "optimizer.pt", "w") as archive:  # as torch.save writes it: a zip archive
+        archive.writestr("optimizer/data.pkl", b"optimizer state" * 8)
     return path
 
 
@@ -174,6 +176,7 @@ def _truncate(file: Path) -> None:
         (lambda p: (p / "optimizer.pt").write_bytes(b""), "its optimizer.pt is empty"),
         (lambda p: _truncate(p / "model.safetensors"), "its model.safetensors is truncated or corrupt"),
         (lambda p: (p / "model.safetensors").write_bytes(b"\xff" * 12), "its model.safetensors is truncated"),
+        (lambda p: _truncate(p / "optimizer.pt"), "its optimizer.pt is truncated or corrupt"),
     ],
 )
 def test_resume_true_falls_back_past_a_checkpoint_with_a_missing_empty_or_truncated_file(
@@ -310,10 +313,10 @@ def test_a_latin1_capitals_file_is_one_error_naming_the_file_and_the_fix(tmp_pat
 @pytest.mark.parametrize(
     ("flags", "named"),
     [
-        (["--samples_per_round", "100000000"], "samples_per_round=100000000: at most 4096"),
+        (["--samples_per_round", "100000000"], "samples_per_round=100000000: must be in [1, 4096]"),
         (
             ["--sampling", "dapo", "--pass_rate_memory", "true", "--skip_unsolvable_draws", "100000000"],
-            "skip_unsolvable_draws=100000000: at most 10000",
+            "skip_unsolvable_draws=100000000: must be in [1, 10000]",
         ),
     ],
 )

@@ -67,3 +67,15 @@ def test_the_one_exception_that_steers_trl_stays_in_the_joints():
         str(path.relative_to(ROOT)) for path in PACKAGE.rglob("*.py") if "_PromptsReady" in path.read_text()
     )
     assert holders == ["trl_ada/_trl.py"]
+
+
+def test_the_package_map_names_every_module():
+    """docs/architecture.md's layers table is the one package map: every module and subpackage of `trl_ada` is in
+    it (a module added without a line there fails here, naming it)."""
+    doc = (ROOT / "docs" / "architecture.md").read_text()
+    table = doc.split("## The layers", 1)[1].split("\n\n", 2)[1]
+    package = ROOT / "trl_ada"
+    modules = [p.name for p in package.glob("*.py") if p.name not in ("__init__.py", "__main__.py")]
+    modules += [f"{p.name}/" for p in package.iterdir() if (p / "__init__.py").is_file()]
+    missing = [name for name in modules if f"`{name}" not in table]
+    assert not missing, f"docs/architecture.md's layers table does not name {missing}"

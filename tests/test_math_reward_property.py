@@ -73,17 +73,38 @@ def math_verify_says_equal(completion: str, gold: str, options: dict) -> bool:
     )
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(batch=st.lists(st.tuples(completions(), golds(), OPTIONS), min_size=1, max_size=6), data=st.data())
-def test_math_reward_never_scores_1_where_math_verify_says_0(batch, data):
-    clear_caches()
-    # the batch twice in one call (de-duplication) and again in another order (the score cache)
-    order = data.draw(st.permutations(range(len(batch))))
-    for indices in (list(range(len(batch))) * 2, order):
-        for index in indices:
-            completion, gold, options = batch[index]
-            if make_math_reward(**options)([completion], [gold]) == [1.0]:
-                assert math_verify_says_equal(completion, gold, options), (completion, gold, options)
+@st.composite
+def cases(draw: st.DrawFn) -> tuple[str, str, dict]:
+    """(completion, gold, reward options): half the completions box the gold's own atom, so that the property is
+    tested where the reward pays, not only where it does not."""
+    gold = draw(golds())
+    completion = draw(completions())
+    atom = gold.removeprefix("$").removesuffix("$")
+    if atom.startswith(r"\boxed{") and atom.endswith("}"):
+        atom = atom[len(r"\boxed{") : -1]
+    if draw(st.booleans()) and ", " not in atom:
+        completion = rf"We compute step by step. $\boxed{{{atom}}}$."
+    return completion, gold, draw(OPTIONS)
+
+
+def test_math_reward_never_scores_1_where_math_verify_says_0():
+    paid: list[tuple[str, str]] = []
+
+    @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(batch=st.lists(cases(), min_size=1, max_size=6), data=st.data())
+    def holds(batch, data):
+        clear_caches()
+        # the batch twice in one call (de-duplication) and again in another order (the score cache)
+        order = data.draw(st.permutations(range(len(batch))))
+        for indices in (list(range(len(batch))) * 2, order):
+            for index in indices:
+                completion, gold, options = batch[index]
+                if make_math_reward(**options)([completion], [gold]) == [1.0]:
+                    paid.append((completion, gold))
+                    assert math_verify_says_equal(completion, gold, options), (completion, gold, options)
+
+    holds()
+    assert len(paid) >= 10, f"only {len(paid)} paying cases: the property was hardly tested"
 
 
 SEPARATORS = st.sampled_from([" ", r"\,", r"\ ", "~", "{,}", ","])

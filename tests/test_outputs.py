@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
+from trl_ada import outputs
 from trl_ada.outputs import OutputError, check_output, staged_output
 
 
@@ -24,16 +26,21 @@ def test_wrong_kind_unwritable_and_blocked_paths_are_refused(tmp_path):
         check_output(tmp_path / "file", option="--output", overwrite=True, directory=True)
     with pytest.raises(OutputError, match=r"cannot be created, .*file is a file"):
         check_output(tmp_path / "file" / "out", option="--output")
+
+
+def test_an_unwritable_location_is_refused_naming_the_option_the_path_and_the_fix(tmp_path, monkeypatch):
+    """A folder the process may not write into (here as the operating system would report it for a read-only mount
+    or another user's folder: root bypasses permission bits, so `os.access` answers as it would there)."""
     locked = tmp_path / "locked"
     locked.mkdir()
-    locked.chmod(0o500)
-    try:
-        if os.access(locked, os.W_OK):
-            pytest.skip("running as root: permissions are not enforced")
-        with pytest.raises(OutputError, match=r"cannot be written, .*locked is not writable"):
-            check_output(locked / "out.json", option="--output")
-    finally:
-        locked.chmod(0o700)
+    access = os.access
+    monkeypatch.setattr(outputs.os, "access", lambda path, mode: Path(path) != locked and access(path, mode))
+    with pytest.raises(OutputError) as refused:
+        check_output(locked / "out.json", option="--output")
+    message = str(refused.value)
+    assert message.startswith(f"--output {locked / 'out.json'}") and f"{locked} is not writable" in message
+    assert "another --output" in message and "\n" not in message
+    assert check_output(tmp_path / "out.json", option="--output") == tmp_path / "out.json"  # the fix works
 
 
 def test_an_output_that_is_an_input_is_refused(tmp_path):

@@ -43,14 +43,14 @@ def test_the_registry_line_and_the_preset():
     [
         ({"pilot_band_low": 0.6, "pilot_band_high": 0.4}, ["pilot_band_low=0.6", "pilot_band_high=0.4"]),
         ({"pilot_band_low": 0.5, "pilot_band_high": 0.5}, ["pilot_band_low=0.5", "pilot_band_high=0.5"]),
-        ({"pilot_band_high": 1.5}, ["pilot_band_high=1.5", "[0, 1]"]),
+        ({"pilot_band_high": 1.5}, ["pilot_band_high=1.5", "(0, 1]"]),
         ({"pilot_band_low": 0.6, "pilot_band_high": 0.7}, ["pilot_band_low=0.6", "pilot_samples=2", "Widen the band"]),
-        ({"commit_samples": -1}, ["commit_samples=-1", ">= 0"]),
+        ({"commit_samples": -1}, ["commit_samples=-1", "[0, inf)"]),
         ({"commit_samples": 3}, ["commit_samples", "2 + 3", "Set commit_samples=2"]),
         ({"pilot_samples": 6}, ["pilot_samples=6", "at most 4"]),
-        ({"pilot_samples": 1}, ["pilot_samples=1", ">= 2"]),
+        ({"pilot_samples": 1}, ["pilot_samples=1", "[2, inf)"]),
         ({"commit_priority": "varaince"}, ["commit_priority='varaince'", "Did you mean 'variance'?"]),
-        ({"pilot_oversampling": 0.5}, ["pilot_oversampling=0.5", ">= 1.0"]),
+        ({"pilot_oversampling": 0.5}, ["pilot_oversampling=0.5", "[1, inf)"]),
         ({"samples_per_round": 8}, ["samples_per_round=8", "'pilot_commit'", "Remove samples_per_round"]),
     ],
 )

@@ -75,8 +75,8 @@ def test_rounds_per_prompt_needs_rounds_to_cap():
     [
         ({"num_generations": True}, ["num_generations=True", "boolean"], {"num_generations": 4}),
         ({"samples_per_round": True}, ["samples_per_round=True", "boolean"], {"samples_per_round": 8}),
-        ({"samples_per_round": 0}, ["samples_per_round=0", ">= 1"], {"samples_per_round": 1}),
-        ({"max_rounds": 0}, ["max_rounds=0", ">= 1"], {"max_rounds": 1}),
+        ({"samples_per_round": 0}, ["samples_per_round=0", "[1, 4096]"], {"samples_per_round": 1}),
+        ({"max_rounds": 0}, ["max_rounds=0", "[1, inf)"], {"max_rounds": 1}),
         ({"max_rounds": 2.0}, ["max_rounds=2.0", "write max_rounds=2"], {"max_rounds": 2}),
         ({"first_round": "adaptive"}, ["first_round='adaptive'", "'fixed', 'prior'"], {"first_round": "fixed"}),
         ({"advantage_baseline": "batch"}, ["advantage_baseline='batch'", "'pool', 'group'"], {}),

@@ -132,7 +132,10 @@ def test_check_value_names_the_field_the_value_and_what_it_takes():
     names(refusal(check_value, "x", float("inf"), float, example=0.7, within="(-inf, inf)"), "a finite number")
     names(refusal(check_value, "x", "c", str, choices=("a", "b")), "x='c'", "['a', 'b']")
     names(refusal(check_value, "x", 2, int, optional=True, within="[3, inf)"), "x=2", "[3, inf)")
-    assert "e.g." not in refusal(check_value, "x", 2, int, within="[3, inf)")  # no example: none made up (x=None)
+    # no example given: the interval's closed bound, a value it accepts (never x=None); none for an open interval
+    assert refusal(check_value, "x", 2, int, within="[3, inf)").endswith("(e.g. x=3).")
+    check_value("x", 3, int, within="[3, inf)")
+    assert "e.g." not in refusal(check_value, "x", 0.0, float, within="(0, inf)")
     names(refusal(check_value, "x", "2", int, within="[0, inf)"), "x='2'", "write x=2")  # the type first
     check_value("x", None, int, optional=True, within="[3, inf)", choices=(3,))  # None is "not given"
     check_value("x", "b", str, choices=("a", "b"))

@@ -294,14 +294,14 @@ def test_refill_waits_for_a_budget_that_can_pay_for_a_new_group():
 @pytest.mark.parametrize(
     ("overrides", "match"),
     [
-        ({"prompt_oversampling": 0.5}, r"prompt_oversampling=0.5: must be >= 1.0"),
+        ({"prompt_oversampling": 0.5}, r"prompt_oversampling=0.5: must be in \[1, inf\) \(e.g. prompt_oversampling=1"),
         ({"prompt_oversampling": float("nan")}, r"prompt_oversampling=nan"),
-        ({"skip_exploration": 1.5}, r"skip_exploration=1.5: must be a probability in \[0, 1\]"),
+        ({"skip_exploration": 1.5}, r"skip_exploration=1.5: must be in \[0, 1\] \(e.g. skip_exploration=0.05\)"),
         ({"skip_exploration": -0.1}, r"skip_exploration=-0.1"),
         ({"skip_threshold": 0.0, "pass_rate_memory": True}, r"skip_threshold=0.0: must be in \(0, 1\]"),
         ({"skip_threshold": 0.9}, r"skip_threshold=0.9 .*pass_rate_memory=False"),
         ({"rounds_per_prompt": 5}, r"rounds_per_prompt=5 is more than max_rounds=4"),
-        ({"rounds_per_prompt": 0}, r"rounds_per_prompt=0: must be an integer >= 1"),
+        ({"rounds_per_prompt": 0}, r"rounds_per_prompt=0: must be in \[1, inf\) \(e.g. rounds_per_prompt=1\)"),
         ({"rounds_per_prompt": 1, "samples_per_round": 2}, r"samples_per_round \* rounds_per_prompt = 2 \* 1"),
     ],
 )

@@ -16,7 +16,6 @@ from trl_ada.candidates import (
     all_wrong_probability,
     num_candidates,
     skip_before_rollout,
-    validate_refill,
 )
 from trl_ada.plan import SamplingPlan
 from trl_ada.simulation import SimulatedPolicy
@@ -199,84 +198,73 @@ def test_refill_room_counts_what_admitted_candidates_still_owe():
     assert sampler.stopped[:3] == [True, True, True] and sampler.kept_prompts() == [0, 1]
 
 
-OVERSAMPLING = (
-    "prompt_oversampling={}: must be >= 1.0 (a number); it is how many candidate prompts a step draws per prompt it "
-    "trains on (1.0 = none beyond the batch, 3.0 = DAPO's usual refill reserve)."
+REFILL_FIELDS = (
+    "prompt_oversampling",
+    "skip_threshold",
+    "skip_exploration",
+    "rounds_per_prompt",
+    "skip_unsolvable_draws",
+    "skip_max_consecutive",
 )
+"""`Candidates`' fields in the order the cases below give their values."""
+
+
+def candidates(*values) -> Candidates:
+    """The candidates record of these values (`REFILL_FIELDS` in order; the rest at their defaults)."""
+    return Candidates(**dict(zip(REFILL_FIELDS, values, strict=False)))
 
 
 @pytest.mark.parametrize(
-    ("args", "message"),
+    ("values", "field"),
     [
-        (("3", None, 0.0, None), OVERSAMPLING.format("'3'")),
-        ((True, None, 0.0, None), OVERSAMPLING.format("True")),
-        ((0.5, None, 0.0, None), OVERSAMPLING.format("0.5")),
-        ((float("inf"), None, 0.0, None), OVERSAMPLING.format("inf")),
-        (
-            (2.0, 0.0, 0.0, None),
-            "skip_threshold=0.0: must be in (0, 1] (e.g. 0.9 skips a candidate whose posterior chance of a group "
-            "all right, or of skip_unsolvable_draws completions all wrong, is at least 90%), or None to never skip.",
-        ),
-        ((2.0, 1.5, 0.0, None), "skip_threshold=1.5: must be in (0, 1]"),
-        ((2.0, True, 0.0, None), "skip_threshold=True: must be in (0, 1]"),
-        ((2.0, "0.9", 0.0, None), "skip_threshold='0.9': must be in (0, 1]"),
-        ((2.0, None, "0.1", None), "skip_exploration='0.1': must be a probability in [0, 1] (e.g. 0.05: one"),
-        ((2.0, None, False, None), "skip_exploration=False: must be a probability in [0, 1] (e.g. 0.05: one"),
-        (
-            (2.0, None, 1.5, None),
-            "skip_exploration=1.5: must be a probability in [0, 1] (e.g. 0.05: one skippable candidate in 20 is "
-            "sampled anyway).",
-        ),
-        ((2.0, None, -0.5, None), "skip_exploration=-0.5: must be a probability in [0, 1] (e.g. 0.05"),
-        (
-            (2.0, None, 0.0, 0),
-            "rounds_per_prompt=0: must be an integer >= 1 (1 = DAPO: one round per candidate), or None for "
-            "max_rounds.",
-        ),
-        ((2.0, None, 0.0, True), "rounds_per_prompt=True: must be an integer >= 1"),
-        ((2.0, None, 0.0, 2.0), "rounds_per_prompt=2.0: must be an integer >= 1"),
-        (
-            (2.0, 0.6, 0.0, None, 0),
-            "skip_unsolvable_draws=0: must be an integer >= 1 (e.g. 64: a prompt counts as unsolvable when 64 more "
-            "completions would all be wrong with probability skip_threshold), or None to never skip a prompt for "
-            "being hard.",
-        ),
-        ((2.0, 0.6, 0.0, None, 64.0), "skip_unsolvable_draws=64.0: must be an integer >= 1"),
-        ((2.0, 0.6, 0.0, None, True), "skip_unsolvable_draws=True: must be an integer >= 1"),
-        (
-            (2.0, 0.6, 0.0, None, 64, 0),
-            "skip_max_consecutive=0: must be an integer >= 1 (e.g. 4: a prompt skipped 4 times in a row is sampled at "
-            "its next turn, so the memory sees it again).",
-        ),
-        ((2.0, 0.6, 0.0, None, 64, None), "skip_max_consecutive=None: must be an integer >= 1"),
-        ((2.0, 0.6, 0.0, None, 64, 2.5), "skip_max_consecutive=2.5: must be an integer >= 1"),
+        (("3",), "prompt_oversampling"),
+        ((True,), "prompt_oversampling"),
+        ((0.5,), "prompt_oversampling"),
+        ((float("inf"),), "prompt_oversampling"),
+        ((2.0, 0.0), "skip_threshold"),
+        ((2.0, 1.5), "skip_threshold"),
+        ((2.0, True), "skip_threshold"),
+        ((2.0, "0.9"), "skip_threshold"),
+        ((2.0, None, "0.1"), "skip_exploration"),
+        ((2.0, None, False), "skip_exploration"),
+        ((2.0, None, 1.5), "skip_exploration"),
+        ((2.0, None, -0.5), "skip_exploration"),
+        ((2.0, None, 0.0, 0), "rounds_per_prompt"),
+        ((2.0, None, 0.0, True), "rounds_per_prompt"),
+        ((2.0, None, 0.0, 2.0), "rounds_per_prompt"),
+        ((2.0, 0.6, 0.0, None, 0), "skip_unsolvable_draws"),
+        ((2.0, 0.6, 0.0, None, 64.0), "skip_unsolvable_draws"),
+        ((2.0, 0.6, 0.0, None, True), "skip_unsolvable_draws"),
+        ((2.0, 0.6, 0.0, None, MAX_SKIP_UNSOLVABLE_DRAWS + 1), "skip_unsolvable_draws"),
+        ((2.0, 0.6, 0.0, None, 64, 0), "skip_max_consecutive"),
+        ((2.0, 0.6, 0.0, None, 64, None), "skip_max_consecutive"),
+        ((2.0, 0.6, 0.0, None, 64, 2.5), "skip_max_consecutive"),
     ],
 )
-def test_an_impossible_candidate_plan_is_refused_with_field_value_and_fix(args, message):
-    args = (*args, 64, 4)[:6]  # the skip fields not given take their defaults
+def test_an_impossible_candidate_plan_is_refused_with_field_value_and_a_fix_that_works(values, field):
+    """One line naming the field and its value; the example it offers (the field's default) is accepted."""
     with pytest.raises(ValueError) as refused:
-        validate_refill(*args)
-    assert str(refused.value).startswith(message)
+        candidates(*values)
+    message = str(refused.value)
+    value = values[REFILL_FIELDS.index(field)]
+    assert message.startswith(f"{field}={value!r}: ") and "\n" not in message
+    fixed = list(values)
+    fixed[REFILL_FIELDS.index(field)] = getattr(Candidates(), field)
+    if fixed[REFILL_FIELDS.index(field)] is None:  # None turns the option off: the example is a number
+        fixed[REFILL_FIELDS.index(field)] = 0.9 if field == "skip_threshold" else 1
+    assert candidates(*fixed)
 
 
 @pytest.mark.parametrize(
-    "args", [(1.0, None, 0.0, None), (1.0, 1.0, 1.0, 1), (3, 1, 0, 7), (2.5, 0.001, 0.0, None), (1.0, 0.5, 0.05, 3)]
+    "values", [(1.0, None, 0.0, None), (1.0, 1.0, 1.0, 1), (3, 1, 0, 7), (2.5, 0.001, 0.0, None), (1.0, 0.5, 0.05, 3)]
 )
-def test_a_possible_candidate_plan_is_accepted(args):
-    assert validate_refill(*args, 64, 4) is None
-    assert validate_refill(*args, None, 1) is None
+def test_a_possible_candidate_plan_is_accepted(values):
+    assert candidates(*values, 64, 4) and candidates(*values, None, 1)
 
 
-def test_skip_unsolvable_draws_accepts_1_to_its_maximum_and_names_itself_beyond():
-    args = (2.0, 0.9, 0.0, None)
+def test_skip_unsolvable_draws_accepts_1_to_its_maximum():
     for draws in (1, MAX_SKIP_UNSOLVABLE_DRAWS):
-        assert validate_refill(*args, draws, 4) is None
-    with pytest.raises(ValueError) as refused:
-        validate_refill(*args, MAX_SKIP_UNSOLVABLE_DRAWS + 1, 4)
-    assert f"skip_unsolvable_draws={MAX_SKIP_UNSOLVABLE_DRAWS + 1}" in str(refused.value)
-    assert validate_refill(*args, 64, 4) is None  # the fix the message gives: the default
-    with pytest.raises(ValueError, match=r"^skip_unsolvable_draws=0"):
-        Candidates(prompt_oversampling=2.0, skip_threshold=0.9, skip_unsolvable_draws=0)
+        assert candidates(2.0, 0.9, 0.0, None, draws).skip_unsolvable_draws == draws
 
 
 @pytest.mark.parametrize(
@@ -287,7 +275,7 @@ def test_skip_unsolvable_draws_accepts_1_to_its_maximum_and_names_itself_beyond(
         ({"num_kept": True}, "num_kept=True: must be an integer in [1, num_prompts=3]."),
         ({"num_kept": 2.0}, "num_kept=2.0: must be an integer in [1, num_prompts=3]."),
         ({"skipped": [False]}, "skipped has 1 flags; expected one per candidate (3)."),
-        ({"rounds_per_prompt": 0}, "rounds_per_prompt=0: must be an integer >= 1"),
+        ({"rounds_per_prompt": 0}, "rounds_per_prompt=0: must be in [1, inf) (e.g. rounds_per_prompt=1)"),
         (
             {"rounds_per_prompt": 1, "samples_per_round": 2},
             "samples_per_round * rounds_per_prompt = 2 * 1 is smaller than num_generations=4: a candidate could "

@@ -763,7 +763,7 @@ def test_default_sampler_reports_no_estimation_metrics():
     [
         ({"sample_budget": 3}, ["sample_budget=3", ">= num_generations=4", "or None"]),
         ({"sample_budget": math.inf}, ["sample_budget=inf"]),
-        ({"futility_threshold": 1.0}, ["futility_threshold=1.0", "[0, 1)", "0 turns the futility stop off"]),
+        ({"futility_threshold": 1.0}, ["futility_threshold=1.0", "[0, 1)", "e.g. futility_threshold=0.0"]),
         ({"futility_threshold": -0.1}, ["futility_threshold=-0.1"]),
         ({"first_round": "posterior"}, ["first_round='posterior'", "['fixed', 'prior']"]),
         ({"later_rounds": "big"}, ["later_rounds='big'"]),

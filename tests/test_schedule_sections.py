@@ -32,9 +32,7 @@ def test_est_bounds_default_to_two_and_four_n():
 
 
 def test_est_min_samples_is_an_integer_from_two_to_n():
-    assert refusal(**EST, est_min_samples=1) == (
-        "est_min_samples=1: must be an integer >= 2 (a prompt's samples need a baseline: 2 or more)."
-    )
+    assert refusal(**EST, est_min_samples=1).startswith("est_min_samples=1: must be in [2, inf)")
     assert refusal(**EST, est_min_samples=True) == "est_min_samples=True: must be an integer, not a boolean."
     assert refusal(**EST, num_generations=4, est_min_samples=5) == (
         "est_min_samples=5 is more than num_generations=4: a step allocates n samples per prompt on average, so B "
@@ -44,9 +42,7 @@ def test_est_min_samples_is_an_integer_from_two_to_n():
 
 
 def test_est_max_samples_is_an_integer_of_at_least_n_or_none():
-    assert refusal(**EST, est_max_samples=1) == (
-        "est_max_samples=1: must be an integer >= 2, or None for 4 * num_generations."
-    )
+    assert refusal(**EST, est_max_samples=1).startswith("est_max_samples=1: must be in [2, inf)")
     assert refusal(**EST, num_generations=4, est_max_samples=3) == (
         "est_max_samples=3 is less than num_generations=4: a step allocates n samples per prompt on average, so B "
         "prompts with at most 3 each cannot meet the total. Raise est_max_samples to at least 4, or leave it None "
@@ -59,14 +55,14 @@ def test_est_max_samples_is_an_integer_of_at_least_n_or_none():
 def test_streaming_retries_are_an_integer_of_at_least_zero():
     assert resolve({**STREAMING, "streaming_max_retries": 0}).section.max_retries == 0
     assert refusal(**STREAMING, streaming_max_retries=-1) == (
-        "streaming_max_retries=-1: must be an integer >= 0 (e.g. 2)."
+        "streaming_max_retries=-1: must be in [0, inf) (e.g. streaming_max_retries=2)."
     )
 
 
-@pytest.mark.parametrize("chunk", [0, 9])
-def test_streaming_chunk_is_within_one_round(chunk):
-    assert refusal(**STREAMING, streaming_chunk=chunk) == (
-        f"streaming_chunk={chunk}: completions per request must be an integer in [1, samples_per_round=8]."
+def test_streaming_chunk_is_within_one_round():
+    assert refusal(**STREAMING, streaming_chunk=0).startswith("streaming_chunk=0: must be in [1, inf)")
+    assert refusal(**STREAMING, streaming_chunk=9) == (
+        "streaming_chunk=9: completions per request must be an integer in [1, samples_per_round=8]."
     )
 
 

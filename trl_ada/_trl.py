@@ -430,8 +430,9 @@ def sync_weights_once(trainer: GRPOJoints) -> None:
 # ----------------------------------------------------------------------------------------------------------------
 
 
-def log_metrics(trainer: GRPOJoints, metrics: dict[str, float]) -> None:
-    """Append one value per training metric, as TRL's own metrics are (averaged over the logging interval)."""
+def log_metrics(trainer: Any, metrics: dict[str, float]) -> None:
+    """Append one value per training metric, as TRL's own metrics are (averaged over the logging interval; the
+    asynchronous trainer reduces a key by its name: `max`, `min`, `total`)."""
     logged = trainer._metrics["train"]
     for name, value in metrics.items():
         logged[name].append(value)
@@ -562,6 +563,7 @@ ASYNC_JOINTS: tuple[Joint, ...] = (
     Joint("_trained_groups", "attribute", (), "replaced: the groups settled (`async_grpo.trained.TrainedGroups`)"),
     Joint("_groups_before_resume", "attribute", (), "written: groups trained before a resume (epoch stop)"),
     Joint("model_version", "attribute", (), "read and written: the policy version across a resume"),
+    Joint("_metrics", "attribute", (), "appended to: the staleness of the rows that train (`log_metrics`)"),
     Joint("_lora_sync", "attribute", (), "read: TRL publishes the policy as a LoRA adapter"),
     Joint("_lora_name", "attribute", (), "read: the adapter's name, without its version"),
 )
@@ -575,7 +577,8 @@ def async_joints() -> type:
 
     - `saving_checkpoint(folder, save)`: a checkpoint save into `folder`; `save()` writes TRL's part;
     - `resuming_worker(checkpoint)`: before training starts from `checkpoint` (a path, or None);
-    - `set_groups_before_resume(count)`.
+    - `set_groups_before_resume(count)`;
+    - `trained_staleness(staleness)`: the staleness of each row of the micro-batch about to train.
 
     Its `_trained_groups` is set by the subclass to a record whose `take_next()` counts the oldest collated
     micro-batch as trained (`async_grpo.trained.TrainedGroups`: a group counts once all its rows were trained, not
@@ -595,8 +598,10 @@ def async_joints() -> type:
         def resuming_worker(self, checkpoint: str | None) -> None: ...
 
         def training_step(self, model, inputs, num_items_in_batch=None):
-            self._trained_groups.take_next()
+            self.trained_staleness(self._trained_groups.take_next(self.model_version))
             return super().training_step(model, inputs, num_items_in_batch)
+
+        def trained_staleness(self, staleness: list[int]) -> None: ...
 
         def set_groups_before_resume(self, count: int) -> None:
             self._groups_before_resume = count

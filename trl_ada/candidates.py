@@ -41,7 +41,7 @@ import numpy as np
 from .plan import CANDIDATES, SamplingPlan
 from .records import Record, option
 from .sampling import AdaptiveSampler
-from .utils import is_int, is_number
+from .utils import is_int
 
 __all__ = [
     "HARD_PASS_RATE",
@@ -53,10 +53,13 @@ __all__ = [
     "all_wrong_probability",
     "num_candidates",
     "skip_before_rollout",
-    "validate_refill",
 ]
 
 HARD_PASS_RATE = 0.25  # a kept prompt is "hard" when its first round's pass rate is below this
+
+
+MAX_SKIP_UNSOLVABLE_DRAWS = 10_000
+"""The largest `skip_unsolvable_draws`: its probability is a product over that many draws for every candidate."""
 
 
 @dataclass(frozen=True)
@@ -72,12 +75,14 @@ class Candidates(Record):
         "shape, B × n). Round 1 admits the first B candidates not skipped; before each later round every free slot "
         "(its prompt finished without signal) admits the next candidate. The kept B are the candidates with a mixed "
         "group first, then the others, each in draw order.",
+        within="[1, inf)",
     )
     rounds_per_prompt: int | None = option(
         None,
         "Rounds one candidate may sample (its cap is `samples_per_round * rounds_per_prompt`); `max_rounds` stays "
         "the step's round cap; None = `max_rounds`. DAPO's dynamic sampling (`sampling=\"dapo\"`) is "
         '`exit_rule="mixed"`, `samples_per_round=n`, `rounds_per_prompt=1` with `prompt_oversampling` > 1.',
+        within="[1, inf)",
     )
     skip_threshold: float | None = option(
         None,
@@ -85,34 +90,27 @@ class Candidates(Record):
         "only on evidence that it is easy (posterior probability that n completions are all right at least this) "
         "or unsolvable (the same for `skip_unsolvable_draws` completions all wrong). A prompt that is only hard is "
         "never skipped. Needs `pass_rate_memory=True`.",
+        within="(0, 1]",
     )
     skip_exploration: float = option(
         0.05,
         "In [0, 1]: the probability that a skippable candidate is sampled anyway (a seeded draw, the same on every "
         "process), so that a prompt the policy has learned since is seen again.",
+        within="[0, 1]",
     )
     skip_unsolvable_draws: int | None = option(
         64,
         "At least 1: a candidate is skipped as unsolvable when its posterior probability that this many "
         "completions are all wrong is at least `skip_threshold` (with `memory_decay=0.5` only all-wrong visits of "
         "32 completions or more build that evidence). None = never skip a prompt for being hard.",
+        within=f"[1, {MAX_SKIP_UNSOLVABLE_DRAWS}]",
     )
     skip_max_consecutive: int = option(
         4,
         "At least 1: a candidate skipped this many times in a row (the memory's skip streak, kept in checkpoints) "
         "is sampled at its next turn, so no prompt is skipped for good.",
+        within="[1, inf)",
     )
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        validate_refill(
-            self.prompt_oversampling,
-            self.skip_threshold,
-            self.skip_exploration,
-            self.rounds_per_prompt,
-            self.skip_unsolvable_draws,
-            self.skip_max_consecutive,
-        )
 
     @property
     def active(self) -> bool:
@@ -122,59 +120,6 @@ class Candidates(Record):
     def rounds(self, max_rounds: int) -> int:
         """Rounds one candidate may sample: `rounds_per_prompt`, or `max_rounds` when it is None."""
         return max_rounds if self.rounds_per_prompt is None else min(self.rounds_per_prompt, max_rounds)
-
-
-MAX_SKIP_UNSOLVABLE_DRAWS = 10_000
-"""The largest `skip_unsolvable_draws`: its probability is a product over that many draws for every candidate."""
-
-
-def validate_refill(
-    prompt_oversampling: float,
-    skip_threshold: float | None,
-    skip_exploration: float,
-    rounds_per_prompt: int | None,
-    skip_unsolvable_draws: int | None,
-    skip_max_consecutive: int,
-) -> None:
-    """Raise a ValueError naming the field, the value and the fix for an impossible candidate plan."""
-    if not is_number(prompt_oversampling) or prompt_oversampling < 1.0:
-        raise ValueError(
-            f"prompt_oversampling={prompt_oversampling!r}: must be >= 1.0 (a number); it is how many candidate "
-            "prompts a step draws per prompt it trains on (1.0 = none beyond the batch, 3.0 = DAPO's usual refill "
-            "reserve)."
-        )
-    if skip_threshold is not None and (not is_number(skip_threshold) or not 0.0 < skip_threshold <= 1):
-        raise ValueError(
-            f"skip_threshold={skip_threshold!r}: must be in (0, 1] (e.g. 0.9 skips a candidate whose posterior chance "
-            "of a group all right, or of skip_unsolvable_draws completions all wrong, is at least 90%), or None to "
-            "never skip."
-        )
-    if not is_number(skip_exploration) or not 0.0 <= skip_exploration <= 1.0:
-        raise ValueError(
-            f"skip_exploration={skip_exploration!r}: must be a probability in [0, 1] (e.g. 0.05: one skippable "
-            "candidate in 20 is sampled anyway)."
-        )
-    if skip_unsolvable_draws is not None and (not is_int(skip_unsolvable_draws) or skip_unsolvable_draws < 1):
-        raise ValueError(
-            f"skip_unsolvable_draws={skip_unsolvable_draws!r}: must be an integer >= 1 (e.g. 64: a prompt counts as "
-            "unsolvable when 64 more completions would all be wrong with probability skip_threshold), or None to "
-            "never skip a prompt for being hard."
-        )
-    if skip_unsolvable_draws is not None and skip_unsolvable_draws > MAX_SKIP_UNSOLVABLE_DRAWS:
-        raise ValueError(
-            f"skip_unsolvable_draws={skip_unsolvable_draws}: at most {MAX_SKIP_UNSOLVABLE_DRAWS} (the default is 64); "
-            "its probability is a product over that many draws for every candidate. Lower it."
-        )
-    if not is_int(skip_max_consecutive) or skip_max_consecutive < 1:
-        raise ValueError(
-            f"skip_max_consecutive={skip_max_consecutive!r}: must be an integer >= 1 (e.g. 4: a prompt skipped 4 "
-            "times in a row is sampled at its next turn, so the memory sees it again)."
-        )
-    if rounds_per_prompt is not None and (not is_int(rounds_per_prompt) or rounds_per_prompt < 1):
-        raise ValueError(
-            f"rounds_per_prompt={rounds_per_prompt!r}: must be an integer >= 1 (1 = DAPO: one round per candidate), "
-            "or None for max_rounds."
-        )
 
 
 def num_candidates(num_kept: int, prompt_oversampling: float) -> int:

@@ -3,8 +3,8 @@
 The sampling fields are flat, as recipes and flags spell them (`samples_per_round: 8`), and are not written here:
 `SamplingArguments` is built from the plan's field declarations (`trl_ada.plan.flat_fields`), so a field added to a
 section is a config field, a flag with its help, a row of the docs' table and a type check at once. Each holds None
-until the plan is resolved ("unset"); the config resolves its plan once, when it is built (`sampling_plan`), and
-again only through `replace_sampling`.
+until the plan is resolved ("unset"); the config resolves its plan when it is built, and again whenever a field it
+was resolved from has been assigned since (`sampling_plan`): the fields are the truth, and the plan follows them.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 
 from trl import GRPOConfig
 
-from .flat_rows import check_row_skipping
+from .flat_rows import LOSS_TYPES, check_row_skipping
 from .plan import (
     PRESET_FIELDS,
     PRESETS,
@@ -45,13 +45,30 @@ LOSS = "the loss"
 
 
 class SamplingConfig:
-    """Resolve the sampling fields given at construction into a plan once, with the host's schedules, and fill the
-    fields with the resolved values (None where the schedule does not use one, so that a config rebuilt from its
-    fields is the same config). A later change goes through `replace_sampling`, which resolves again."""
+    """Resolve the sampling fields given at construction into a plan, with the host's schedules, and fill the fields
+    with the resolved values (None where the schedule does not use one, so that a config rebuilt from its fields is
+    the same config). A field assigned later (`args.max_rounds = 9`, as TRL scripts adjust a config before building
+    the trainer) is given on top of those given at construction, and the plan is resolved again, with the same
+    refusals, the next time it is read: the trainer reads it when it is built."""
 
     sampling_host: ClassVar[Host] = SYNCHRONOUS
     help_groups: ClassVar[dict[str, str]] = {}  # the `--help` group of each of the config's own fields
-    sampling_plan: SamplingPlan  # every step's sampling parameters, resolved and validated
+
+    @property
+    def sampling_plan(self) -> SamplingPlan:
+        """Every step's sampling parameters, resolved and validated from the fields as they are now."""
+        resolved, now = self.__dict__["_sampling_resolved_from"], self._sampling_state()
+        if now != resolved:
+            unset = {spec.name: spec.unset for spec in flat_fields()}
+            assigned = {name: value for name, value in now.items() if name in unset and value != resolved[name]}
+            given = {**self.__dict__["_sampling_given"], **assigned}
+            self.resolve_sampling({name: value for name, value in given.items() if value != unset[name]})
+        return self.__dict__["_sampling_plan"]
+
+    def _sampling_state(self) -> dict[str, Any]:
+        """What the plan is resolved from: the preset, the group size and the flat fields, as the config holds them."""
+        fields = {spec.name: self.__dict__.get(spec.name, spec.unset) for spec in flat_fields()}
+        return {"sampling": self.sampling, "num_generations": self.num_generations, **fields}
 
     def resolve_sampling(self, given: dict[str, Any] | None = None) -> SamplingPlan:
         """Resolve the sampling fields (`given`, default: those the config holds at a value other than unset) into
@@ -61,14 +78,9 @@ class SamplingConfig:
         used = plan.fields()
         for spec in flat_fields():
             self.__dict__[spec.name] = used.get(spec.name, spec.unset)
-        self.__dict__.update(_sampling_given=given, sampling_plan=plan)
+        self.__dict__.update(_sampling_given=given, _sampling_plan=plan)
+        self.__dict__["_sampling_resolved_from"] = self._sampling_state()
         return plan
-
-    def replace_sampling(self, **fields: Any) -> SamplingPlan:
-        """Give sampling fields after construction (None: not given) and resolve the plan again, under the same rules,
-        with the fields given at construction."""
-        given = {**self.__dict__["_sampling_given"], **fields}
-        return self.resolve_sampling({name: value for name, value in given.items() if value is not None})
 
 
 def _preset_help() -> str:
@@ -171,8 +183,20 @@ class ReinforceAdaConfig(SamplingArguments, RunDirArguments, GRPOConfig):
 
     def __post_init__(self) -> None:
         self.resolve_sampling()
-        check_value("vllm_server_timeout", self.vllm_server_timeout, float, example=240.0, within="(0, inf)")
-        if self.scale_rewards not in ("none", "group", "batch", True, False):
-            raise ValueError(f"scale_rewards={self.scale_rewards!r}: choose one of ['none', 'group', 'batch'].")
+        self._check_values()
         super().__post_init__()
         check_row_skipping(self)
+
+    def check_fields(self) -> SamplingPlan:
+        """The checks of construction on the fields as they are now, and the plan resolved from them: the trainer
+        runs them when it is built, so a field assigned after construction (`args.beta = 0.5` beside
+        `skip_zero_advantage_rows=True`) is refused as it would have been at construction."""
+        self._check_values()
+        check_row_skipping(self)
+        return self.sampling_plan
+
+    def _check_values(self) -> None:
+        check_value("vllm_server_timeout", self.vllm_server_timeout, float, example=240.0, within="(0, inf)")
+        check_value("loss_type", self.loss_type, str, choices=tuple(sorted(LOSS_TYPES)))
+        if self.scale_rewards not in ("none", "group", "batch", True, False):
+            raise ValueError(f"scale_rewards={self.scale_rewards!r}: choose one of ['none', 'group', 'batch'].")

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from .utils import is_int
+from .utils import closest_name, is_int
 
 __all__ = [
     "KINDS",
@@ -90,6 +90,16 @@ def _example(name: str, example: Any) -> str:
     return "" if example is None else f" (e.g. {name}={example!r})"
 
 
+def _bound(interval: str, kind: type) -> Any:
+    """A value of `interval` to show as an example: its closed lower bound, else its closed upper one (None: both
+    open or infinite)."""
+    low, high = (float(bound) for bound in interval[1:-1].split(","))
+    for bracket, bound in ((interval[0], low), (interval[-1], high)):
+        if bracket in "[]" and math.isfinite(bound):
+            return kind(bound)
+    return None
+
+
 def in_interval(value: float, interval: str) -> bool:
     """Whether `value` lies in `interval`, written `"(0, 1]"`, `"[1, inf)"`: a round bracket excludes its bound."""
     low, high = (float(bound) for bound in interval[1:-1].split(","))
@@ -109,11 +119,15 @@ def check_value(
 ) -> None:
     """`check_type`, then a ValueError naming `name`, its value and the values it takes unless it is one of
     `choices` or lies `within` its interval (`in_interval`); None passes where it is `optional`."""
+    if example is None and within is not None:
+        example = _bound(within, kind)
     check_type(name, value, kind, optional, example)
     if value is None and optional:
         return
     if choices is not None and value not in choices:
-        raise ValueError(f"{name}={value!r}: choose one of {list(choices)}.")
+        close = closest_name(value, [c for c in choices if isinstance(c, str)]) if isinstance(value, str) else None
+        hint = f" Did you mean {close!r}?" if close else ""
+        raise ValueError(f"{name}={value!r}: choose one of {list(choices)}.{hint}")
     if within is not None and not in_interval(value, within):
         described = "a finite number" if within == "(-inf, inf)" else f"in {within}"
         raise ValueError(f"{name}={value!r}: must be {described}{_example(name, example)}.")

@@ -15,7 +15,8 @@ Three guarantees for a training run's `output_dir`:
   checkpoint rotation, so an interruption between the two cannot delete the previous complete checkpoint).
   [`last_complete_checkpoint`] skips, with a warning, marked folders and folders that a save cut short in another
   way: no readable `trainer_state.json`, no model weights (or a missing shard, or a safetensors file shorter than
-  its header says), or an empty file (an `optimizer.pt` of 0 bytes); resuming with `True` falls back to the newest
+  its header says), an empty file (an `optimizer.pt` of 0 bytes) or a `torch.save` file cut short (an `optimizer.pt`
+  whose zip directory is missing); resuming with `True` falls back to the newest
   complete checkpoint and logs which. A new save of a step deletes the folder an earlier save of that step left,
   before writing into it.
 
@@ -32,6 +33,7 @@ import re
 import shutil
 import socket
 import time
+import zipfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
@@ -116,7 +118,7 @@ def incomplete_reason(checkpoint: str | os.PathLike) -> str | None:
         return f"its {TRAINER_STATE} is truncated or corrupt"
     if not isinstance(state, dict):
         return f"its {TRAINER_STATE} is not a JSON object"
-    return _weights_problem(path) or _empty_file(path)
+    return _weights_problem(path) or _empty_file(path) or _archive_problem(path)
 
 
 def is_complete(checkpoint: str | os.PathLike) -> bool:
@@ -194,6 +196,19 @@ def _empty_file(checkpoint: Path) -> str | None:
         p.name for p in checkpoint.iterdir() if not p.name.startswith(".") and p.is_file() and not p.stat().st_size
     )
     return f"its {empty[0]} is empty" if empty else None
+
+
+_TORCH_ARCHIVES = (".pt", ".pth", ".bin")
+"""Files `torch.save` writes (the optimizer, the scheduler, the RNG states, the training arguments): zip archives,
+whose directory is written last, so a truncated one is no zip file."""
+
+
+def _archive_problem(checkpoint: Path) -> str | None:
+    """The first `torch.save` file of the checkpoint that was cut short (its zip directory missing), as a reason."""
+    for path in sorted(checkpoint.iterdir()):
+        if path.suffix in _TORCH_ARCHIVES and path.is_file() and not zipfile.is_zipfile(path):
+            return f"its {path.name} is truncated or corrupt"
+    return None
 
 
 def last_complete_checkpoint(output_dir: str | os.PathLike) -> Path | None:

@@ -15,7 +15,6 @@ from typing import Any, ClassVar
 from .exit_rules import exit_rule_names, get_exit_rule
 from .plan import MEMORY, SamplingPlan, Section
 from .records import Record, option
-from .utils import is_number
 
 __all__ = [
     "FIXED_ROUNDS",
@@ -32,7 +31,8 @@ __all__ = [
 
 ROUND_SIZINGS = ("fixed", "prior")  # "fixed": samples_per_round per round; "prior": sized from the posterior
 MAX_SAMPLES_PER_ROUND = 4096
-"""The most completions one prompt may draw in one round: a sane bound, far above the paper's 8."""
+"""The most completions one prompt may draw in one round (the top of `samples_per_round`'s interval): a sane bound,
+far above the paper's 8; more would not fit one generation call."""
 
 
 @dataclass(frozen=True)
@@ -46,27 +46,18 @@ class PriorSizing(Record):
         '`"fixed"`: the first round draws `samples_per_round` per prompt. `"prior"`: the smallest size in [n, '
         "M·N] that meets the exit rule with probability `round_confidence` under the prompt's posterior. Needs "
         "`pass_rate_memory=True`.",
+        choices=ROUND_SIZINGS,
     )
     later_rounds: str = option(
-        "fixed", "The same choice for rounds 2…N, from the memory (if on) plus the step's pool."
+        "fixed",
+        "The same choice for rounds 2…N, from the memory (if on) plus the step's pool.",
+        choices=ROUND_SIZINGS,
     )
     round_confidence: float = option(
-        0.5, "In (0, 1): the probability with which a prior-sized round should meet the exit rule."
+        0.5,
+        "In (0, 1): the probability with which a prior-sized round should meet the exit rule.",
+        within="(0, 1)",
     )
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        for name, value in (("first_round", self.first_round), ("later_rounds", self.later_rounds)):
-            if value not in ROUND_SIZINGS:
-                raise ValueError(
-                    f"{name}={value!r}: choose one of {list(ROUND_SIZINGS)} ('fixed': rounds of samples_per_round; "
-                    "'prior': rounds sized from the pass-rate posterior)."
-                )
-        if not 0.0 < self.round_confidence < 1.0:
-            raise ValueError(
-                f"round_confidence={self.round_confidence!r}: must be in (0, 1), the probability with which a "
-                "prior-sized round should meet the exit rule (e.g. 0.5)."
-            )
 
     @property
     def from_prior(self) -> bool:
@@ -105,7 +96,9 @@ def exit_rule_option() -> Any:
 def samples_per_round_option() -> Any:
     """`samples_per_round` (M), a field of every section that samples in rounds."""
     return option(
-        8, "M: completions drawn for every still-active prompt in each round (one batched generation call per round)."
+        8,
+        "M: completions drawn for every still-active prompt in each round (one batched generation call per round).",
+        within=f"[1, {MAX_SAMPLES_PER_ROUND}]",
     )
 
 
@@ -118,6 +111,7 @@ def budget_option() -> Any:
         "where it most raises the posterior probability of a mixed group (streaming: a completion beyond a prompt's "
         "first n is requested while the step's requests stay within the budget).",
         group=MEMORY,
+        within="[2, inf)",  # at least n, and n >= 2; `Seq.check` holds it to n
     )
 
 
@@ -131,12 +125,15 @@ class Seq(Section):
 
     exit_rule: str = exit_rule_option()
     samples_per_round: int = samples_per_round_option()
-    max_rounds: int = option(4, "N: the round cap. A prompt draws at most M·N completions per step.")
+    max_rounds: int = option(
+        4, "N: the round cap. A prompt draws at most M·N completions per step.", within="[1, inf)"
+    )
     futility_threshold: float = option(
         0.0,
         "In [0, 1); 0 = off. A prompt whose pool can fill its group and whose posterior chance to meet its exit rule "
         "within its remaining cap is below this value stops sampling; its group is formed like any unresolved one.",
         group=MEMORY,
+        within="[0, 1)",
     )
 
     def __post_init__(self) -> None:
@@ -148,19 +145,6 @@ class Seq(Section):
             )
         if self.exit_rule not in exit_rule_names():
             get_exit_rule(self.exit_rule)  # a ValueError listing the valid names
-        for name, value in (("samples_per_round", self.samples_per_round), ("max_rounds", self.max_rounds)):
-            if value < 1:
-                raise ValueError(f"{name}={value!r}: must be an integer >= 1 (the paper uses M=8, N=4).")
-        if self.samples_per_round > MAX_SAMPLES_PER_ROUND:
-            raise ValueError(
-                f"samples_per_round={self.samples_per_round}: at most {MAX_SAMPLES_PER_ROUND} completions per prompt "
-                "and round (the paper uses 8); more would not fit one generation call. Lower it."
-            )
-        if not 0.0 <= self.futility_threshold < 1.0:
-            raise ValueError(
-                f"futility_threshold={self.futility_threshold!r}: must be in [0, 1); 0 turns the futility stop off, "
-                "e.g. 0.05 stops a prompt whose chance to meet its exit rule within its remaining cap is below 5%."
-            )
 
     @property
     def cap(self) -> int:
@@ -179,8 +163,8 @@ class Seq(Section):
                 f"smaller than num_generations={n}: a prompt could never fill its group. Raise samples_per_round or "
                 f"max_rounds so that their product is at least {n}."
             )
-        budget = exits.sample_budget
-        if budget is not None and (not is_number(budget) or budget < n):
+        budget = exits.sample_budget  # a finite number >= 2 or None (its declaration): here, at least n
+        if budget is not None and budget < n:
             raise ValueError(
                 f"sample_budget={budget!r}: the average completions per prompt a step may draw must be a number >= "
                 f"num_generations={n} (every prompt keeps n completions), or None for no budget."

@@ -92,6 +92,7 @@ class ReinforceAdaTrainer(GRPOJoints):
                 "the keyword arguments you gave GRPOConfig: ReinforceAdaConfig(output_dir=..., ...). Its defaults "
                 "are the paper's (num_generations=4, scale_rewards='none', epsilon_high=0.28), not GRPOConfig's."
             )
+        args.check_fields()  # a field assigned since the config was built is checked, and trained, as given
         if args.use_vllm and args.vllm_mode == "server":
             _check_vllm_server(args)
         reward_funcs = check_trainer_inputs(args, reward_funcs, pargs, kwargs)

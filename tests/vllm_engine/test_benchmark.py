@@ -74,11 +74,11 @@ def test_real_learning_benchmark_smoke(smollm2_server, tmp_path):
     result = run_smoke("benchmarks.real_learning", smollm2_server.base_url, tmp_path, timeout=1800)
     print(result.stdout)
     results = json.loads((tmp_path / "results.json").read_text())
-    assert results["settings"]["arms"] == ["Est n=8", "async balance"]
+    assert results["settings"]["arms"] == ["Est n=8", "async balance", "async GRPO n=4"]
     for family in ("arithmetic", "capitals"):
         summary = results["summary"][family]
         assert summary["seeds"] == [0]
-        for arm in ("Est n=8", "async balance"):
+        for arm in ("Est n=8", "async balance", "async GRPO n=4"):
             curve = summary["arms"][arm]["curve"]
             assert len(curve) == 2 and curve[0]["mark_s"]["mean"] == 0.0 and curve[1]["mark_s"]["mean"] == 1.0
             run = json.loads(
@@ -88,6 +88,11 @@ def test_real_learning_benchmark_smoke(smollm2_server, tmp_path):
             )
             # the budget (1 s) ends the run at the first step end; the mark gets the weights it started from
             assert len(run["steps"]) == 1 and run["steps"][0]["clock_s"] > 1.0 and run["steps"][0]["tokens"] > 0
+            assert run["settings"]["order"] == "seeded passes, every arm in order"
+            trained = run["coverage"]["order"]  # the step's groups, the seed's first prompts (the worker's in flight)
+            facts = [row["fact"] for row in results["tasks"][family]["train"]]
+            assert trained and set(trained) <= set(facts)
+            assert 0 <= run["steps"][0]["signal"] <= run["steps"][0]["tokens"]
             assert run["geometry"] == "shared" and set(run["busy"]) == {"trainer", "engine", "both"}
             assert all(0.0 <= share <= 1.0 for share in run["busy"].values())
             (mark,) = run["marks"]
@@ -102,6 +107,6 @@ def test_real_learning_benchmark_smoke(smollm2_server, tmp_path):
     for name in ("tables.md", "pass_rates.png", "real_arithmetic.png", "real_capitals.png", "pass_rates.json"):
         assert (tmp_path / name).is_file()
     saved = {path: path.stat().st_mtime_ns for path in (tmp_path / "runs").rglob("*.json")}
-    assert len(saved) == 2 * (1 + 2)  # per family: the base and two arms
+    assert len(saved) == 2 * (1 + 3)  # per family: the base and three arms
     run_smoke("benchmarks.real_learning", smollm2_server.base_url, tmp_path, timeout=1800)  # resumes from disk
     assert {path: path.stat().st_mtime_ns for path in (tmp_path / "runs").rglob("*.json")} == saved

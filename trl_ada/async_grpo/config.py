@@ -8,7 +8,7 @@ from typing import ClassVar
 from trl.experimental.async_grpo import AsyncGRPOConfig
 
 from ..config import RunDirArguments, SamplingArguments, changed_default, host_sampling_field
-from ..plan import ASYNCHRONOUS, Host
+from ..plan import ASYNCHRONOUS, Host, SamplingPlan
 from ..records import check_value
 
 __all__ = ["AsyncReinforceAdaConfig"]
@@ -29,6 +29,12 @@ class AsyncReinforceAdaConfig(SamplingArguments, RunDirArguments, AsyncGRPOConfi
             Seconds one call of the reward functions may take before the run stops with an error naming it.
         scale_rewards (`str`, *optional*, defaults to `"none"`):
             `"none"` (the paper): A = r − baseline. `"group"`: divided by the std of the baseline's set.
+        max_staleness (`int`, *optional*, defaults to `4`):
+            A sample trains at most `max_staleness` policy versions after the version it was requested under, counted
+            where it trains. TRL's trainer counts where a sample is read from the queue, and accelerate reads a
+            micro-batch before the weight sync that precedes its training, so TRL's count is one short; the worker
+            drops a group that would break the bound (`reinforce_ada/async/staleness_at_training_max` logs it). At
+            least 1: with 0 no read-ahead sample could train.
         vllm_mode (`str`, *optional*, defaults to `"server"`):
             Only `"server"`: the asynchronous trainer generates on a separate vLLM server.
     """
@@ -47,6 +53,13 @@ class AsyncReinforceAdaConfig(SamplingArguments, RunDirArguments, AsyncGRPOConfi
     )
     scale_rewards: str = changed_default(
         "none", "'none' (paper): A = r - baseline. 'group': divided by the std of the baseline's set."
+    )
+    max_staleness: int = field(
+        default=4,
+        metadata={
+            "help": "A sample trains at most this many policy versions after the one it was requested under, "
+            "counted where it trains (TRL counts where it is read, a weight sync earlier). At least 1.",
+        },
     )
     vllm_mode: str = field(
         default="server",
@@ -69,6 +82,15 @@ class AsyncReinforceAdaConfig(SamplingArguments, RunDirArguments, AsyncGRPOConfi
         _refuse_unsupported(self)
         super().__post_init__()
 
+    def check_fields(self) -> SamplingPlan:
+        """The checks of construction on the fields as they are now, and the plan resolved from them: the trainer
+        runs them when it is built, so a field assigned after construction is refused as at construction."""
+        _check_numbers(self)
+        _refuse_replaced(self)
+        plan = self.sampling_plan
+        _refuse_unsupported(self)
+        return plan
+
     @property
     def prompts_in_flight(self) -> int:
         """`max_prompts_in_flight`, or what keeps `max_inflight_tasks` completions in flight (Est: per window of 8)."""
@@ -80,9 +102,12 @@ class AsyncReinforceAdaConfig(SamplingArguments, RunDirArguments, AsyncGRPOConfi
 
 def _check_numbers(config: AsyncReinforceAdaConfig) -> None:
     """The asynchronous numbers are numbers in their range (`max_staleness='2'` is refused here, not by a comparison
-    in TRL; a staleness of 0 trains only samples of the live policy)."""
-    check_value("max_staleness", config.max_staleness, int, example=4, within="[0, inf)")
+    in TRL; a staleness of 0 cannot hold where samples train: the dispatcher reads a micro-batch before the weight
+    sync that precedes its training, `READ_AHEAD`)."""
+    check_value("max_staleness", config.max_staleness, int, example=4, within="[1, inf)")
     check_value("max_inflight_tasks", config.max_inflight_tasks, int, example=-1)
+    check_value("queue_maxsize", config.queue_maxsize, int, example=0, within="[0, inf)")
+    check_value("weight_sync_steps", config.weight_sync_steps, int, example=1, within="[1, inf)")
     in_flight = config.max_prompts_in_flight
     check_value("max_prompts_in_flight", in_flight, int, optional=True, example=1, within="[1, inf)")
     check_value("reward_timeout", config.reward_timeout, float, example=300.0, within="(0, inf]")

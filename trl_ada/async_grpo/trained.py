@@ -16,7 +16,9 @@ after it, which shrink back into the prefix as it advances.
 
 TRL's `AsyncGRPOTrainer` holds the record as `_trained_groups`: its collator calls `update` with the group ids of a
 micro-batch's rows when it collates it (one micro-batch ahead of training), `training_step` calls `take_next` when
-the oldest collated micro-batch trains, and its epoch stop reads `len` (groups settled in this run).
+the oldest collated micro-batch trains, and its epoch stop reads `len` (groups settled in this run). The worker
+stamps each pushed group with the policy version its rows were requested under, so `take_next` gives the staleness
+of every row at the point it trains (`max_staleness`'s contract is checked there, `docs/async.md`).
 """
 
 from __future__ import annotations
@@ -38,16 +40,20 @@ class TrainedGroups:
         self.expected: dict[int, int] = {}  # group -> rows pushed, for groups not settled yet
         self.counted: Counter[int] = Counter()  # group -> rows trained or dropped, for groups not settled yet
         self.collated: deque[Counter[int]] = deque()  # rows per group of each collated micro-batch, oldest first
+        self.requested: dict[int, int] = {}  # group -> the oldest policy version its pushed rows were requested under
         self.settled_since: list[int] = []  # settled since the last `take_settled`
         self.settled_here = 0  # settled in this run
         self._lock = threading.Lock()
 
     # -- the worker ----------------------------------------------------------------------------
 
-    def expect(self, group: int, rows: int) -> None:
-        """The worker pushed `rows` rows of `group` (0: dropped whole, settled at once)."""
+    def expect(self, group: int, rows: int, version: int | None = None) -> None:
+        """The worker pushed `rows` rows of `group` (0: dropped whole, settled at once), requested under policy
+        `version` at the oldest."""
         with self._lock:
             self.expected[group] = rows
+            if version is not None and rows:
+                self.requested[group] = version
             self._settle_if_complete(group)
 
     def discard(self, group: int) -> None:
@@ -63,14 +69,20 @@ class TrainedGroups:
         with self._lock:
             self.collated.append(Counter(group for rows in micro_batches for group in rows))
 
-    def take_next(self) -> None:
-        """The oldest collated micro-batch is being trained: its rows count."""
+    def take_next(self, live_version: int = 0) -> list[int]:
+        """The oldest collated micro-batch is being trained under policy `live_version`: its rows count. Returns
+        each trained row's staleness (`live_version` minus the version it was requested under; rows of a group
+        pushed without a version are left out)."""
         with self._lock:
             if not self.collated:
-                return
+                return []
+            staleness = []
             for group, rows in self.collated.popleft().items():
+                if group in self.requested:
+                    staleness += [live_version - self.requested[group]] * rows
                 self.counted[group] += rows
                 self._settle_if_complete(group)
+            return staleness
 
     def __len__(self) -> int:
         """Groups settled in this run (TRL adds the count before the resume for its epoch stop)."""
@@ -103,6 +115,7 @@ class TrainedGroups:
         if expected is None or self.counted[group] < expected:
             return
         del self.expected[group], self.counted[group]
+        self.requested.pop(group, None)
         self.trained_after.add(group)
         self._advance()
         self.settled_since.append(group)

@@ -21,10 +21,13 @@ from ..trainer import new_memory, restored_memory
 from .config import AsyncReinforceAdaConfig
 from .cpu_attention import tree_attention_cpu
 from .weights import HTTPWeightTransfer
-from .worker import AdaptiveRolloutWorker, WorkerSettings, check_server, server_info
+from .worker import READ_AHEAD, AdaptiveRolloutWorker, WorkerSettings, check_server, server_info, trainable_age
 
 __all__ = ["AsyncReinforceAdaTrainer"]
 
+IN_FLIGHT_STEPS = 16
+"""At most this many optimizer steps of samples in flight by default, whatever `max_staleness` allows: more only
+fills the server's queue (a staleness of 10**9 would admit billions of prompts at once)."""
 STATE_FILE = "reinforce_ada_async.json"
 """The worker's data position and the policy version, written into every checkpoint (with `MEMORY_FILE`)."""
 
@@ -57,6 +60,7 @@ class AsyncReinforceAdaTrainer(_trl.async_joints()):
             args = AsyncReinforceAdaConfig(f"{str(model).split('/')[-1]}-AsyncReinforceAda")
         if not isinstance(args, AsyncReinforceAdaConfig):
             raise TypeError(f"args must be an AsyncReinforceAdaConfig; got {type(args).__name__}.")
+        args.check_fields()  # a field assigned since the config was built is checked, and trained, as given
         if not isinstance(model, str):
             raise TypeError(
                 f"model must be a model id or a local path (TRL's asynchronous trainer loads it itself); got "
@@ -111,6 +115,18 @@ class AsyncReinforceAdaTrainer(_trl.async_joints()):
         self._trained_groups = worker.trained
         self._default_connection = connect is None
         self.add_callback(_CommitTrainedGroups(self))
+
+    def trained_staleness(self, staleness: list[int]) -> None:
+        """Log the staleness of the rows about to train, measured where `max_staleness` holds: at training."""
+        if staleness:
+            mean, most = sum(staleness) / len(staleness), float(max(staleness))
+            _trl.log_metrics(
+                self,
+                {
+                    "reinforce_ada/async/staleness_at_training_mean": mean,
+                    "reinforce_ada/async/staleness_at_training_max": most,  # TRL reduces a `max` key by its maximum
+                },
+            )
 
     def commit_trained_groups(self) -> dict[str, Any]:
         """Pass the groups settled since the last call to the worker's pass-rate memory, in group order; returns the
@@ -183,9 +199,16 @@ class _CommitTrainedGroups(TrainerCallback):
 
 def queue_steps(max_staleness: int) -> int:
     """Optimizer steps of samples the worker may hold queued. A group is queued up to a version old (a weight sync
-    can land while its requests run) and ages one version per queued step ahead of it, so `max_staleness - 1` steps
-    is the most that keeps it within `max_staleness` when read; at least one, so a step's batch is always ready."""
-    return max(max_staleness - 1, 1)
+    can land while its requests run), ages one version per queued step ahead of it and one more between its read and
+    its training (`READ_AHEAD`), so `max_staleness - 2` steps is the most that keeps it within `max_staleness` when
+    it trains; at least one, so a step's batch is always ready."""
+    return max(max_staleness - 1 - READ_AHEAD, 1)
+
+
+def fixed_count(token_budget: int | None) -> bool:
+    """Whether TRL's batcher packs a fixed number of rows a micro-batch (`token_budget` 0 or less; unset, TRL sets
+    it to the server's context and packs by tokens)."""
+    return token_budget is not None and token_budget <= 0
 
 
 def queue_bound(queue_maxsize: int, queue_window: int) -> int:
@@ -269,8 +292,10 @@ def _worker_settings(args: AsyncReinforceAdaConfig, model: str) -> WorkerSetting
     """The worker's settings from the config (TRL's decoding fields; the request budget TRL would infer)."""
     world = PartialState().num_processes
     samples_per_step = args.per_device_train_batch_size * args.gradient_accumulation_steps * world
-    staleness_window = max(args.max_staleness, 1) * samples_per_step  # samples consumed within max_staleness steps
-    if args.max_inflight_tasks < 0:  # TRL infers the same later in its __init__; prompts_in_flight needs it now
+    # samples consumed while a request is still trainable: TRL's inference counts max_staleness steps, one more than
+    # can pass between a request and its read (`trainable_age`), so the window is set here; prompts_in_flight needs it
+    staleness_window = min(max(trainable_age(args.max_staleness), 1), IN_FLIGHT_STEPS) * samples_per_step
+    if args.max_inflight_tasks < 0:
         args.max_inflight_tasks = staleness_window
     decoding = decoding_params(
         temperature=args.temperature,
@@ -294,5 +319,6 @@ def _worker_settings(args: AsyncReinforceAdaConfig, model: str) -> WorkerSetting
         max_retries=args.streaming_max_retries,
         server_timeout=args.vllm_server_timeout,
         queue_maxsize=queue_bound(args.queue_maxsize, queue_steps(args.max_staleness) * samples_per_step),
+        micro_batch_rows=args.per_device_train_batch_size * world if fixed_count(args.token_budget) else 0,
         chat_template_kwargs=args.chat_template_kwargs,
     )

@@ -60,7 +60,7 @@ from ..server_requests import (
 from .rollout import PromptRollout, trained_wave
 from .trained import TrainedGroups
 
-__all__ = ["AdaptiveRolloutWorker", "RolloutQueue", "WorkerSettings"]
+__all__ = ["READ_AHEAD", "AdaptiveRolloutWorker", "RolloutQueue", "WorkerSettings", "trainable_age"]
 
 logger = logging.getLogger(__name__)
 
@@ -84,6 +84,7 @@ class WorkerSettings:
     max_retries: int = 2
     server_timeout: float = 240.0
     queue_maxsize: int = 0
+    micro_batch_rows: int = 0  # rows TRL's batcher packs a micro-batch (0: a token budget packs them, unknown)
     chat_template_kwargs: dict[str, Any] | None = None
 
 
@@ -128,7 +129,7 @@ class AdaptiveRolloutWorker:
         self.lora_name: str | None = None
         self.vocab_size: int | None = None
         self.trained = TrainedGroups()
-        self.rollout_buffer = RolloutQueue(self, settings.queue_maxsize)
+        self.rollout_buffer = RolloutQueue(self, settings.queue_maxsize, settings.micro_batch_rows)
         self.metrics_queue: queue.Queue = queue.Queue(maxsize=4096)
         self.model_version = 0
         self.next_group = 0
@@ -375,7 +376,7 @@ class AdaptiveRolloutWorker:
         `trained` how many rows each group pushed (none: dropped whole)."""
         settings, live = self.settings, self.model_version
         groups, weight_metrics = trained_wave(
-            [p.rollout for p in wave], live, settings.max_staleness, settings.scale_rewards
+            [p.rollout for p in wave], live, trainable_age(settings.max_staleness), settings.scale_rewards
         )
         if weight_metrics:
             self._push_metrics({f"{METRIC_PREFIX}objective/{name}": v for name, v in weight_metrics.items()})
@@ -393,7 +394,8 @@ class AdaptiveRolloutWorker:
                 flat = flat_group_probability([rollout.pass_rate], settings.plan.num_generations)
                 metrics[f"{METRIC_PREFIX}grpo_flat_fraction"] = float(flat[0])
             self._push_metrics(metrics)
-            self.trained.expect(rollout.group_id, len(group.kept))
+            oldest = min((rollout.versions[i] for i in group.kept), default=None)
+            self.trained.expect(rollout.group_id, len(group.kept), oldest)
             if group.kept:
                 self._push_group(prompt, group.kept, group.advantages, live)
 
@@ -403,7 +405,7 @@ class AdaptiveRolloutWorker:
         rollout = prompt.rollout
         pool = np.asarray(rollout.pool, dtype=np.float64)
         staleness = [live - rollout.versions[i] for i in kept]
-        oldest = min(rollout.versions[i] for i in kept)
+        oldest = min(rollout.versions[i] for i in kept)  # the queue judges the group by it
         self._push_metrics(
             {
                 f"{METRIC_PREFIX}async/staleness_at_push_mean": float(np.mean(staleness)),
@@ -448,29 +450,54 @@ class AdaptiveRolloutWorker:
             self.metrics_queue.put_nowait(metrics)
 
 
+READ_AHEAD = 1
+"""Weight syncs that can land between a sample's read from the queue and its training: accelerate's dispatcher reads
+the next micro-batch before the current one trains, and the current step's sync comes in between (at most one)."""
+
+
+def trainable_age(max_staleness: int) -> int:
+    """The most versions a sample may lag the live policy when it is pushed or read and still train within
+    `max_staleness` versions (`READ_AHEAD` more may pass before it trains)."""
+    return max_staleness - READ_AHEAD
+
+
 class RolloutQueue(queue.Queue):
     """The worker's queue of samples, as TRL's trainer reads it (`get`). A group reaches the trainer whole or not at
     all: its rows are queued back to back under its oldest version (`_push_group`), and the verdict is taken when its
-    first row is read. A group that went stale while it waited (more than `max_staleness` versions behind the live
-    policy) is dropped here, every row of it, as TRL's trainer would drop them, and each dropped row counts as settled
-    (`TrainedGroups.discard`), so that the group settles. A group let through keeps its later rows even if a weight
-    sync comes before they are read: their version is raised to the oldest TRL's trainer still trains."""
+    first row is read. A group whose last row would train more than `max_staleness` versions after its request (the
+    dispatcher's read-ahead counted, `trainable_age`, and a sync for every micro-batch boundary its rows cross,
+    `spill`) is dropped here, every row of it, and each dropped row counts as settled (`TrainedGroups.discard`), so
+    that the group settles. A group let through keeps its later rows even if a weight sync comes before they are
+    read: their version is raised so that TRL's own check (at read, by `max_staleness`) lets them through too."""
 
-    def __init__(self, worker: AdaptiveRolloutWorker, maxsize: int = 0):
+    def __init__(self, worker: AdaptiveRolloutWorker, maxsize: int = 0, micro_batch_rows: int = 0):
         super().__init__(maxsize=maxsize)
         self.worker = worker
+        self.micro_batch_rows = micro_batch_rows
         self._verdict: tuple[int, bool] | None = None  # (the group being read, whether it trains)
+        self._handed = 0  # rows handed to TRL's reader: where the next one falls in its micro-batches
 
     def get(self, block: bool = True, timeout: float | None = None) -> Any:
         worker = self.worker
         while True:
             sample = super().get(block, timeout)
             live, max_staleness = worker.model_version, worker.settings.max_staleness
-            if self._trains(sample.group_id, live - sample.model_version <= max_staleness):
+            age = live - sample.model_version + self.spill(sample.group_id)
+            if self._trains(sample.group_id, age <= trainable_age(max_staleness)):
                 sample.model_version = max(sample.model_version, live - max_staleness)
+                self._handed += 1
                 return sample
             worker.trained.discard(sample.group_id)
             worker._push_metrics({f"{METRIC_PREFIX}async/dropped_stale_in_queue_total": 1.0})  # TRL sums a total
+
+    def spill(self, group: int) -> int:
+        """Weight syncs that can land between the read of `group`'s next row and of its last: one per micro-batch
+        boundary its rows cross (TRL's batcher packs `micro_batch_rows` rows a micro-batch, in read order); under a
+        token budget (rows per micro-batch unknown), one for a group of more than one row."""
+        rows = self.worker.trained.expected.get(group, 1)
+        if self.micro_batch_rows <= 0:
+            return int(rows > 1)
+        return (self._handed % self.micro_batch_rows + rows - 1) // self.micro_batch_rows
 
     def _trains(self, group: int, fresh: bool) -> bool:
         """Whether `group` trains: decided at its first row read (`fresh`: that row is fresh), kept for the rest."""

@@ -28,7 +28,7 @@ import numpy as np
 from ..groups import reward_values
 from ..objectives import allocate, sample_weight
 from ..plan import ASYNCHRONOUS, SCHEDULING, SamplingPlan, Section, defaults, register
-from ..records import check_integer, option
+from ..records import option
 from ..sampling import PromptPools, masked_flags
 from .base import Schedule
 from .rounds import RoundsSchedule
@@ -201,10 +201,16 @@ class Est(Section):
     )
 
     min_samples: int = option(
-        2, "Est: N_min, the fewest samples a prompt is allocated, in [2, n].", flat="est_min_samples"
+        2,
+        "Est: N_min, the fewest samples a prompt is allocated, in [2, n].",
+        flat="est_min_samples",
+        within="[2, inf)",  # at most n: `check`
     )
     max_samples: int | None = option(
-        None, "Est: N_max, the most samples a prompt is allocated, at least n; None = 4n.", flat="est_max_samples"
+        None,
+        "Est: N_max, the most samples a prompt is allocated, at least n; None = 4n.",
+        flat="est_max_samples",
+        within="[2, inf)",  # at least n: `check`
     )
 
     def bounds(self, num_generations: int) -> tuple[int, int]:
@@ -225,9 +231,6 @@ class Est(Section):
                 "generation_schedule='rounds'."
             )
         low, high = self.min_samples, self.max_samples
-        check_integer("est_min_samples", low, 2, " (a prompt's samples need a baseline: 2 or more).")
-        if high is not None:
-            check_integer("est_max_samples", high, 2, ", or None for 4 * num_generations.")
         if low > n:
             raise ValueError(
                 f"est_min_samples={low} is more than num_generations={n}: a step allocates n samples per prompt on "

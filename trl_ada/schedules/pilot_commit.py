@@ -31,9 +31,9 @@ import numpy as np
 
 from ..groups import reward_values
 from ..plan import SCHEDULING, SamplingPlan, Section, register
-from ..records import check_integer, option
+from ..records import option
 from ..sampling import PromptPools, masked_flags
-from ..utils import closest_name, is_int, is_number
+from ..utils import is_int
 from .base import sampler_prior
 from .outcome import StepOutcome
 from .rounds import CandidatesSchedule
@@ -211,74 +211,47 @@ class PilotCommit(Section):
         None,
         "Pilot-Commit: completions of the pilot, drawn for every candidate (at least 2, at most n); None = "
         "max(2, ⌊n/2⌋).",
+        within="[2, inf)",  # at most n: `check`
     )
     commit_samples: int | None = option(
         None,
         "Pilot-Commit: completions committed to each chosen candidate (at least 0); the trained group is pilot plus "
         "commit, so `pilot_samples + commit_samples` must be n; None = n − `pilot_samples`.",
+        within="[0, inf)",
     )
     pilot_band_low: float = option(
-        0.0, "Pilot-Commit: a candidate passes when its pilot pass rate is strictly above this, in [0, 1)."
+        0.0,
+        "Pilot-Commit: a candidate passes when its pilot pass rate is strictly above this, in [0, 1).",
+        within="[0, 1)",  # below pilot_band_high: `__post_init__`
     )
     pilot_band_high: float = option(
         1.0,
         "Pilot-Commit: ... and strictly below this, in (`pilot_band_low`, 1]. The default band (0, 1) passes every "
         "candidate whose pilot holds a positive and a negative.",
+        within="(0, 1]",
     )
     commit_priority: str = option(
         "variance",
         'Pilot-Commit: which passing candidates get the commit when more than B pass. `"variance"`: the largest '
         'pilot p̂(1 − p̂) first; `"random"`: a seeded draw. Ties, and the fill when fewer than B pass (highest pilot '
         "variance of the others), go in draw order.",
+        choices=COMMIT_PRIORITIES,
     )
     pilot_oversampling: float = option(
         2.0,
         "Pilot-Commit: at least 1. A generation batch of B prompts pilots ⌈`pilot_oversampling` · B⌉ candidates: "
         "its own B, then new prompts from the seeded candidate stream over `train_dataset` (as the refill "
         "schedule's), and trains exactly B of them.",
+        within="[1, inf)",
     )
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.pilot_samples is not None:
-            check_integer(
-                "pilot_samples",
-                self.pilot_samples,
-                2,
-                " (a pilot of one completion is all right or all wrong, never inside the band), or None for "
-                "max(2, num_generations // 2).",
-            )
-        if self.commit_samples is not None:
-            check_integer(
-                "commit_samples",
-                self.commit_samples,
-                0,
-                " (0 trains the pilot alone), or None for num_generations - pilot_samples.",
-            )
         low, high = self.pilot_band_low, self.pilot_band_high
-        for name, value in (("pilot_band_low", low), ("pilot_band_high", high)):
-            if not is_number(value) or not 0.0 <= value <= 1.0:
-                raise ValueError(
-                    f"{name}={value!r}: a bound of the pilot's pass-rate band must be a number in [0, 1] (the "
-                    "default band is (0, 1): every candidate whose pilot is mixed passes)."
-                )
         if low >= high:
             raise ValueError(
                 f"pilot_band_low={low!r}, pilot_band_high={high!r}: the band (low, high) admits no pilot pass rate. "
                 "Set pilot_band_low < pilot_band_high (e.g. 0.0 and 1.0: every mixed pilot passes)."
-            )
-        if self.commit_priority not in COMMIT_PRIORITIES:
-            close = closest_name(self.commit_priority, COMMIT_PRIORITIES)
-            hint = f" Did you mean {close!r}?" if close else ""
-            raise ValueError(
-                f"commit_priority={self.commit_priority!r}: choose one of {list(COMMIT_PRIORITIES)} ('variance': "
-                f"the largest pilot p(1 - p) first; 'random': a seeded draw).{hint}"
-            )
-        oversampling = self.pilot_oversampling
-        if not is_number(oversampling) or oversampling < 1.0:
-            raise ValueError(
-                f"pilot_oversampling={oversampling!r}: must be a number >= 1.0, the candidates a step pilots per "
-                "prompt it trains (1.0 = the batch's own prompts only, 2.0 = twice as many)."
             )
 
     def sizes(self, num_generations: int) -> tuple[int, int]:

@@ -75,17 +75,15 @@ class Requests(Record):
         "Completions asked for per request, in [1, `samples_per_round`]. 1 cancels at the finest grain; more sends "
         "fewer requests, but a request's completions come back together.",
         flat="streaming_chunk",
+        within="[1, inf)",  # at most samples_per_round: `InFlight.check`
     )
     max_retries: int = option(
         2,
         "A request that fails or times out is sent again this many times; then the step fails with an error "
         "naming the server and these options.",
         flat="streaming_max_retries",
+        within="[0, inf)",
     )
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_retries(self.max_retries)
 
 
 @dataclass(frozen=True)
@@ -100,6 +98,7 @@ class InFlight(Seq, Requests):
         "wider window shortens the chain of completions a hard prompt waits for one after another, at the price of "
         "tokens spent on requests its exit cancels (worth it when the engine has spare batch capacity).",
         flat="streaming_window",
+        within="[1, inf)",  # from streaming_chunk to M·N: `InFlight.check`
     )
 
     @property
@@ -109,7 +108,7 @@ class InFlight(Seq, Requests):
 
     def check(self, plan: SamplingPlan) -> None:
         super().check(plan)
-        if not 1 <= self.chunk <= self.samples_per_round:
+        if self.chunk > self.samples_per_round:
             raise ValueError(
                 f"streaming_chunk={self.chunk!r}: completions per request must be an integer in [1, "
                 f"samples_per_round={self.samples_per_round}]."
@@ -140,11 +139,8 @@ class Streaming(InFlight):
         "it). A timed-out request, or an answer with fewer completions than asked for, is sent again "
         "(`streaming_max_retries`).",
         flat="streaming_request_timeout",
+        within="(0, inf)",
     )
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_request_timeout(self.request_timeout)
 
     def schedule_class(self) -> type[Schedule]:
         return ServerStreamingSchedule
