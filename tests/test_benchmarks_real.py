@@ -172,7 +172,6 @@ def test_summary_compares_arms_at_equal_wall_time_and_when_they_reach_grpo():
     runs = []
     for seed in (0, 1):
         base = fake_run("capitals", "base", seed, [0])
-        base["marks"] = base["marks"][:1]
         runs += [
             base,
             fake_run("capitals", "GRPO n=4", seed, [0, 1]),
@@ -284,7 +283,6 @@ def test_figures_and_the_pass_rate_table(tmp_path):
         seeds=1, families=("capitals",), arms=("GRPO n=4",), budget_s=20.0, marks=2, eval_k=2, selection_samples=4
     )
     base = fake_run("capitals", "base", 0, [0])
-    base["marks"] = base["marks"][:1]
     rows = meta([0.0, 0.5, 0.5], ["test", "test", "control"])
     summary = rl.summarize(
         [base, fake_run("capitals", "GRPO n=4", 0, [0, 2])], {"capitals": {"evaluation": rows}}, settings
@@ -312,7 +310,6 @@ def test_a_run_with_fewer_seeds_is_compared_on_the_seeds_both_ran():
     runs = []
     for seed in (0, 1, 2):
         base = fake_run("capitals", "base", seed, [0])
-        base["marks"] = base["marks"][:1]
         runs += [base, fake_run("capitals", "GRPO n=4", seed, [1, 1 + seed % 2])]
     runs.append(fake_run("capitals", "Seq-balance", 1, [2, 2]))
     summary = rl.summarize(runs, {"capitals": {"evaluation": meta([0.0, 0.5, 0.5])}}, settings)["capitals"]
@@ -434,7 +431,6 @@ def test_the_results_table_pairs_each_arm_with_synchronous_and_asynchronous_grpo
     runs = []
     for seed in (0, 1):
         base = fake_run("capitals", "base", seed, [0])
-        base["marks"] = base["marks"][:1]
         runs += [
             base,
             fake_run("capitals", "GRPO n=4", seed, [1, 1]),
@@ -485,7 +481,6 @@ def test_an_asynchronous_arm_is_read_against_the_best_alternative_on_each_seed()
     runs = []
     for seed, (grpo4, grpo8, async_grpo, balance) in enumerate([(1, 2, 1, 2), (2, 1, 1, 1), (0, 0, 1, 2)]):
         base = fake_run("capitals", "base", seed, [0])
-        base["marks"] = base["marks"][:1]
         runs += [base] + [
             fake_run("capitals", arm, seed, [0, last])
             for arm, last in zip(settings.arms, (grpo4, grpo8, async_grpo, balance), strict=True)
