@@ -24,7 +24,7 @@ the queue (policy versions between its request and its consumption; TRL drops th
 Interleaving: in each of `--repeats` cycles every method trains a fresh trainer from the same saved weights, in an
 order that rotates from cycle to cycle.
 
-Run from the repository root in the vLLM environment of `make test-vllm` (docs/benchmarks_vllm.md):
+Run from the repository root in the vLLM environment of `make test-vllm` (docs/lab/benchmarks_vllm.md):
 
     .venv-vllm/bin/python -m benchmarks.async_engine            # 3 cycles x 5 methods x 6 steps: ~15 min on 2 CPUs
     .venv-vllm/bin/python -m benchmarks.async_engine --smoke    # 1 cycle, 3 steps, 2 methods

@@ -24,7 +24,7 @@ third table).
     python -m benchmarks.engine_schedule --smoke   # 1 setting, 16 prompts, 1 seed: a second or two
 
 Writes `results.json`, `table.txt` and `wall_per_group.png` into `--out` (default
-`benchmarks/results/engine_schedule/`). Results and what they mean: `docs/benchmarks_vllm.md`.
+`benchmarks/results/engine_schedule/`). Results and what they mean: `docs/lab/benchmarks_vllm.md`.
 """
 
 from __future__ import annotations
@@ -143,7 +143,7 @@ def completion_lengths(setting: EngineSetting, rng: np.random.Generator, size: i
 
 
 PLANS = {
-    "GRPO n=4": SamplingPlan.from_fields(num_generations=4, exit_rule="none"),
+    "GRPO n=4": SamplingPlan.from_fields(sampling="grpo", num_generations=4),
     "balance": SamplingPlan.from_fields(num_generations=4, samples_per_round=8, max_rounds=4, exit_rule="balance"),
 }
 """The plan of each method family (streaming methods sample as balance does)."""

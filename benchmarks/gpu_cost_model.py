@@ -19,7 +19,7 @@ part (15 s, 85 s). The other rows of Table 3 are then predicted, not fitted, and
     python -m benchmarks.gpu_cost_model --smoke    # a small engine, 1 seed
 
 Writes `results.json` and `table.txt` into `--out` (default `benchmarks/results/gpu_cost_model/`). Results and what
-they mean: `docs/benchmarks_cost.md`.
+they mean: `docs/lab/benchmarks_cost.md`.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ class Method:
 
 
 METHODS = (
-    Method("GRPO n=4", SamplingPlan.from_fields(num_generations=4, exit_rule="none"), 4),
+    Method("GRPO n=4", SamplingPlan.from_fields(sampling="grpo", num_generations=4), 4),
     Method(
         "Seq-pos", SamplingPlan.from_fields(num_generations=4, samples_per_round=8, max_rounds=4, exit_rule="pos"), 4
     ),

@@ -10,7 +10,7 @@ completion), and the trained completions are scaled the same way:
 with `c_gen` and `c_train` calibrated on GRPO n=4 as in the cost model (a step of one round of 4 per prompt takes the
 paper's published time: 102 s at Qwen2.5-Math-1.5B on 8×H100, of which 15 s training). The cost model reproduces
 Table 3's one-round rows (GRPO, Est) within 20 % and over-predicts the multi-round rows (Seq-pos, Seq-balance) by
-37-128 % (`docs/benchmarks_cost.md`): hours of multi-round methods are an upper bound, not an estimate.
+37-128 % (`docs/lab/benchmarks_cost.md`): hours of multi-round methods are an upper bound, not an estimate.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 A random bf16 model with Qwen2.5-1.5B's shape and vocabulary, the toy tokenizer and reward, LoRA r=16: nothing is
 downloaded. It prints step times, their ratio and peak memory per method; without a CUDA GPU it says so and exits
-0. The setup and the numbers: `docs/benchmarks_overhead.md` ("GPU smoke test").
+0. The setup and the numbers: `docs/lab/benchmarks_overhead.md` ("GPU smoke test").
 
     python -m benchmarks.gpu_smoke                  # the 1.5B-shaped model on the GPU
     python -m benchmarks.gpu_smoke --tiny           # toy-sized model, CPU or GPU, ~20 s on a CPU

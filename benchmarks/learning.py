@@ -2,7 +2,7 @@
 
 GRPO n=4 and n=16 against Reinforce-Ada pos and balance (M=8, N=4), every method from the same weights and prompts
 (`trl_ada.toy.experiment`), over several seeds; it reports the steps and samples each method needs to reach a
-smoothed first-round reward of 0.5 and 0.7, relative to GRPO n=4. Setup and results: `docs/benchmarks_learning.md`.
+smoothed first-round reward of 0.5 and 0.7, relative to GRPO n=4. Setup and results: `docs/lab/benchmarks_learning.md`.
 
     python -m benchmarks.learning            # 3 seeds x 60 steps x 4 methods, 2-4 min on 2 CPUs
     python -m benchmarks.learning --smoke    # 1 seed, 2 steps, 2 prompts/step, in-process: seconds

@@ -45,7 +45,7 @@ BASELINE = "GRPO n=4"
 HARD = "eval_pass_rate_hard"
 SHOWN = (("pass rate", "eval_pass_rate"), ("hardest third", HARD), ("pass@8", "eval_pass_at_8"))
 TABLE_3_SCALE = {"Seq-pos": 228.0 / 378.0, "Seq-balance": 290.0 / 397.0}
-"""Published over modelled step time at 1.5B (`docs/benchmarks_cost.md`, base prompts) of the rows Table 3 has."""
+"""Published over modelled step time at 1.5B (`docs/lab/benchmarks_cost.md`, base prompts) of the rows Table 3 has."""
 AXES = {
     "cumulative_samples": "generated samples",
     "gpu_hours": "modelled GPU hours",

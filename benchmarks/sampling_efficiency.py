@@ -2,7 +2,7 @@
 
 For each sampler and prompt set (base, hard, easy) it reports the effective-group fraction, samples per prompt,
 samples per effective group and generation rounds per step, averaged over steps and seeds. What is measured, the
-prompt sets, the samplers and the results: `docs/benchmarks_sampling.md`.
+prompt sets, the samplers and the results: `docs/lab/benchmarks_sampling.md`.
 
     python -m benchmarks.sampling_efficiency            # B=512, 5 seeds x 10 steps, ~1 min on 2 CPUs
     python -m benchmarks.sampling_efficiency --smoke    # B=64, 1 seed, 1 step, a few seconds
@@ -100,7 +100,7 @@ class SamplerSpec:
     num_generations: int
     samples_per_round: int
     max_rounds: int
-    exit_rule: str = "none"
+    exit_rule: str | None = None  # None: plain GRPO (`sampling="grpo"`)
     generation_batch_factor: int = 1
     memory: bool = False  # budgeted balance switches (multi-epoch mode)
     first_round: str = "fixed"
@@ -124,6 +124,7 @@ class SamplerSpec:
             )
         rounds = {  # what a schedule with rounds reads; plain GRPO draws one round of n (the DAPO rows refill by
             # their own loop)
+            "exit_rule": self.exit_rule,
             "samples_per_round": self.samples_per_round,
             "max_rounds": self.max_rounds,
             "first_round": self.first_round,
@@ -138,11 +139,11 @@ class SamplerSpec:
             "skip_max_consecutive": self.skip_max_consecutive,
         }
         return SamplingPlan.from_fields(
+            sampling="grpo" if self.exit_rule is None else None,
             num_generations=self.num_generations,
-            exit_rule=self.exit_rule,
             positive_threshold=POSITIVE_THRESHOLD,
             pass_rate_memory=self.memory,
-            **({} if self.exit_rule == "none" else rounds),
+            **({} if self.exit_rule is None else rounds),
         )
 
 
@@ -151,9 +152,7 @@ def build_samplers() -> list[SamplerSpec]:
     specs = [SamplerSpec(f"GRPO n={k}", "grpo", f"n={k}", k, k, 1) for k in GRPO_SIZES]
     for factor in (1, 3):
         gen = "B" if factor == 1 else f"{factor}B"
-        specs.append(
-            SamplerSpec(f"DAPO n=4 (gen {gen})", "dapo", f"DAPO {gen}", 4, 4, DAPO_MAX_ROUNDS, "none", factor)
-        )
+        specs.append(SamplerSpec(f"DAPO n=4 (gen {gen})", "dapo", f"DAPO {gen}", 4, 4, DAPO_MAX_ROUNDS, None, factor))
     caps = sorted({m * n for m, n in ADA_GRID})
     for rule in ("pos", "balance"):
         for m, n in (*ADA_GRID, *((1, cap) for cap in caps)):
@@ -202,7 +201,7 @@ def run_adaptive_step(
     memory: PassRateMemory | None = None,
     prompt_ids: np.ndarray | None = None,
 ) -> tuple[StepResult, np.ndarray]:
-    """GRPO (`exit_rule="none"`), Reinforce-Ada, budgeted balance or Est over the step's prompts, through the
+    """GRPO (`sampling="grpo"`), Reinforce-Ada, budgeted balance or Est over the step's prompts, through the
     trl_ada core.
 
     Returns the step's result and, per prompt, whether its kept group is effective (mixed; Est's groups differ in

@@ -5,7 +5,7 @@ Every sampler of `benchmarks.sampling_efficiency` runs here over the same datase
 Reinforce-Ada-Est (`sampling="est"`: an Ada-EMA pass-rate memory across epochs, one allocated round per step), the
 budgeted-balance switches (pass-rate memory, prior-sized rounds, futility stop, sample budget) and the candidate
 refill samplers added; the prompt sets, step runners and metrics are that module's. What is measured and the
-results: `docs/benchmarks_sampling.md`, "Multi-epoch mode".
+results: `docs/lab/benchmarks_sampling.md`, "Multi-epoch mode".
 
     python -m benchmarks.sampling_efficiency --multi-epoch           # D=1024, B=256, 4 epochs, 5 seeds, ~3 min
     python -m benchmarks.sampling_efficiency --multi-epoch --smoke   # D=32, B=16, 2 epochs, 1 seed, seconds

@@ -1,9 +1,9 @@
 """Step-time overhead of `ReinforceAdaTrainer` over plain `trl.GRPOTrainer` on the tiny offline model (CPU).
 
-Three methods (`grpo`: `trl.GRPOTrainer`; `none`: `ReinforceAdaTrainer(exit_rule="none")`, plain GRPO sampling
+Three methods (`grpo`: `trl.GRPOTrainer`; `none`: `ReinforceAdaTrainer(sampling="grpo")`, plain GRPO sampling
 through our rounds code; `balance`: M = 8, N = 4) train on the same batch in interleaved threads, one step at a time;
 it reports median wall and CPU time per step, where the time goes inside the step, bootstrap confidence intervals
-and an A/A control. How it is timed and the results: `docs/benchmarks_overhead.md`.
+and an A/A control. How it is timed and the results: `docs/lab/benchmarks_overhead.md`.
 
     python -m benchmarks.step_overhead                  # 2 instances x 3 methods, 60 cycles: ~2-4 min on 2 CPUs
     python -m benchmarks.step_overhead --smoke          # 3 cycles after 1 warm-up step: ~20 s
@@ -208,8 +208,12 @@ def build_trainer(method: str, model_dir: Path, args: argparse.Namespace, output
     if method == "grpo":
         trainer = GRPOTrainer(str(model_dir), toy_reward, args=GRPOConfig(**kwargs), train_dataset=dataset)
     else:
-        rounds = {} if method == "none" else {"samples_per_round": SAMPLES_PER_ROUND, "max_rounds": MAX_ROUNDS}
-        config = ReinforceAdaConfig(exit_rule=method, **rounds, **kwargs)  # plain GRPO refuses rounds it never draws
+        sampling = (
+            {"sampling": "grpo"}  # plain GRPO refuses rounds it never draws
+            if method == "none"
+            else {"exit_rule": method, "samples_per_round": SAMPLES_PER_ROUND, "max_rounds": MAX_ROUNDS}
+        )
+        config = ReinforceAdaConfig(**sampling, **kwargs)
         trainer = ReinforceAdaTrainer(str(model_dir), toy_reward, args=config, train_dataset=dataset)
     trainer.remove_callback(PrinterCallback)
     probe.attach(trainer)

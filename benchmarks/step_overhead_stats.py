@@ -1,6 +1,6 @@
 """Statistics, tables and the figure of the step-overhead benchmark (`benchmarks.step_overhead`, which times the
 steps): medians over interleaved cycles, paired bootstrap intervals of the ratios, and the A/A control.
-How it is timed and the results: `docs/benchmarks_overhead.md`.
+How it is timed and the results: `docs/lab/benchmarks_overhead.md`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from benchmarks.step_overhead import Step
 
 METHODS = ("grpo", "none", "balance")
-LABELS = {"grpo": "GRPOTrainer", "none": "Ada exit_rule=none", "balance": "Ada balance M=8 N=4"}
+LABELS = {"grpo": "GRPOTrainer", "none": "Ada sampling=grpo", "balance": "Ada balance M=8 N=4"}
 COLORS = {"grpo": "#4c72b0", "none": "#55a868", "balance": "#c44e52"}
 PARTS = (("generation", "generate"), ("reward", "reward"), ("trl_glue", "TRL glue"), ("ours", "ours"))
 TARGET_RATIO = 1.05
@@ -183,9 +183,7 @@ def ratio_lines(summary: dict[str, Any]) -> str:
     lines = []
     for clock, name in (("wall", "wall"), ("cpu", "CPU ")):
         verdict = "within" if a[clock]["within_target"] else "ABOVE"
-        lines.append(
-            f"exit_rule=none / GRPOTrainer, {name}: {_ratio_text(a[clock], 3)}: {verdict} the {target} target"
-        )
+        lines.append(f"sampling=grpo / GRPOTrainer, {name}: {_ratio_text(a[clock], 3)}: {verdict} the {target} target")
     if control is not None:
         for clock, name in (("wall", "wall"), ("cpu", "CPU ")):
             lines.append(f"A/A control, GRPOTrainer #2 / #1, {name}: {_ratio_text(control[clock], 3)}")

@@ -6,7 +6,7 @@ Four methods train the tiny offline model on the toy task ("write letter X k tim
 one real vLLM server (server mode, weights synced to it after every optimizer step):
 
 - `grpo`:    `trl.GRPOTrainer`, n = 4;
-- `none`:    `ReinforceAdaTrainer(exit_rule="none")`: GRPO's sampling through the rounds code;
+- `none`:    `ReinforceAdaTrainer(sampling="grpo")`: GRPO's sampling through the rounds code, no exit rule;
 - `pos`:     `ReinforceAdaTrainer(exit_rule="pos")`, M = 8, N = 4;
 - `balance`: `ReinforceAdaTrainer(exit_rule="balance")`, M = 8, N = 4;
 - `streaming`: `balance` with `generation_schedule="streaming"`: one request per completion, up to M of each active
@@ -26,7 +26,7 @@ Interleaving: in each of `--repeats` cycles every method trains a fresh trainer 
 same prompts (seeded by the cycle) for `--steps` steps, in an order that rotates from cycle to cycle; the first
 step of every trainer (cold caches, first weight push) is dropped.
 
-Run from the repository root, in the vLLM environment that `make test-vllm` builds (see docs/benchmarks_vllm.md);
+Run from the repository root, in the vLLM environment that `make test-vllm` builds (see docs/lab/benchmarks_vllm.md);
 the CPU weight sync comes from the test-support package `tests/vllm_support`
 ------------------------------------------------------------------------------------------------------------------
     .venv-vllm/bin/python -m benchmarks.vllm_step_time          # 5 cycles x 4 methods x 4 steps: ~5 min on 2 CPUs
@@ -235,7 +235,7 @@ def run_method(method: str, repeat: int, settings: Settings, model_dir: Path, se
     else:
         rounds = {"samples_per_round": settings.samples_per_round, "max_rounds": settings.max_rounds}
         if method == "none":  # plain GRPO refuses rounds it never draws
-            rounds = {"exit_rule": "none"}
+            rounds = {"sampling": "grpo"}
         elif method == "streaming":
             rounds.update(
                 exit_rule="balance",

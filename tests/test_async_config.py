@@ -4,6 +4,7 @@ fix that is itself accepted."""
 from __future__ import annotations
 
 import pytest
+from refusals import names
 
 from trl_ada.async_grpo import AsyncReinforceAdaConfig
 from trl_ada.plan import PRESETS
@@ -22,37 +23,35 @@ def refusal(tmp_path, **fields) -> str:
 
 
 @pytest.mark.parametrize(
-    ("fields", "message", "advice"),
+    ("fields", "fragments", "advice"),
     [
-        (
-            {"max_staleness": "2"},
-            "max_staleness='2': must be an integer, not a str; write max_staleness=2.",
-            {"max_staleness": 2},
-        ),
+        ({"max_staleness": "2"}, ["max_staleness='2'", "not a str", "max_staleness=2."], {"max_staleness": 2}),
         (
             {"reward_timeout": "10"},
-            "reward_timeout='10': must be a number, not a str; write reward_timeout=10.0.",
+            ["reward_timeout='10'", "not a str", "reward_timeout=10.0"],
             {"reward_timeout": 10.0},
         ),
         (
             {"max_prompts_in_flight": 2.0},
-            "max_prompts_in_flight=2.0: must be an integer or None, not a float; write max_prompts_in_flight=2.",
+            ["max_prompts_in_flight=2.0", "not a float", "max_prompts_in_flight=2."],
             {"max_prompts_in_flight": 2},
         ),
         (
             {"max_inflight_tasks": "many"},
-            "max_inflight_tasks='many': must be an integer, not a str (e.g. max_inflight_tasks=-1).",
+            ["max_inflight_tasks='many'", "not a str", "max_inflight_tasks=-1"],
             {"max_inflight_tasks": -1},
         ),
         (
             {"streaming_window": "4"},
-            "streaming_window='4': must be an integer or None, not a str; write streaming_window=4.",
+            ["streaming_window='4'", "not a str", "streaming_window=4."],
             {"streaming_window": 4},
         ),
     ],
 )
-def test_a_number_of_the_wrong_type_is_refused_in_one_line_and_the_advice_works(tmp_path, fields, message, advice):
-    assert refusal(tmp_path, **fields) == message  # the type check's own wording, not the refusal machinery's
+def test_a_number_of_the_wrong_type_is_refused_in_one_line_and_the_advice_works(tmp_path, fields, fragments, advice):
+    message = refusal(tmp_path, **fields)
+    names(message, *fragments)  # "not a str": the type check's refusal, not a comparison's TypeError
+    assert "\n" not in message
     config(tmp_path, **advice)
 
 
@@ -73,7 +72,7 @@ def test_a_preset_the_worker_cannot_run_is_refused_by_name_and_the_presets_it_na
 
 def test_explicit_is_explicit_asynchronously_too(tmp_path):
     message = refusal(tmp_path, sampling="est", samples_per_round=8)
-    assert message.startswith("samples_per_round=8: generation_schedule='est' (set by sampling='est')")
+    names(message, "samples_per_round=8", "generation_schedule='est' (set by sampling='est')", "Remove samples_per")
     assert config(tmp_path, sampling="est").sampling_plan.generation_schedule == "est"
     assert config(tmp_path).sampling_plan.generation_schedule == "streaming"  # the asynchronous default
     message = refusal(tmp_path, prompt_oversampling=1.0)  # a field no asynchronous schedule uses, even at "off"
@@ -81,7 +80,7 @@ def test_explicit_is_explicit_asynchronously_too(tmp_path):
 
 
 def test_plain_grpo_runs_asynchronously_with_a_window_of_n(tmp_path):
-    grpo = config(tmp_path, exit_rule="none", max_inflight_tasks=64)
+    grpo = config(tmp_path, sampling="grpo", max_inflight_tasks=64)
     assert grpo.sampling_plan.generation_schedule == "grpo" and grpo.prompts_in_flight == 64 // 4
 
 
@@ -110,8 +109,7 @@ def test_the_asynchronous_trainer_refuses_a_prompt_longer_than_the_context_befor
     reward = [lambda completions, **_: [0.0] * len(completions)]
     with pytest.raises(PromptTooLongError) as refused:
         AsyncReinforceAdaTrainer(tiny_model_dir, reward, args=args, train_dataset=dataset)
-    assert str(refused.value).startswith("train_dataset row 1 ('Compute the sum of the next numbers: one two three")
-    assert "e.g. `max_prompt_tokens: 504`" in str(refused.value)
+    names(str(refused.value), "train_dataset row 1 ('Compute the sum", "`max_prompt_tokens: 504`")
     kept = filter_by_prompt_length(dataset, AutoTokenizer.from_pretrained(tiny_model_dir), 504)
     with pytest.raises(Built):
         AsyncReinforceAdaTrainer(tiny_model_dir, reward, args=args, train_dataset=kept)

@@ -7,6 +7,7 @@ import queue
 from collections import defaultdict
 
 import pytest
+from refusals import names, refusal
 from test_async import async_config
 from test_async_worker import Recorder, drain, tiny, worker_for  # noqa: F401 (tiny: the module-scoped model)
 from trl.experimental.async_grpo.async_grpo_trainer import RolloutQueueDataset, _reduce_metric
@@ -153,8 +154,9 @@ def test_the_token_budget_is_checked_against_a_datasets_prompt_column(tmp_path, 
     from trl_ada.async_grpo.trainer import check_token_budget
 
     dataset = Dataset.from_dict({"prompt": [[{"role": "user", "content": LONG_PROMPT}]]})
-    with pytest.raises(ValueError, match="token_budget=16 is less than train_dataset row 0's"):
-        check_token_budget(async_config(tmp_path, token_budget=16, max_completion_length=4), dataset, tiny[1])
+    args = async_config(tmp_path, token_budget=16, max_completion_length=4)
+    refused = refusal(check_token_budget, args, dataset, tiny[1])
+    names(refused, "token_budget=16", "train_dataset row 0", "max_completion_length=4", "token_budget to at least")
 
 
 @pytest.mark.parametrize(("micro_batch_rows", "trains"), [(4, False), (8, True), (0, False)])

@@ -11,6 +11,7 @@ from urllib.parse import urlsplit
 import pytest
 import requests
 import torch
+from refusals import names
 
 from trl_ada.async_grpo.weights import (
     BEGIN_METHOD,
@@ -147,9 +148,11 @@ def test_each_tensor_is_sent_as_the_iterator_yielded_it(server, transfer):
 
 def test_a_worker_that_loaded_fewer_tensors_is_an_error(server, transfer):
     server.routes["POST /collective_rpc"] = lambda body: (200, {"results": ["3", "1"]})
-    with pytest.raises(RuntimeError, match=r"loaded \['3', '1'\] tensors of a chunk of 3") as error:
+    with pytest.raises(RuntimeError) as error:
         transfer.send_weights(iter(named_tensors()))
-    assert f"{server.url}/collective_rpc" in str(error.value)
+    names(
+        str(error.value), f"{server.url}/collective_rpc", "loaded ['3', '1']", "chunk of 3", "VLLM_SERVER_DEV_MODE=1"
+    )
     assert ("POST", "/reset_prefix_cache?reset_running_requests=true") not in server.calls
 
 
@@ -164,9 +167,9 @@ def test_a_server_without_dev_mode_names_the_url_and_the_fix(server, transfer):
 
 def test_a_worker_error_names_the_status_and_the_extension(server, transfer):
     server.routes["POST /collective_rpc"] = lambda body: (500, {"error": "no method trl_ada_load_weights"})
-    with pytest.raises(RuntimeError, match="answered 500.*no method trl_ada_load_weights") as error:
+    with pytest.raises(RuntimeError) as error:
         transfer.send_weights(iter(named_tensors()))
-    assert WORKER_EXTENSION in str(error.value)
+    names(str(error.value), "answered 500", "no method trl_ada_load_weights", WORKER_EXTENSION)
 
 
 def test_a_failed_prefix_cache_reset_is_an_error(server, transfer):

@@ -5,9 +5,11 @@ about rewards that cannot train."""
 from __future__ import annotations
 
 import logging
+import re
 
 import numpy as np
 import pytest
+from refusals import names
 from test_async import async_config, parity_reward, run_worker
 from transformers import AutoTokenizer
 
@@ -238,13 +240,17 @@ def test_a_reward_function_returning_text_stops_the_worker_naming_it(tmp_path, t
     def as_text(completion_ids, **kwargs):
         return ["1"] * len(completion_ids)
 
-    with pytest.raises(RewardError, match=r"Reward function 'as_text' returned a str \('1'\) for completion 0"):
+    with pytest.raises(RewardError) as refused:
         run_worker(tmp_path, tiny, groups=1, reward=as_text)
+    names(str(refused.value), "'as_text'", "a str ('1')", "completion 0", "float(score)")
 
 
 def test_a_reward_function_returning_too_few_rewards_stops_the_worker_naming_it(tmp_path, tiny):
     def short(completion_ids, **kwargs):
         return [1.0] * (len(completion_ids) - 1)
 
-    with pytest.raises(RewardError, match=r"Reward function 'short' returned \d+ rewards for \d+ completions"):
+    with pytest.raises(RewardError) as refused:
         run_worker(tmp_path, tiny, groups=1, reward=short)
+    names(str(refused.value), "'short'", "one per completion")
+    returned, asked = map(int, re.search(r"(\d+) rewards for (\d+) completions", str(refused.value)).groups())
+    assert returned == asked - 1

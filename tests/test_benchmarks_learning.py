@@ -11,6 +11,7 @@ import math
 import numpy as np
 import pytest
 from conftest import load_benchmark_script
+from refusals import names
 
 pytest.importorskip("matplotlib")
 
@@ -126,7 +127,7 @@ def test_refill_methods_compare_dapo_balance_est_and_their_combinations(benchmar
 def test_refill_smoke_probes_the_pass_rate_and_counts_every_candidate_sampled(benchmark, tmp_path):
     with contextlib.redirect_stdout(io.StringIO()) as printed:
         data = benchmark.main(["--refill", "--smoke", "--quiet", "--out", str(tmp_path)])
-    assert "Target: pass rate 0.7 (probe of every task prompt)" in printed.getvalue()
+    names(printed.getvalue(), "Target: pass rate 0.7", "every task prompt")
     assert (tmp_path / "learning.png").read_bytes()[:8] == PNG_MAGIC
     runs = {label: per_seed["0"] for label, per_seed in data["runs"].items()}
     assert len(runs) == len(benchmark.build_refill_methods(smoke=True))

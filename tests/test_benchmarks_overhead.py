@@ -54,9 +54,9 @@ def overhead_run(tmp_path_factory):
 @pytest.mark.xdist_group("step_overhead")  # one smoke run per session, not one per worker
 def test_step_overhead_prints_the_table_and_both_ratios(overhead_run):
     printed, _ = overhead_run
-    for text in ("GRPOTrainer", "Ada exit_rule=none", "Ada balance M=8 N=4", "wall ms", "CPU ms", "TRL glue", "ours"):
+    for text in ("GRPOTrainer", "Ada sampling=grpo", "Ada balance M=8 N=4", "wall ms", "CPU ms", "TRL glue", "ours"):
         assert text in printed
-    for text in ("exit_rule=none / GRPOTrainer, wall:", "exit_rule=none / GRPOTrainer, CPU", "A/A control"):
+    for text in ("sampling=grpo / GRPOTrainer, wall:", "sampling=grpo / GRPOTrainer, CPU", "A/A control"):
         assert text in printed
     assert "ours (measured directly)" in printed
     assert "balance / none, wall:" in printed

@@ -6,6 +6,7 @@ import time
 from pathlib import Path
 
 import pytest
+from refusals import names
 
 from trl_ada.rewards import (
     EXTRACTIONS,
@@ -123,8 +124,8 @@ def test_bad_extraction_is_one_line_naming_option_value_and_choices(bad):
         with pytest.raises(ValueError) as info:
             build()
         message = str(info.value)
-        assert message.startswith(f"extraction={bad!r} is not an answer extraction; use one of 'boxed'")
-        assert "'final'" in message and "\n" not in message
+        names(message, f"extraction={bad!r}", "'boxed'", "'final'")
+        assert "\n" not in message
     assert set(EXTRACTIONS) == {"boxed", "final"}
 
 
@@ -201,20 +202,18 @@ def test_exotic_answers_and_completions_score_zero_without_raising():
 
 
 @pytest.mark.parametrize(
-    ("bad", "message"),
+    ("bad", "fragments"),
     [
-        (
-            "Paris",
-            r"^candidates='Paris' must be a list of names .* e\.g\. candidates=\['Paris', 'Berlin', 'Rome'\]\.$",
-        ),
-        (3, r"^candidates=3 must be a list of names"),
-        (["Paris", 1], r"^candidates holds 1, which is not a name: give each candidate as a non-empty text\.$"),
-        (["Paris", " , "], r"^candidates holds ' , ', which is not a name"),
+        ("Paris", ["candidates='Paris'", "a list of names", "candidates=['Paris', 'Berlin', 'Rome']"]),
+        (3, ["candidates=3", "a list of names"]),
+        (["Paris", 1], ["candidates holds 1", "not a name", "non-empty text"]),
+        (["Paris", " , "], ["candidates holds ' , '", "not a name"]),
     ],
 )
-def test_bad_candidates_name_the_option(bad, message):
-    with pytest.raises(ValueError, match=message):
+def test_bad_candidates_name_the_option(bad, fragments):
+    with pytest.raises(ValueError) as refused:
         make_short_answer_reward(bad)
+    names(str(refused.value), *fragments)
 
 
 # --------------------------------------------------------------------------- registry
@@ -232,21 +231,18 @@ def test_registry_names_build_the_chat_rewards_with_options():
 
 
 @pytest.mark.parametrize(
-    ("name", "options", "message"),
+    ("name", "options", "fragments"),
     [
-        ("math_final", {"extraction": "last"}, r"^reward_kwargs\['math_final'\]: extraction='last' is not an answer"),
-        ("math", {"extraction": "Final"}, r"^reward_kwargs\['math'\]: extraction='Final' is not an answer"),
-        ("short_answer", {"candidate": ["Rome"]}, r"Unknown option 'candidate'.*Did you mean 'candidates'\?"),
-        (
-            "short_answer",
-            {"candidates": "Rome"},
-            r"^reward_kwargs\['short_answer'\]: candidates='Rome' must be",
-        ),
+        ("math_final", {"extraction": "last"}, ["reward_kwargs['math_final']: ", "extraction='last'", "'boxed'"]),
+        ("math", {"extraction": "Final"}, ["reward_kwargs['math']: ", "extraction='Final'", "'final'"]),
+        ("short_answer", {"candidate": ["Rome"]}, ["'candidate'", "Did you mean 'candidates'?"]),
+        ("short_answer", {"candidates": "Rome"}, ["reward_kwargs['short_answer']: ", "candidates='Rome'"]),
     ],
 )
-def test_bad_reward_options_through_the_registry(name, options, message):
-    with pytest.raises(ValueError, match=message):
+def test_bad_reward_options_through_the_registry(name, options, fragments):
+    with pytest.raises(ValueError) as refused:
         get_reward_funcs([name], {name: options})
+    names(str(refused.value), *fragments)
 
 
 # --------------------------------------------------------------------------- the shipped hand-labelled sets

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from refusals import names
 
 from trl_ada.candidates import CandidateStream
 from trl_ada.checkpoint_state import (
@@ -59,21 +60,19 @@ def test_a_corrupt_stream_file_is_named_with_the_problem_and_the_fix(tmp_path, c
     with pytest.raises(CheckpointStateError) as caught:
         load_candidate_stream(checkpoint, 8)
     message = str(caught.value)
-    assert message.startswith(f"Corrupt candidate stream file {tmp_path / CANDIDATE_STREAM_FILE}: ")
-    assert problem in message
-    assert message.endswith("Resume from another checkpoint, or start a new run without resume_from_checkpoint.")
+    names(message, f"{tmp_path / CANDIDATE_STREAM_FILE}: ", problem, "without resume_from_checkpoint")
     assert "\n" not in message
 
 
 @pytest.mark.parametrize("dataset_size", [6, 10])
 def test_a_stream_for_a_dataset_of_another_size_is_refused_naming_both_sizes(tmp_path, dataset_size):
     checkpoint = _checkpoint(tmp_path, json.dumps(OLD_RELEASE))
-    with pytest.raises(
-        CheckpointStateError, match=rf"a train_dataset of 8 prompts, but this run's has {dataset_size}"
-    ):
+    with pytest.raises(CheckpointStateError) as refused:
         load_candidate_stream(checkpoint, dataset_size)
+    names(str(refused.value), "of 8 prompts", f"has {dataset_size}.", "without resume_from_checkpoint")
 
 
 def test_a_missing_stream_file_says_which_settings_to_resume_with(tmp_path):
-    with pytest.raises(CheckpointStateError, match="has no candidate_stream.json .* Resume with the settings"):
+    with pytest.raises(CheckpointStateError) as refused:
         load_candidate_stream(str(tmp_path), 8)
+    names(str(refused.value), f"{tmp_path} has no candidate_stream.json", "Resume with the settings")

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 from datasets import Dataset
+from refusals import names, refusal
 from trl.trainer.utils import is_async_callable
 
 from trl_ada import ReinforceAdaConfig, ReinforceAdaTrainer
@@ -37,8 +38,7 @@ def test_registry_names_and_import_paths_resolve_other_strings_stay_model_ids():
         "org/reward-model",
         len,
     ]
-    with pytest.raises(ValueError, match="Could not import reward function 'trl_ada.rewards:nope'"):
-        resolve_reward_funcs("trl_ada.rewards:nope")
+    names(refusal(resolve_reward_funcs, "trl_ada.rewards:nope"), "'trl_ada.rewards:nope'", "AttributeError")
 
 
 def _guard(**kwargs) -> RewardGuard:
@@ -54,16 +54,15 @@ def test_weighted_sum_as_trl_with_none_as_no_opinion():
 def test_an_infinite_reward_names_the_function_and_the_completion():
     completions = [[{"role": "assistant", "content": "The answer is \\boxed{7}"}], "other"]
     per_func = np.array([[0.0, 1.0], [0.0, 0.0], [np.inf, 0.0]], dtype=np.float32)  # 1e300 as TRL hands it
-    with pytest.raises(ValueError, match=r"'accuracy' returned inf for the completion 'The answer is \\\\boxed\{7\}'"):
-        _guard().aggregate(per_func, completions, offset=2)  # this process holds rows 2 and 3
-    with pytest.raises(ValueError, match=r"'accuracy' returned inf for completion 2 of the round \(generated on"):
-        _guard().aggregate(per_func, completions, offset=0)
+    here = refusal(_guard().aggregate, per_func, completions, offset=2)  # this process holds rows 2 and 3
+    names(here, "'accuracy' returned inf", "'The answer is \\\\boxed{7}'", "[0, 1]")
+    names(refusal(_guard().aggregate, per_func, completions, offset=0), "'accuracy' returned inf", "completion 2 ")
 
 
 def test_a_weighted_sum_that_overflows_names_the_terms():
     per_func = np.array([[3e38, 3e38]])
-    with pytest.raises(ValueError, match=r"overflows \(accuracy=3e\+38 x 1, length=3e\+38 x 2\)"):
-        _guard(reward_weights=[1.0, 2.0]).aggregate(per_func, ["x"])  # 9e38: beyond float32, where TRL sums
+    overflow = refusal(_guard(reward_weights=[1.0, 2.0]).aggregate, per_func, ["x"])  # 9e38: beyond float32
+    names(overflow, "accuracy=3e+38 x 1", "length=3e+38 x 2", "reward_weights")
 
 
 def test_threshold_warning_after_the_first_steps_only_when_nothing_beat_it(caplog):
@@ -76,8 +75,8 @@ def test_threshold_warning_after_the_first_steps_only_when_nothing_beat_it(caplo
         guard.aggregate(np.array([[1.0, 0.0]]), ["x"])
         guard.end_step()
         guard.end_step()
-    assert caplog.text.count("positive_threshold=2, but no completion of the first 3 training steps") == 1
-    assert "highest weighted reward: 1.5" in caplog.text
+    assert caplog.text.count("positive_threshold=2,") == 1
+    names(caplog.text, "first 3 training steps", "highest weighted reward: 1.5")
 
     caplog.clear()
     quiet = _guard(positive_threshold=0.7)
@@ -103,8 +102,7 @@ def all_negative(schedule: str) -> str:
 def test_the_threshold_warning_describes_rounds_and_its_advice_silences_it(caplog, schedule):
     with caplog.at_level(logging.WARNING, logger="trl_ada.checks"):
         _three_steps(_guard(all_negative=all_negative(schedule)), np.array([[0.6, 0.0]]))
-    assert "each draws samples_per_round * max_rounds completions" in caplog.text
-    assert "set positive_threshold below the reward of a correct completion (e.g. 0.5" in caplog.text
+    names(caplog.text, "positive_threshold=0.7", "samples_per_round * max_rounds", "(e.g. 0.5")
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="trl_ada.checks"):
         _three_steps(_guard(all_negative=all_negative(schedule), positive_threshold=0.5), np.array([[0.6, 0.0]]))
@@ -115,8 +113,7 @@ def test_under_est_the_threshold_warning_describes_one_allocated_round(caplog):
     with caplog.at_level(logging.WARNING, logger="trl_ada.checks"):
         _three_steps(_guard(all_negative=all_negative("est")), np.array([[0.6, 0.0]]))
     warning = caplog.text
-    assert "the pass-rate memory counts every prompt as unsolved" in warning
-    assert "allocation of each step's one round (num_generations samples per prompt on average)" in warning
+    names(warning, "positive_threshold=0.7", "pass-rate memory", "one round", "num_generations", "(e.g. 0.5")
     assert "samples_per_round" not in warning and "max_rounds" not in warning and "exit rule" not in warning
 
 
@@ -125,7 +122,7 @@ def test_when_no_completion_was_scored_the_warning_says_so_without_minus_infinit
     with caplog.at_level(logging.WARNING, logger="trl_ada.checks"):
         _three_steps(_guard(all_negative=all_negative(schedule)), np.array([[np.nan, np.nan], [np.nan, np.nan]]))
     warning = caplog.text
-    assert "No reward function scored any completion of the first 3 training steps" in warning
+    names(warning, "first 3 training steps", "(each returned None", "`answer`")
     assert "inf" not in warning and "highest weighted reward" not in warning
     assert ("one round" in warning) == (schedule == "est")
     caplog.clear()
@@ -172,30 +169,26 @@ def test_trainer_reports_an_overflowing_reward_by_function_and_completion(tiny_m
     trainer = ReinforceAdaTrainer(
         model=tiny_model_dir, reward_funcs=["format", huge], args=_config(tmp_path), train_dataset=_dataset()
     )
-    with pytest.raises(
-        ValueError, match=r"Reward function 'huge' returned inf for the completion '.*'\. Rewards must"
-    ):
-        trainer.train()
+    names(refusal(trainer.train), "'huge' returned inf", "the completion '", "[0, 1]")
 
 
 @pytest.mark.parametrize(("prompts", "have"), [(0, "is empty"), (3, "has 3 prompts")])
 def test_a_dataset_smaller_than_one_batch_is_refused_before_the_model_loads(tmp_path, prompts, have):
     dataset = Dataset.from_dict({"prompt": ["one plus one"] * prompts, "answer": ["2"] * prompts})
     args = _config(tmp_path, per_device_train_batch_size=8)  # 8 / num_generations=2 = 4 prompts per batch
-    with pytest.raises(ValueError, match=f"train_dataset {have}, fewer than the 4 distinct prompts.*0 steps"):
-        ReinforceAdaTrainer(model="no/such-model", reward_funcs="math", args=args, train_dataset=dataset)
+    refused = refusal(
+        ReinforceAdaTrainer, model="no/such-model", reward_funcs="math", args=args, train_dataset=dataset
+    )
+    names(refused, f"train_dataset {have}", "4 distinct prompts", "0 steps", "per_device_train_batch_size")
 
 
 def test_a_reward_needing_a_column_the_dataset_lacks_is_refused_before_the_model_loads(tmp_path):
     dataset = Dataset.from_dict({"prompt": ["one plus one", "two plus two"] * 2, "solution": ["2", "4"] * 2})
-    with pytest.raises(
-        ValueError,
-        match=r"Reward function 'math_reward' needs the dataset column 'answer' \(its argument `answer`\), but "
-        r"train_dataset has columns \['prompt', 'solution'\]\. Add or rename that column.*format_dataset",
-    ):
+    with pytest.raises(ValueError) as refused:
         ReinforceAdaTrainer(
             model="no/such-model", reward_funcs=["math"], args=_config(tmp_path), train_dataset=dataset
         )
+    names(str(refused.value), "'math_reward'", "column 'answer'", "['prompt', 'solution']", "format_dataset")
 
 
 def test_reward_columns_accept_trl_arguments_columns_defaults_and_models():
@@ -212,10 +205,7 @@ def test_a_reward_returning_strings_is_named_with_what_it_returned(tiny_model_di
     trainer = ReinforceAdaTrainer(
         model=tiny_model_dir, reward_funcs=["format", as_text], args=_config(tmp_path), train_dataset=_dataset()
     )
-    with pytest.raises(
-        ValueError, match=r"Reward function 'as_text' returned a str \('1'\) for completion 0; rewards must be numbers"
-    ):
-        trainer.train()
+    names(refusal(trainer.train), "'as_text'", "a str ('1')", "completion 0", "float(score)")
 
 
 @pytest.mark.parametrize(
@@ -248,21 +238,20 @@ def test_checked_rewards_keep_the_name_and_the_async_kind():
     assert (checked_judge.__name__, checked_plain.__name__, model_id) == ("judge", "plain", "org/reward-model")
     assert is_async_callable(checked_judge) and not is_async_callable(checked_plain)
     assert checked_plain(completions=["a", "b"]) == [1.0, 1.0]
-    with pytest.raises(ValueError, match="Reward function 'judge' returned a str"):
-        asyncio.run(checked_judge(completions=["a"]))
+    names(refusal(asyncio.run, checked_judge(completions=["a"])), "'judge'", "a str ('yes')", "float(score)")
 
 
 def test_an_output_dir_that_is_a_file_is_refused_before_the_model_loads(tmp_path):
     (tmp_path / "out").write_text("not a directory")
-    with pytest.raises(RunDirectoryError, match=r"output_dir '.*out' is a file; output_dir must be a directory"):
+    with pytest.raises(RunDirectoryError) as refused:
         ReinforceAdaTrainer(
             model="no/such-model", reward_funcs="math", args=_config(tmp_path, output_dir=str(tmp_path / "out"))
         )
+    names(str(refused.value), f"output_dir {str(tmp_path / 'out')!r}", "is a file", "another output_dir")
 
 
 def test_samples_per_round_true_is_rejected(tmp_path):
-    with pytest.raises(ValueError, match="samples_per_round=True: must be an integer, not a boolean"):
-        _config(tmp_path, samples_per_round=True)
+    names(refusal(_config, tmp_path, samples_per_round=True), "samples_per_round=True", "an integer", "not a boolean")
 
 
 # --------------------------------------------------------------------------- prompts longer than the model's context
@@ -287,14 +276,10 @@ def test_a_prompt_longer_than_the_context_is_refused_in_one_line_and_the_advice_
         ReinforceAdaTrainer(model=tiny_model_dir, reward_funcs=reward, args=args, train_dataset=_with_a_long_prompt())
     message = str(refused.value)
     assert "\n" not in message
-    assert message.startswith(
-        "train_dataset row 1 ('Compute the sum of the next numbers: one two three four five...') has "
+    names(
+        message, "train_dataset row 1 ('Compute the sum", "max_position_embeddings is 512", "max_completion_length=8"
     )
-    assert message.endswith(
-        " prompt tokens, but the model's max_position_embeddings is 512: no room for a completion. Drop such prompts "
-        "with max_prompt_tokens (e.g. `max_prompt_tokens: 504` in the recipe or --max_prompt_tokens 504, which leaves "
-        "max_completion_length=8 tokens; in Python, trl_ada.data.filter_by_prompt_length), or shorten them."
-    )
+    names(message, "`max_prompt_tokens: 504`", "--max_prompt_tokens 504", "trl_ada.data.filter_by_prompt_length")
     kept = filter_by_prompt_length(_with_a_long_prompt(), AutoTokenizer.from_pretrained(tiny_model_dir), 504)
     assert len(kept) == 3
     ReinforceAdaTrainer(model=tiny_model_dir, reward_funcs=reward, args=args, train_dataset=kept)
@@ -315,7 +300,7 @@ def test_the_train_command_refuses_a_prompt_longer_than_the_context_and_its_filt
     flags += ["--max_completion_length", "8", "--max_steps", "1"]
     assert main(flags) == 2
     error = capsys.readouterr().err.split("trl-ada train: error: ")[1].strip()
-    assert error.startswith("train_dataset row 1 ('Compute the sum of the next numbers:") and "\n" not in error
-    assert "e.g. `max_prompt_tokens: 504` in the recipe or --max_prompt_tokens 504" in error
+    assert "\n" not in error
+    names(error, "train_dataset row 1 ('Compute the sum", "`max_prompt_tokens: 504`", "--max_prompt_tokens 504")
     trainer = build_trainer(*parse_train_args([*flags, "--max_prompt_tokens", "504"]))
     assert len(trainer.train_dataset) == 3

@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
+from refusals import names
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -57,7 +58,7 @@ def test_max_new_tokens_is_a_deprecated_alias_of_max_completion_length(capsys) -
     parser = evaluate.make_parser()
     args = parser.parse_args(["--model", "m", "--datasets", "d", "--max_new_tokens", "12"])
     assert args.max_completion_length == 12
-    assert "--max_new_tokens is deprecated; use --max_completion_length" in capsys.readouterr().err
+    names(capsys.readouterr().err, "warning: --max_new_tokens", "deprecated", "use --max_completion_length")
     assert parser.parse_args(["--model", "m", "--datasets", "d"]).max_completion_length == 4096
     assert (
         select_prompts.make_parser()
@@ -70,7 +71,7 @@ def test_max_new_tokens_is_a_deprecated_alias_of_max_completion_length(capsys) -
 def test_evaluate_main_reports_missing_columns(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     data = write_jsonl(tmp_path / "bad.jsonl", [{"text": "Compute 1 + 1.", "answer": "2"}])
     assert evaluate.main(["--model", "m", "--datasets", data]) == 2
-    assert "trl-ada evaluate: error: No problem column found" in capsys.readouterr().err
+    names(capsys.readouterr().err, "trl-ada evaluate: error: ", "No problem column", "['text', 'answer']")
 
 
 @pytest.mark.parametrize(
@@ -83,7 +84,7 @@ def test_the_server_backend_and_its_url_go_together(flags, tmp_path: Path, capsy
     argv = ["--model", "m", "--dataset", data, "--output", str(tmp_path / "o"), *flags]
     assert select_prompts.main(argv) == 2
     err = capsys.readouterr().err
-    assert "--backend server samples from the vLLM server at --vllm_server_base_url: give both or neither" in err
+    names(err, "(got --backend ", "--vllm_server_base_url", "give both or neither")
     assert not (tmp_path / "o").exists()
 
 
@@ -196,7 +197,7 @@ def test_reward_option_resolves_a_registered_name_before_sampling(command, tmp_p
     assert command.main(["--model", "m", *source, "--reward", "maths_final"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1
-    assert "error: --reward maths_final: Unknown reward function 'maths_final'. Did you mean 'math_final'?" in err
+    names(err, "error: --reward maths_final: ", "'maths_final'", "'math_final'?")
 
     used = []
 
@@ -236,17 +237,12 @@ def test_a_prompt_longer_than_the_context_is_refused_in_one_line_and_the_advice_
     assert evaluate.main(argv) == 2
     error = capsys.readouterr().err.split("trl-ada evaluate: error: ")[1].strip()
     assert "\n" not in error
-    assert error.startswith(
-        "--datasets long: problem 1 ('Compute the sum of the next numbers: one two three four five...') has "
-    )
-    assert error.endswith(
-        "prompt tokens, but the model's max_position_embeddings is 512: no room for a completion. Drop such problems "
-        "with --max_prompt_tokens 504, or use a model with a longer context."
-    )
+    names(error, "--datasets long: problem 1 ('Compute the sum", "max_position_embeddings is 512")
+    names(error, "--max_prompt_tokens 504")
     monkeypatch.undo()
     with caplog.at_level("WARNING", logger="trl_ada.cli.common"):
         assert evaluate.main([*argv, "--max_prompt_tokens", "504"]) == 0
-    assert "long: dropped 1 of 2 problems whose prompt is longer than --max_prompt_tokens 504" in caplog.text
+    names(caplog.text, "long: dropped 1 of 2 problems", "--max_prompt_tokens 504")
     assert capsys.readouterr().out.splitlines()[2].startswith("long             1")  # the one problem left
 
 
@@ -256,5 +252,6 @@ def test_generation_refuses_a_prompt_longer_than_the_context_before_loading_the_
 
     monkeypatch.setattr(generation, "_generate_transformers", pytest.fail)
     prompts = [[{"role": "user", "content": "hi"}], [{"role": "user", "content": LONG_PROBLEM}]]
-    with pytest.raises(PromptTooLongError, match=r"^prompt 1 \('Compute the sum.*max_position_embeddings is 512"):
+    with pytest.raises(PromptTooLongError) as refused:
         generation.generate_completions(tiny_model_dir, prompts, 1, max_new_tokens=4, backend="transformers")
+    names(str(refused.value), "prompt 1 ('Compute the sum", "max_position_embeddings is 512", "max_prompt_tokens=508")

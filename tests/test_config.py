@@ -8,6 +8,7 @@ import logging
 
 import pytest
 import yaml
+from refusals import names, refusal
 
 from trl_ada import ReinforceAdaConfig
 from trl_ada.plan import PRESET_FIELDS, PRESETS, SamplingPlan, defaults
@@ -16,7 +17,7 @@ from trl_ada.schedules.grpo import Grpo
 RUN = {"report_to": "none", "use_cpu": True}
 
 FEATURES: dict[str, tuple[str, dict]] = {
-    "exit none": ("exit_rule", {"exit_rule": "none"}),
+    "plain grpo": ("sampling", {"sampling": "grpo"}),
     "exit pos": ("exit_rule", {"exit_rule": "pos"}),
     "exit mixed": ("exit_rule", {"exit_rule": "mixed"}),
     "memory": ("pass_rate_memory", {"pass_rate_memory": True}),
@@ -42,18 +43,20 @@ option a refusal must name."""
 CONFLICTS = {
     frozenset(pair)
     for pair in [
-        *(("exit none", other) for other in ("first round prior", "later rounds prior", "futility", "budget")),
-        *(("exit none", other) for other in ("rounds per prompt", "oversampling", "skip", "streaming")),
+        *(("plain grpo", other) for other in ("first round prior", "later rounds prior", "futility", "budget")),
+        *(("plain grpo", other) for other in ("rounds per prompt", "oversampling", "skip", "exit pos", "exit mixed")),
+        *(("plain grpo", other) for other in ("streaming", "est")),  # the preset's schedule against another
         *(("streaming", other) for other in ("first round prior", "later rounds prior")),
         *(("streaming", other) for other in ("oversampling", "rounds per prompt", "skip")),
-        *(("est", f"exit {rule}") for rule in ("none", "pos", "mixed")),
+        *(("est", f"exit {rule}") for rule in ("pos", "mixed")),
         *(("est", other) for other in ("first round prior", "later rounds prior", "futility", "budget")),
         *(("est", other) for other in ("oversampling", "rounds per prompt", "skip")),
     ]
 }
 """The pairs that cannot work together. Every section meets every other: the rounds' (exit rules, prior sizing,
-budget, candidates), streaming's, Est's, plain GRPO's (`exit_rule="none"`), the memory's and the objective's.
-(Streaming and Est both set `generation_schedule`; the later one wins, as in a recipe.)"""
+budget, candidates), streaming's, Est's, plain GRPO's (`sampling="grpo"`), the memory's and the objective's.
+(Streaming and Est both set `generation_schedule`: the later one wins, as in a recipe; against the `grpo` preset's
+schedule, either is refused.)"""
 
 PAIRS = list(itertools.combinations(FEATURES, 2))
 
@@ -64,7 +67,7 @@ def test_every_pair_of_options_is_built_or_refused_naming_both(tmp_path, first, 
     fields = {**fields_a, **fields_b}
     if frozenset((first, second)) not in CONFLICTS:
         config = ReinforceAdaConfig(output_dir=str(tmp_path), **RUN, **fields)
-        default = "grpo" if fields.get("exit_rule") == "none" else "rounds"  # exit_rule="none" selects plain GRPO
+        default = "grpo" if fields.get("sampling") == "grpo" else "rounds"
         assert config.sampling_plan.generation_schedule == fields.get("generation_schedule", default)
         return
     with pytest.raises(ValueError) as error:
@@ -115,7 +118,7 @@ def test_a_value_of_the_wrong_type_is_refused_naming_the_field(tmp_path, field, 
 @pytest.mark.parametrize(
     ("preset", "expected"),
     [
-        ("grpo", {"exit_rule": "none", "generation_schedule": "grpo"}),
+        ("grpo", {"generation_schedule": "grpo", "schedule": "RoundsSchedule"}),
         ("balance", {"exit_rule": "balance", "samples_per_round": 8, "max_rounds": 4, "prompt_oversampling": 1.0}),
         ("pos", {"exit_rule": "pos", "samples_per_round": 8, "max_rounds": 4}),
         (
@@ -231,7 +234,7 @@ def test_the_resolved_sampling_is_logged_and_written_to_the_model_card(tiny_mode
             args=tiny_config(tmp_path, sampling="pos", per_device_train_batch_size=4),
             train_dataset=dataset,
         )
-    assert "sampling='pos': num_generations=4, exit_rule='pos', samples_per_round=8" in caplog.text
+    names(caplog.text, "sampling='pos': ", "num_generations=4", "exit_rule='pos'", "samples_per_round=8")
     trainer.create_model_card()
     card = (tmp_path / "out" / "README.md").read_text()
     assert "## Sampling" in card and "sampling='pos': num_generations=4, exit_rule='pos'" in card
@@ -267,11 +270,11 @@ def test_exit_rule_pos_and_balance_under_est_get_the_same_answer(tmp_path):
             )
         messages.append(str(refused.value).replace(f"exit_rule={rule!r}", "exit_rule=RULE"))
     assert messages[0] == messages[1]
-    assert messages[0].startswith("exit_rule=RULE: generation_schedule='est'")
+    names(messages[0], "exit_rule=RULE", "generation_schedule='est'", "Remove exit_rule")
 
 
 def test_grpo_refuses_the_rounds_fields_and_the_fix_works(tmp_path):
-    for given in ({"sampling": "grpo", "samples_per_round": 16}, {"exit_rule": "none", "max_rounds": 4}):
+    for given in ({"sampling": "grpo", "samples_per_round": 16}, {"generation_schedule": "grpo", "max_rounds": 4}):
         with pytest.raises(ValueError) as refused:
             ReinforceAdaConfig(output_dir=str(tmp_path), **RUN, **given)
         (name, value), *_ = ((k, v) for k, v in given.items() if k in ("samples_per_round", "max_rounds"))
@@ -283,6 +286,14 @@ def test_grpo_refuses_the_rounds_fields_and_the_fix_works(tmp_path):
         assert (plan.generation_schedule, exits.samples_per_round, exits.max_rounds) == ("grpo", 4, 1)
     balance = ReinforceAdaConfig(output_dir=str(tmp_path), **RUN, sampling="balance", samples_per_round=16)
     assert balance.sampling_plan.section.samples_per_round == 16
+
+
+@pytest.mark.parametrize("given", [{}, {"sampling": "balance"}, {"sampling": "grpo"}, {"generation_schedule": "est"}])
+def test_exit_rule_none_is_refused_at_construction_naming_its_replacement(tmp_path, given):
+    message = refusal(ReinforceAdaConfig, output_dir=str(tmp_path), **RUN, **given, exit_rule="none")
+    names(message, "exit_rule='none'", "sampling='grpo'")
+    config = ReinforceAdaConfig(output_dir=str(tmp_path), **RUN, sampling="grpo")  # the fix, followed
+    assert config.sampling_plan.generation_schedule == "grpo" and config.exit_rule is None
 
 
 def test_est_keeps_the_fields_it_does_not_use_unset(tmp_path):
@@ -312,8 +323,10 @@ def test_a_default_valued_field_is_explicit_from_yaml_and_from_a_flag(tmp_path):
     recipe.write_text(yaml.safe_dump({"output_dir": str(tmp_path / "out"), "sampling": "est", **RUN}))
     from trl_ada.cli.train import parse_train_args
 
-    with pytest.raises(ValueError, match=r"^exit_rule='balance': generation_schedule='est'"):
-        parse_train_args(["--config", str(recipe), "--model_name_or_path", "m", "--exit_rule", "balance"])
+    refused = refusal(
+        parse_train_args, ["--config", str(recipe), "--model_name_or_path", "m", "--exit_rule", "balance"]
+    )
+    names(refused, "exit_rule='balance'", "generation_schedule='est'", "Remove exit_rule")
 
 
 # ------------------------------------------------------------------------------------------------------------------
@@ -348,7 +361,7 @@ def test_a_value_of_the_wrong_type_is_refused_in_one_line_and_the_advice_works(t
 def test_est_with_a_group_of_one_names_the_group_size_not_a_bound_that_cannot_be_lowered(tmp_path):
     with pytest.raises(ValueError) as refused:
         ReinforceAdaConfig(output_dir=str(tmp_path), **RUN, sampling="est", num_generations=1)
-    assert str(refused.value).startswith("num_generations=1: must be an integer >= 2")
+    names(str(refused.value), "num_generations=1", ">= 2")
     assert "est_min_samples" not in str(refused.value)
     est = ReinforceAdaConfig(output_dir=str(tmp_path), **RUN, sampling="est", num_generations=2)
     assert est.sampling_plan.section.bounds(2) == (2, 8)

@@ -1,11 +1,11 @@
 """The user docs stay true: their CPU commands run, their links resolve, and they cover every config field and metric.
 
-Shell blocks in `docs/*.md` and `README.md` are fenced as ```` ```bash cpu ```` when they run on a CPU-only machine
-without network access, and as plain ```` ```bash ```` when they need a GPU or the network. The CPU blocks of one
-page run in order, each as `bash -euo pipefail`, in one fresh working directory per page (so a page may build the
-tiny model in one block and use it in the next), with `HF_HUB_OFFLINE=1` and this interpreter's `bin/` first on
-`PATH`. The docs assume a clone of the repository for `recipes/` and `benchmarks/`: the working directory gets a
-copy of both, so that what the commands write stays out of the repository.
+Shell blocks in `docs/*.md`, the lab's `docs/lab/*.md` and `README.md` are fenced as ```` ```bash cpu ```` when
+they run on a CPU-only machine without network access, and as plain ```` ```bash ```` when they need a GPU or the
+network. The CPU blocks of one page run in order, each as `bash -euo pipefail`, in one fresh working directory per
+page (so a page may build the tiny model in one block and use it in the next), with `HF_HUB_OFFLINE=1` and this
+interpreter's `bin/` first on `PATH`. The docs assume a clone of the repository for `recipes/` and `benchmarks/`: the
+working directory gets a copy of both, so that what the commands write stays out of the repository.
 """
 
 from __future__ import annotations
@@ -27,6 +27,8 @@ pytestmark = pytest.mark.xdist_group("docs")
 
 REPO = Path(__file__).resolve().parents[1]
 DOCS = REPO / "docs"
+LAB = DOCS / "lab"
+"""The lab: the benchmarks' detailed reports and the journal; the index links its README, which links every page."""
 README = REPO / "README.md"
 COPIED_TO_WORKDIR = ("recipes", "benchmarks")
 """Repository folders the docs' commands refer to by relative path."""
@@ -44,8 +46,8 @@ HEADING = re.compile(r"^#{1,6}[ \t]+(?P<title>.+?)[ \t]*#*[ \t]*$", re.M)
 
 
 def doc_pages() -> list[Path]:
-    """Every Markdown page whose CPU blocks are run: docs/*.md and the top-level README.md."""
-    pages = sorted(DOCS.glob("*.md"))
+    """Every Markdown page whose CPU blocks are run: docs/*.md, docs/lab/*.md and the top-level README.md."""
+    pages = sorted(DOCS.glob("*.md")) + sorted(LAB.glob("*.md"))
     return pages + [README] if README.is_file() else pages
 
 
@@ -57,8 +59,14 @@ def fenced_blocks(text: str) -> list[tuple[str, str]]:
 
 
 def cpu_blocks(page: Path) -> list[str]:
-    """The bodies of the page's ```bash cpu blocks, in order."""
-    return [body for info, body in fenced_blocks(page.read_text()) if info.split() == ["bash", "cpu"]]
+    """The page's ```bash cpu blocks, and its ```python cpu blocks as `python -` commands, in order."""
+    blocks = []
+    for info, body in fenced_blocks(page.read_text()):
+        if info.split() == ["bash", "cpu"]:
+            blocks.append(body)
+        elif info.split() == ["python", "cpu"]:
+            blocks.append(f"python - <<'PYTHON'\n{body}PYTHON\n")
+    return blocks
 
 
 def without_code(text: str) -> str:
@@ -134,7 +142,7 @@ def run_block(block: str, workdir: Path, env: dict[str, str]) -> tuple[int | Non
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("page", PAGES_WITH_CPU_BLOCKS, ids=lambda page: page.name)
+@pytest.mark.parametrize("page", PAGES_WITH_CPU_BLOCKS, ids=lambda page: str(page.relative_to(REPO)))
 def test_cpu_commands_run(page, tmp_path):
     workdir = tmp_path / "work"
     workdir.mkdir()
@@ -176,7 +184,7 @@ def test_the_pages_have_cpu_examples():
 
 def test_relative_links_point_at_existing_files_and_headings():
     broken = []
-    for page in sorted(DOCS.glob("*.md")):
+    for page in sorted(DOCS.glob("*.md")) + sorted(LAB.glob("*.md")):
         for match in LINK.finditer(without_code(page.read_text())):
             target = match["target"].strip("<>")
             if re.match(r"^[a-z][a-z0-9+.-]*:", target, re.I):  # http:, https:, mailto: ...
@@ -195,6 +203,41 @@ def test_index_links_every_page():
     linked = {Path(m["target"].partition("#")[0]).name for m in LINK.finditer(index)}
     pages = {page.name for page in DOCS.glob("*.md")} - {"index.md"}
     assert not pages - linked, f"docs/index.md does not link {sorted(pages - linked)}"
+
+
+def test_the_benchmark_hub_quotes_its_reports_word_for_word():
+    """The secondary benchmarks' headline tables in docs/benchmarks.md are copies: each table row, and each line of
+    a printed table that holds a figure, must be in the lab report its section links, so the two cannot drift."""
+    hub = (DOCS / "benchmarks.md").read_text()
+    for section in re.split(r"\n(?=## )", hub):
+        targets = {m["target"].partition("#")[0] for m in LINK.finditer(section)}
+        reports = [(DOCS / target).read_text() for target in targets if target.startswith("lab/")]
+        lines = _quoted_result_lines(section)
+        if lines:
+            assert reports, f"docs/benchmarks.md {section.splitlines()[0]!r} quotes results but links no lab report"
+            missing = [line for line in lines if not any(line in report for report in reports)]
+            assert not missing, f"docs/benchmarks.md {section.splitlines()[0]!r}: not in its report: {missing}"
+
+
+def _quoted_result_lines(section: str) -> list[str]:
+    """A section's table rows (not the separators) and the lines of its `text` blocks that hold a figure."""
+    rows = [line for line in section.splitlines() if line.startswith("|") and set(line) - set("|- ")]
+    printed = [
+        line
+        for block in re.findall(r"```text\n(.*?)```", section, flags=re.S)
+        for line in block.splitlines()
+        if re.search(r"\d", line)
+    ]
+    return rows + printed
+
+
+def test_the_lab_is_one_line_of_the_index_and_its_readme_links_every_lab_page():
+    index = without_code((DOCS / "index.md").read_text())
+    assert "lab/README.md" in {m["target"].partition("#")[0] for m in LINK.finditer(index)}
+    lab_index = without_code((LAB / "README.md").read_text())
+    linked = {Path(m["target"].partition("#")[0]).name for m in LINK.finditer(lab_index)}
+    pages = {page.name for page in LAB.glob("*.md")} - {"README.md"}
+    assert not pages - linked, f"docs/lab/README.md does not link {sorted(pages - linked)}"
 
 
 # ---------------------------------------------------------------------------------------------------- coverage

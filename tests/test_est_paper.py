@@ -133,7 +133,10 @@ def test_log_objective_on_balance_rounds_weights_each_group_by_its_pool_pass_rat
         ({"objective": "log", "objective_weighting": "hybrid", "sampling": "balance"}, ["'explicit'", "'est'"]),
         ({"sampling": "est", "objective": "linear", "objective_weighting": "variance"}, ["objective='log'"]),
         ({"objective": "log", "objective_epsilon": 0.0}, ["objective_epsilon=0.0", "(0, 1]"]),
-        ({"sampling": "est", "generation_schedule": "streaming"}, ["objective_weighting='hybrid'"]),
+        (
+            {"sampling": "est", "generation_schedule": "streaming"},
+            ["sampling='est'", "generation_schedule='streaming'", "Remove generation_schedule"],
+        ),
     ],
 )
 def test_bad_est_or_objective_config_names_fields_values_and_fix(tmp_path, overrides, fragments):

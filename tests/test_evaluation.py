@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 import threading
@@ -10,6 +11,7 @@ import types
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from refusals import names, refusal
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -197,16 +199,16 @@ def test_estimate_pass_rates_passes_per_prompt_columns_to_the_reward(monkeypatch
 
 
 def test_sampling_settings_reject_bad_values() -> None:
-    with pytest.raises(ValueError, match=r"^max_new_tokens must be an integer >= 1, got 0"):
-        ev.SamplingSettings(max_new_tokens=0)
-    with pytest.raises(ValueError, match=r"^backend must be one of \['auto', 'vllm', 'transformers', 'server'\], got"):
-        ev.SamplingSettings(backend="tgi")
+    names(refusal(ev.SamplingSettings, max_new_tokens=0), "max_new_tokens", ">= 1", "got 0")
+    names(
+        refusal(ev.SamplingSettings, backend="tgi"), "backend", "['auto', 'vllm', 'transformers', 'server']", "'tgi'"
+    )
     with pytest.raises(ValueError, match="top_p"):
         ev.SamplingSettings(top_p=1.5)
-    with pytest.raises(ValueError, match=r"^backend='server' needs server_url, the base URL of a running vLLM server"):
-        ev.SamplingSettings(backend="server")
-    with pytest.raises(ValueError, match=r"^server_url='http://h:1' is read by backend='server' only; got backend="):
-        ev.SamplingSettings(server_url="http://h:1")
+    names(refusal(ev.SamplingSettings, backend="server"), "backend='server'", "server_url", "http://127.0.0.1:8000")
+    names(
+        refusal(ev.SamplingSettings, server_url="http://h:1"), "server_url='http://h:1'", "backend='server'", "'auto'"
+    )
 
 
 class ServedCompletions(BaseHTTPRequestHandler):
@@ -279,8 +281,7 @@ def test_select_prompts_keeps_expected_rows(monkeypatch: pytest.MonkeyPatch, cap
     assert kept["pass_rate"] == [0.25, 0.75]
     assert kept["num_correct"] == [1, 3]
     assert kept["prompt"][0][-1]["content"].startswith("Compute 1 + 2.")
-    assert "kept 2 of 4; dropped 1 with fewer than 1 correct" in caplog.text
-    assert "and 1 with pass rate > 0.75" in caplog.text
+    names(caplog.text, "kept 2 of 4", "dropped 1 with fewer than 1 correct", "1 with pass rate > 0.75")
 
 
 def test_score_prompts_keeps_every_row_and_the_band_keeps_the_selection(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -290,8 +291,7 @@ def test_score_prompts_keeps_every_row_and_the_band_keeps_the_selection(monkeypa
     assert scored["num_correct"] == [0, 1, 3, 4] and scored["pass_rate"] == [0.0, 0.25, 0.75, 1.0]
     assert ev.keep_in_band(scored, max_pass_rate=0.75)["source"] == ["b", "c"]
     assert ev.keep_in_band(scored, max_pass_rate=1.0, min_correct=3)["source"] == ["c", "d"]
-    with pytest.raises(ValueError, match=r"^min_correct must be an integer >= 0, got -1"):
-        ev.keep_in_band(scored, min_correct=-1)
+    names(refusal(ev.keep_in_band, scored, min_correct=-1), "min_correct", ">= 0", "got -1")
 
 
 def test_select_prompts_scores_with_the_given_reward_and_the_other_columns(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -329,8 +329,7 @@ def test_bad_api_options_name_the_option() -> None:
     with pytest.raises(ValueError, match=r"^num_samples must be .* got 0"):
         ev.select_prompts("m", ds, num_samples=0)
     for bad in (0.0, 1.5, -0.1):
-        with pytest.raises(ValueError, match=rf"^max_pass_rate must be in \(0, 1\], got {bad}"):
-            ev.select_prompts("m", ds, max_pass_rate=bad)
+        names(refusal(ev.select_prompts, "m", ds, max_pass_rate=bad), "max_pass_rate", "(0, 1]", f"got {bad}")
     with pytest.raises(ValueError, match="top_p"):
         ev.generate_completions("m", ["x"], 1, top_p=0.0)
     with pytest.raises(ValueError, match="temperature"):
@@ -371,3 +370,25 @@ def test_select_prompts_reads_a_list_answer_as_one_latex_answer(monkeypatch: pyt
     dataset = Dataset.from_dict({"problem": ["Find the primes."], "answer": [[2, 3]]})
     kept = ev.select_prompts("m", dataset, num_samples=4, max_pass_rate=1.0)
     assert (kept["answer"], kept["num_correct"]) == (["2, 3"], [3])
+
+
+@pytest.mark.parametrize("value", [math.inf, -math.inf, 1e300])
+def test_an_infinite_reward_is_refused_as_training_refuses_it(monkeypatch: pytest.MonkeyPatch, value) -> None:
+    """evaluate and select-prompts refuse what training refuses: a reward beyond float32's range would count as
+    correct (inf > 0.5) and report a 100 % pass rate."""
+    from datasets import Dataset
+
+    from trl_ada.checks import RewardError
+
+    def boundless(completions, **kwargs):
+        return [0.0, value]
+
+    monkeypatch.setattr(ev.generation, "generate_completions", stub_generator({"What is 4 + 9?": ["12", "13"]}))
+    data = Dataset.from_dict({"problem": ["What is 4 + 9?"], "answer": ["13"]})
+    for run in (
+        lambda: ev.avg_at_k("m", {"d": data}, k=2, reward_func=boundless),
+        lambda: ev.select_prompts("m", data, num_samples=2, reward_func=boundless),
+    ):
+        with pytest.raises(RewardError) as refused:
+            run()
+        names(str(refused.value), f"'boundless' returned {value}", "the completion '13'", "[0, 1]")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
+from refusals import names, refusal
 
 from trl_ada.toy import experiment
 
@@ -45,19 +46,23 @@ def test_summarize_counts_gain_per_1k_samples():
 
 def test_method_spec_names_its_trainer_and_rejects_mixed_settings():
     assert not experiment.MethodSpec("grpo", "GRPO n=4").uses_reinforce_ada
-    ada_none = experiment.MethodSpec("none", "Ada none", trainer="reinforce_ada", exit_rule="none")
-    assert ada_none.uses_reinforce_ada and ada_none.exit_rule == "none"
-    with pytest.raises(ValueError, match=r"trainer='grpo' with exit_rule='none', sampling=None; drop exit_rule"):
-        experiment.MethodSpec("x", "x", exit_rule="none")
-    with pytest.raises(ValueError, match=r"trainer='grpo' with exit_rule=None, sampling='est'; drop exit_rule"):
-        experiment.MethodSpec("x", "x", sampling="est")
-    with pytest.raises(ValueError, match=r"exit_rule=None, sampling=None; set exit_rule or sampling"):
-        experiment.MethodSpec("x", "x", trainer="reinforce_ada")
-    with pytest.raises(ValueError, match=r"exit_rule='balance' and sampling='est'; set one"):
-        experiment.MethodSpec("x", "x", trainer="reinforce_ada", exit_rule="balance", sampling="est")
+    ada_grpo = experiment.MethodSpec("ada_grpo", "Ada GRPO", trainer="reinforce_ada", sampling="grpo")
+    assert ada_grpo.uses_reinforce_ada and ada_grpo.sampling == "grpo"
+    names(
+        refusal(experiment.MethodSpec, "x", "x", exit_rule="pos"),
+        "trainer='grpo'",
+        "exit_rule='pos'",
+        "drop exit_rule",
+    )
+    grpo_est = refusal(experiment.MethodSpec, "x", "x", sampling="est")
+    names(grpo_est, "trainer='grpo'", "sampling='est'", "trainer='reinforce_ada'")
+    names(
+        refusal(experiment.MethodSpec, "x", "x", trainer="reinforce_ada"), "sampling=None", "set exit_rule or sampling"
+    )
+    both = refusal(experiment.MethodSpec, "x", "x", trainer="reinforce_ada", exit_rule="balance", sampling="est")
+    names(both, "exit_rule='balance'", "sampling='est'", "set one")
     assert experiment.MethodSpec("est", "Est", trainer="reinforce_ada", sampling="est").uses_reinforce_ada
-    with pytest.raises(ValueError, match=r"trainer must be one of \['grpo', 'reinforce_ada'\], got 'ppo'"):
-        experiment.MethodSpec("x", "x", trainer="ppo")
+    names(refusal(experiment.MethodSpec, "x", "x", trainer="ppo"), "'ppo'", "['grpo', 'reinforce_ada']")
 
 
 def test_summaries_skip_steps_without_a_metric():

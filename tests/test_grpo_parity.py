@@ -1,4 +1,4 @@
-"""`exit_rule="none"` is GRPOTrainer: the same completions, advantages, loss and TRL metrics, step by step."""
+"""`sampling="grpo"` is GRPOTrainer: the same completions, advantages, loss and TRL metrics, step by step."""
 
 from __future__ import annotations
 
@@ -85,10 +85,10 @@ def _run(trainer_class, config_class, model_dir, tmp_path, **overrides):
     ],
     ids=["scale_none", "scale_group", "scale_batch", "normalize_then_sum"],
 )
-def test_exit_rule_none_equals_grpo_trainer_step_by_step(tiny_model_dir, tmp_path, overrides):
+def test_sampling_grpo_equals_grpo_trainer_step_by_step(tiny_model_dir, tmp_path, overrides):
     grpo_steps, grpo_log, grpo = _run(GRPOTrainer, GRPOConfig, tiny_model_dir, tmp_path, **overrides)
     ada_steps, ada_log, _ = _run(
-        ReinforceAdaTrainer, ReinforceAdaConfig, tiny_model_dir, tmp_path, exit_rule="none", **overrides
+        ReinforceAdaTrainer, ReinforceAdaConfig, tiny_model_dir, tmp_path, sampling="grpo", **overrides
     )
     assert len(ada_steps) == len(grpo_steps) == 2
     abstained = 0

@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
+from refusals import names, refusal
 
 from trl_ada.data import ReinforceAdaScriptArguments
 from trl_ada.rewards import (
@@ -212,21 +213,22 @@ def test_default_settings_are_math_verify_defaults():
 
 
 @pytest.mark.parametrize(
-    ("options", "message"),
+    ("options", "fragments"),
     [
-        ({"float_rounding": -1}, r"float_rounding=-1 must be an integer >= 0, e\.g\. float_rounding=6\."),
-        ({"float_rounding": 2.5}, r"float_rounding=2\.5 must be an integer"),
-        ({"numeric_precision": 0}, r"numeric_precision=0 must be an integer >= 1"),
-        ({"strict": "no"}, r"strict='no' must be true or false\."),
-        ({"allow_set_relation_comp": 1}, r"allow_set_relation_comp=1 must be true or false\."),
-        ({"num_workers": -2}, r"num_workers=-2 must be an integer >= 0\."),
-        ({"timeout_s": 0}, r"timeout_s=0 must be a positive number of seconds"),
-        ({"min_parallel_batch": 0}, r"min_parallel_batch=0 must be an integer >= 1\."),
+        ({"float_rounding": -1}, ["float_rounding=-1", ">= 0", "float_rounding=6"]),
+        ({"float_rounding": 2.5}, ["float_rounding=2.5", "an integer"]),
+        ({"numeric_precision": 0}, ["numeric_precision=0", ">= 1"]),
+        ({"strict": "no"}, ["strict='no'", "true or false"]),
+        ({"allow_set_relation_comp": 1}, ["allow_set_relation_comp=1", "true or false"]),
+        ({"num_workers": -2}, ["num_workers=-2", ">= 0"]),
+        ({"timeout_s": 0}, ["timeout_s=0", "positive number of seconds"]),
+        ({"min_parallel_batch": 0}, ["min_parallel_batch=0", ">= 1"]),
     ],
 )
-def test_bad_settings_are_rejected_when_the_reward_is_made(options, message):
-    with pytest.raises(ValueError, match=message):
+def test_bad_settings_are_rejected_when_the_reward_is_made(options, fragments):
+    with pytest.raises(ValueError) as refused:
         make_math_reward(**options)
+    names(str(refused.value), *fragments)
 
 
 def test_reward_kwargs_build_the_math_reward_with_options():
@@ -244,25 +246,20 @@ def test_reward_kwargs_accept_an_import_path_as_factory():
 
 
 @pytest.mark.parametrize(
-    ("reward_kwargs", "message"),
+    ("reward_kwargs", "fragments"),
     [
-        (
-            {"math": {"strictt": False}},
-            r"Unknown option 'strictt' in reward_kwargs\['math'\]\. Did you mean 'strict'\?",
-        ),
-        (
-            {"format": {"x": 1}},
-            r"Reward 'format' takes no options.*Rewards with options: math, math_final, short_answer\.",
-        ),
-        ({"maths": {}}, r"reward_kwargs gives options for 'maths', which is not in reward_funcs \['math', 'format'\]"),
-        ({"math": {"float_rounding": -1}}, r"reward_kwargs\['math'\]: float_rounding=-1 must be an integer >= 0"),
-        ({"math": 3}, r"reward_kwargs\['math'\] must map option names to values, got 3\."),
-        (["math"], r"reward_kwargs must map reward names to options"),
+        ({"math": {"strictt": False}}, ["'strictt'", "reward_kwargs['math']", "Did you mean 'strict'?"]),
+        ({"format": {"x": 1}}, ["'format'", "no options", "math, math_final, short_answer"]),
+        ({"maths": {}}, ["'maths'", "reward_funcs ['math', 'format']"]),
+        ({"math": {"float_rounding": -1}}, ["reward_kwargs['math']: ", "float_rounding=-1", ">= 0"]),
+        ({"math": 3}, ["reward_kwargs['math']", "option names to values", "got 3"]),
+        (["math"], ["reward_kwargs", "reward names to options"]),
     ],
 )
-def test_bad_reward_kwargs_are_rejected(reward_kwargs, message):
-    with pytest.raises(ValueError, match=message):
+def test_bad_reward_kwargs_are_rejected(reward_kwargs, fragments):
+    with pytest.raises(ValueError) as refused:
         get_reward_funcs(["math", "format"], reward_kwargs)
+    names(str(refused.value), *fragments)
 
 
 def test_recipe_reward_kwargs_from_yaml_mapping_or_json_flag():
@@ -270,8 +267,8 @@ def test_recipe_reward_kwargs_from_yaml_mapping_or_json_flag():
     from_flag = ReinforceAdaScriptArguments(reward_kwargs='{"math": {"strict": false}}')
     assert from_yaml.reward_kwargs == from_flag.reward_kwargs == {"math": {"strict": False}}
     assert ReinforceAdaScriptArguments().reward_kwargs is None
-    with pytest.raises(ValueError, match=r"reward_kwargs='\{math: 1\}' is not valid JSON"):
-        ReinforceAdaScriptArguments(reward_kwargs="{math: 1}")
+    refused = refusal(ReinforceAdaScriptArguments, reward_kwargs="{math: 1}")
+    names(refused, "reward_kwargs='{math: 1}'", "not valid JSON", """'{"math": {"strict": false}}'""")
 
 
 def test_recipe_reward_kwargs_reach_the_math_reward(tmp_path):
@@ -307,3 +304,23 @@ def test_shipped_case_set_scores_as_labelled():
     wrong = [c["id"] for c, s in zip(cases, scores, strict=True) if s != c["label"]]
     assert false_positives == []
     assert len(wrong) <= len(cases) // 100, wrong
+
+
+@pytest.mark.parametrize(
+    ("completion", "gold"),
+    [
+        (r"\boxed{12}", "\uff11\uff12"),  # fullwidth digits in the gold
+        (r"\boxed{12}", "\u0661\u0662"),  # Arabic-Indic
+        (r"\boxed{12}", "\u06f1\u06f2"),  # Eastern Arabic-Indic
+        (r"\boxed{-12}", "\u221212"),  # a Unicode minus sign
+        (r"\boxed{12}", "1\u00ad2"),  # a soft hyphen inside the number
+        ("\\boxed{\uff11\uff12}", "12"),  # and in the completion
+        ("The answer is \u0661\u0662.", "12"),
+    ],
+)
+def test_digits_of_other_scripts_and_soft_hyphens_read_as_the_number(completion, gold):
+    from trl_ada.rewards import math_final_reward, math_reward
+
+    reward = math_final_reward if "\\boxed" not in completion else math_reward
+    assert reward([completion], [gold]) == [1.0]
+    assert reward([completion], ["13"]) == [0.0]

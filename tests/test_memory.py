@@ -6,6 +6,7 @@ import hashlib
 
 import numpy as np
 import pytest
+from refusals import names, refusal
 
 from trl_ada.memory import MEMORY_FORMAT, MEMORY_VERSION, PassRateMemory, prompt_key, prompt_keys
 
@@ -118,7 +119,7 @@ def _state(**changes):
 @pytest.mark.parametrize(
     ("changes", "match"),
     [
-        ({"version": 2}, "format version 2 is not supported by this trl_ada \\(it reads version 1\\)"),
+        ({"version": 2}, "version 2 .*reads version 1"),
         ({"format": "something else"}, "Not a pass-rate memory: format is 'something else'"),
         ({"keys": np.array([1, 1], dtype=np.uint64)}, "keys must be distinct non-zero uint64"),
         ({"keys": np.array([0, 1], dtype=np.uint64)}, "keys must be distinct non-zero uint64"),
@@ -128,9 +129,9 @@ def _state(**changes):
         ({"successes": np.array([np.nan, 1.0], dtype=np.float32)}, "finite and non-negative"),
         ({"decay": np.array([0.5, 0.5])}, "'decay' must be a single value"),
         ({"decay": 0.0}, "decay=0.0: must be in \\(0, 1\\]"),
-        ({"skips": np.array([1])}, "skips must be non-negative integers, one per key"),
-        ({"skips": np.array([1.5, 0.0])}, "skips must be non-negative integers, one per key"),
-        ({"skips": np.array([-1, 0])}, "skips must be non-negative integers, one per key"),
+        ({"skips": np.array([1])}, "skips .*non-negative integers"),
+        ({"skips": np.array([1.5, 0.0])}, "skips .*non-negative integers"),
+        ({"skips": np.array([-1, 0])}, "skips .*non-negative integers"),
     ],
 )
 def test_bad_state_is_refused_with_a_reason(changes, match):
@@ -172,8 +173,7 @@ def test_a_state_written_before_skip_streaks_loads_with_every_streak_at_zero():
 def test_state_without_an_entry_names_it():
     state = _state()
     del state["visits"]
-    with pytest.raises(ValueError, match="the state has no 'visits' entry"):
-        PassRateMemory().load_state_dict(state)
+    names(refusal(PassRateMemory().load_state_dict, state), "no 'visits' entry", "(entries: [")
 
 
 def test_corrupt_or_incompatible_file_is_an_error_naming_the_file(tmp_path):
@@ -190,8 +190,8 @@ def test_corrupt_or_incompatible_file_is_an_error_naming_the_file(tmp_path):
             PassRateMemory.load(str(path))
     future = tmp_path / "future.npz"
     np.savez(future, **{**memory.state_dict(), "version": 9})
-    with pytest.raises(ValueError, match=f"{future}: Pass-rate memory format version 9 is not supported"):
-        PassRateMemory.load(str(future))
+    refused = refusal(PassRateMemory.load, str(future))
+    names(refused, f"{future}: ", "version 9", f"reads version {MEMORY_VERSION}", "without the checkpoint")
 
 
 @pytest.mark.parametrize(
@@ -209,8 +209,8 @@ def test_bad_settings_are_refused(kwargs, match):
 
 def test_update_checks_its_counts():
     memory = PassRateMemory()
-    with pytest.raises(ValueError, match="2 keys, 1 positive counts and 2 negative counts"):
-        memory.update([1, 2], [1], [1, 1])
+    refused = refusal(memory.update, [1, 2], [1], [1, 1])
+    names(refused, "2 keys", "1 positive counts", "2 negative counts", "one of each per prompt")
     with pytest.raises(ValueError, match="must be non-negative"):
         memory.update([1], [-1], [1])
 
@@ -323,38 +323,21 @@ def test_posterior_is_float64():
 
 def test_negative_negatives_are_refused():
     memory = PassRateMemory()
-    with pytest.raises(ValueError) as refused:
-        memory.update([1], [1], [-1])
-    assert str(refused.value) == "update: positive and negative counts must be non-negative."
+    names(refusal(memory.update, [1], [1], [-1]), "update: ", "negative counts", "non-negative")
     assert len(memory) == 0
 
 
 @pytest.mark.parametrize(
-    ("changes", "message"),
+    ("changes", "fragments"),
     [
-        (
-            {"successes": np.array([1.0])},
-            "Corrupt pass-rate memory: keys, successes, failures and visits must be 1-D arrays of one length; "
-            "got shapes [(2,), (1,), (2,), (2,)].",
-        ),
-        (
-            {"keys": np.array([3, 3], dtype=np.uint64)},
-            "Corrupt pass-rate memory: keys must be distinct non-zero uint64 values.",
-        ),
-        (
-            {"failures": np.array([0.0, -1.0], dtype=np.float32)},
-            "Corrupt pass-rate memory: evidence counts must be finite and non-negative.",
-        ),
-        (
-            {"successes": np.array([np.inf, 0.0], dtype=np.float32)},
-            "Corrupt pass-rate memory: evidence counts must be finite and non-negative.",
-        ),
+        ({"successes": np.array([1.0])}, ["keys, successes, failures and visits", "1-D", "[(2,), (1,), (2,), (2,)]"]),
+        ({"keys": np.array([3, 3], dtype=np.uint64)}, ["keys", "distinct non-zero uint64"]),
+        ({"failures": np.array([0.0, -1.0], dtype=np.float32)}, ["evidence counts", "finite and non-negative"]),
+        ({"successes": np.array([np.inf, 0.0], dtype=np.float32)}, ["evidence counts", "finite and non-negative"]),
     ],
 )
-def test_a_corrupt_state_gets_its_exact_reason(changes, message):
-    with pytest.raises(ValueError) as refused:
-        PassRateMemory().load_state_dict(_state(**changes))
-    assert str(refused.value) == message
+def test_a_corrupt_state_gets_its_exact_reason(changes, fragments):
+    names(refusal(PassRateMemory().load_state_dict, _state(**changes)), "Corrupt pass-rate memory: ", *fragments)
 
 
 def test_a_memory_file_with_a_pickled_entry_is_refused(tmp_path):
@@ -362,8 +345,8 @@ def test_a_memory_file_with_a_pickled_entry_is_refused(tmp_path):
     memory.update([1, 2], [1, 0], [0, 1])
     path = tmp_path / "pickled.npz"
     np.savez(path, **memory.state_dict(), extra=np.array([{"code": "object"}], dtype=object))
-    with pytest.raises(ValueError, match=f"^Corrupt pass-rate memory file {path}: ValueError: Object arrays cannot"):
-        PassRateMemory.load(str(path))
+    refused = refusal(PassRateMemory.load, str(path))
+    names(refused, f"Corrupt pass-rate memory file {path}: ", "ValueError: Object arrays")
 
 
 def test_load_restores_a_memory_that_keeps_learning(tmp_path):

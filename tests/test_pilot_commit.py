@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from datasets import Dataset
+from refusals import names, refusal
 from tiny import CountingReward, loss_batches, run_two_processes, tiny_config
 
 from trl_ada import ReinforceAdaTrainer
@@ -100,10 +101,8 @@ def test_the_selection_against_hand_computed_cases(rates, kept, fields, uniforms
 
 def test_the_selection_refuses_what_it_cannot_choose():
     section = plan(4, commit_priority="random").section
-    with pytest.raises(ValueError, match=r"^num_kept=3: must be an integer in \[1, candidates=2\]\.$"):
-        pilot_commit_selection([0.5, 0.5], 3, section, [0.1, 0.2])
-    with pytest.raises(ValueError, match=r"^commit_priority='random' needs one uniform draw per candidate \(2\)\.$"):
-        pilot_commit_selection([0.5, 0.5], 1, section)
+    names(refusal(pilot_commit_selection, [0.5, 0.5], 3, section, [0.1, 0.2]), "num_kept=3", "[1, candidates=2]")
+    names(refusal(pilot_commit_selection, [0.5, 0.5], 1, section), "commit_priority='random'", "uniform draw", "(2)")
 
 
 # -- the sampler: pilot, selection, commit --------------------------------------------------------------------------

@@ -225,9 +225,10 @@ def test_replace_changes_the_group_size_and_keeps_the_other_fields():
     wider = plan.replace(num_generations=8)
     assert wider.n == 8
     assert wider.fields() == {**DEFAULT_FIELDS, "exit_rule": "pos", "max_rounds": 2}
-    grpo = plan.replace(sample_budget=None, exit_rule="none")
+    grpo = plan.replace(sample_budget=None, generation_schedule="grpo")
     assert grpo.generation_schedule == "grpo" and grpo.section.exits(4).samples_per_round == 4
-    assert grpo.replace(exit_rule="pos").fields() == {**DEFAULT_FIELDS, "exit_rule": "pos"}
+    back = grpo.replace(generation_schedule="rounds", exit_rule="pos")  # the schedule is explicit, as is the rule
+    assert back.fields() == {**DEFAULT_FIELDS, "exit_rule": "pos"}
 
 
 def test_from_config_reads_the_preset_and_the_group_size_and_takes_absent_attributes_as_not_given():

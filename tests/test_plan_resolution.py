@@ -74,7 +74,9 @@ def test_a_preset_called_without_a_group_size_uses_n_4_and_explicit_fields_win()
 def test_a_bad_preset_name_or_type_is_refused_with_the_list_of_presets():
     names(refused({}, sampling="dapoo"), "sampling='dapoo'", "did you mean 'dapo'", *map(repr, PRESETS))
     names(refused({}, sampling=3), "sampling=3", *map(repr, PRESETS))
-    assert refused({}, sampling="zzz").startswith("sampling='zzz' is not a preset: ")  # nothing close: no guess
+    far = refused({}, sampling="zzz")
+    names(far, "sampling='zzz'", *map(repr, PRESETS))
+    assert "did you mean" not in far  # nothing close: no guess
 
 
 def test_a_misspelt_schedule_is_refused_with_the_closest_name_and_a_far_one_without_a_guess():
@@ -150,7 +152,7 @@ def test_a_preset_field_also_given_explicitly_is_refused_as_explicit_not_as_the_
         ({"futility_threshold": 0.0}, "est", "futility_threshold", 0.0, "est", "'rounds'"),  # off, but explicit
         ({"streaming_window": 4}, "budgeted_balance", "streaming_window", 4, "rounds", "'streaming'"),
         ({"max_rounds": 4}, "grpo", "max_rounds", 4, "grpo", "'rounds'"),
-        ({"exit_rule": "none", "samples_per_round": 4}, None, "samples_per_round", 4, "grpo", "'rounds'"),
+        ({"generation_schedule": "grpo", "samples_per_round": 4}, None, "samples_per_round", 4, "grpo", "'rounds'"),
         ({"pilot_samples": 2}, None, "pilot_samples", 2, "rounds", "'pilot_commit'"),
     ],
 )
@@ -164,23 +166,24 @@ def test_an_explicit_field_the_schedule_does_not_use_is_refused_whatever_its_val
 
 def test_the_refusal_names_what_chose_the_schedule():
     names(refused({"samples_per_round": 8}, sampling="est"), "(set by sampling='est')")
-    names(refused({"exit_rule": "none", "max_rounds": 2}), "(set by exit_rule='none')")
     assert "set by" not in refused({"generation_schedule": "est", "samples_per_round": 8}, sampling="est")
 
 
-def test_plain_grpo_is_a_schedule_of_its_own_which_exit_rule_none_selects():
-    plan = resolve({"exit_rule": "none", "num_generations": 6})
+def test_plain_grpo_is_a_schedule_of_its_own_which_sampling_grpo_selects():
+    plan = resolve({"num_generations": 6}, sampling="grpo")
     assert plan.generation_schedule == "grpo" and not plan.section.samples_adaptively
     exits = plan.section.exits(6)
-    assert (exits.exit_rule, exits.samples_per_round, exits.max_rounds) == ("none", 6, 1)
-    assert resolve({}, sampling="grpo") == resolve({"exit_rule": "none"})
-    assert resolve({"generation_schedule": "grpo", "exit_rule": "none"}).generation_schedule == "grpo"
+    assert (exits.exit_rule, exits.samples_per_round, exits.max_rounds) == ("none", 6, 1)  # `NONE`: always met
+    assert resolve({}, sampling="grpo") == resolve({"generation_schedule": "grpo"})
 
 
-def test_exit_rule_none_under_a_schedule_with_rounds_is_refused_with_the_fix():
-    given = {"generation_schedule": "streaming", "exit_rule": "none"}
-    names(refused(given), "exit_rule='none'", "'streaming'", "Remove generation_schedule")
-    assert resolve(without(given, "generation_schedule")).generation_schedule == "grpo"
+@pytest.mark.parametrize("host", [SYNCHRONOUS, ASYNCHRONOUS], ids=["synchronous", "asynchronous"])
+@pytest.mark.parametrize("sampling", [None, *PRESETS])
+def test_exit_rule_none_the_removed_alias_of_plain_grpo_is_refused_naming_sampling_grpo(sampling, host):
+    message = refused({"exit_rule": "none", "num_generations": 6}, sampling=sampling, host=host)
+    names(message, "exit_rule='none'", "sampling='grpo'")
+    plan = resolve({"num_generations": 6}, sampling="grpo", host=host)  # the fix, followed
+    assert (plan.generation_schedule, plan.num_generations) == ("grpo", 6)
 
 
 def test_an_unknown_schedule_is_refused_with_the_hosts_schedules():
@@ -215,7 +218,7 @@ def test_the_asynchronous_trainer_refuses_a_field_no_schedule_of_it_uses(field, 
 
 
 def test_the_asynchronous_trainer_runs_plain_grpo_with_its_window_of_n():
-    plan = resolve({"exit_rule": "none", "num_generations": 6}, host=ASYNCHRONOUS)
+    plan = resolve({"num_generations": 6}, sampling="grpo", host=ASYNCHRONOUS)
     assert plan.generation_schedule == "grpo" and plan.section.in_flight(6) == 6
 
 

@@ -7,6 +7,7 @@ import logging
 import re
 
 import pytest
+from refusals import names, refusal
 
 from trl_ada.real import tasks
 from trl_ada.real.tasks import ARITHMETIC_KINDS, arithmetic_task, capitals_task, load_capitals, task_reward
@@ -59,8 +60,8 @@ def test_arithmetic_is_deterministic_for_a_seed_and_varies_across_seeds():
 
 
 def test_too_many_arithmetic_prompts_name_the_kind_and_the_fix():
-    with pytest.raises(ValueError, match=r"mul_1d has 36 operand pairs, fewer than .* 30 \+ 10; lower them"):
-        arithmetic_task(train_per_kind=30, test_per_kind=10)
+    refused = refusal(arithmetic_task, train_per_kind=30, test_per_kind=10)
+    names(refused, "mul_1d has 36 operand pairs", "train_per_kind + test_per_kind = 30 + 10", "lower them")
 
 
 def test_the_shipped_capitals_table():
@@ -96,21 +97,40 @@ def test_a_capitals_file_row_without_a_capital_is_dropped_with_a_count(tmp_path,
         table = load_capitals(path)
     assert table["country"] == ["France", "Ukraine"]
     assert table["capital"] == ["Paris", "Kyiv|Kiev"]
-    assert "dropped 2 of 4 rows whose answer (column 'capital') is null or empty" in caplog.text
+    names(caplog.text, "dropped 2 of 4 rows", "column 'capital'")
     assert str(path) in caplog.text
 
 
 def test_a_capitals_file_without_its_columns_is_refused_in_one_line(tmp_path):
     path = tmp_path / "capitals.csv"
     path.write_text("nation,city\nFrance,Paris\n")
-    with pytest.raises(ValueError, match=r"capitals\.csv: no country or capital column; the header must be") as error:
-        load_capitals(path)
-    assert "\n" not in str(error.value)
+    names(refusal(load_capitals, path), f"{path}: ", "no country or capital column", "country,capital")
 
 
 def test_too_many_countries_are_refused():
-    with pytest.raises(ValueError, match=r"fewer than train_countries \+ control_countries = 150 \+ 50"):
-        capitals_task(train_countries=150, control_countries=50)
+    refused = refusal(capitals_task, train_countries=150, control_countries=50)
+    names(refused, "train_countries + control_countries = 150 + 50", "lower them")
+
+
+@pytest.mark.parametrize(
+    ("build", "field"),
+    [
+        (lambda: arithmetic_task(train_per_kind=0, test_per_kind=0), "train_per_kind=0"),
+        (lambda: arithmetic_task(train_per_kind=2, test_per_kind=-1), "test_per_kind=-1"),
+        (lambda: arithmetic_task(train_per_kind=2.5, test_per_kind=1), "train_per_kind=2.5"),
+        (lambda: capitals_task(train_countries=4, control_countries=-2), "control_countries=-2"),
+        (lambda: capitals_task(train_countries=0, control_countries=0), "train_countries=0"),
+        (lambda: capitals_task(train_countries=4, control_countries=0), "control_countries=0"),
+    ],
+)
+def test_an_empty_or_negative_split_is_refused_naming_the_size(build, field):
+    name = field.split("=")[0]
+    names(refusal(build), field, f"{name}=8")
+    assert len(capitals_task(train_countries=4, control_countries=8)["control"]) == 8  # the fix builds
+
+
+def test_a_directory_as_the_capitals_file_is_one_line(tmp_path):
+    names(refusal(load_capitals, tmp_path), f"{tmp_path}: is a directory", "CSV file")
 
 
 def test_task_rewards_read_prose_answers():
@@ -122,5 +142,4 @@ def test_task_rewards_read_prose_answers():
     completions = [[{"role": "assistant", "content": text}] for text in texts]
     # listing cities does not pay: the first capital of the table named is the answer
     assert capitals(completions=completions, answer=["Kyiv|Kiev", "Berlin", "Kyiv|Kiev", "Kyiv|Kiev"]) == [1, 0, 0, 1]
-    with pytest.raises(ValueError, match=r"family='poems' is not a task family; choose one of"):
-        task_reward("poems")
+    names(refusal(task_reward, "poems"), "family='poems'", "['arithmetic', 'capitals']")

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from refusals import names
 
 from trl_ada.cli.train import ConfigKeyError, parse_train_args
 from trl_ada.cli.train_async import TRAIN_ASYNC
@@ -27,7 +28,7 @@ MODELS = {
     "Qwen3-4B-Instruct-2507": "Qwen/Qwen3-4B-Instruct-2507",
     "Llama-3.2-3B-Instruct": "meta-llama/Llama-3.2-3B-Instruct",
 }
-METHODS = {"grpo": "none", "reinforce_ada_pos": "pos", "reinforce_ada_balance": "balance"}
+METHODS = {"grpo": None, "reinforce_ada_pos": "pos", "reinforce_ada_balance": "balance"}  # plain GRPO: no exit rule
 PAPER_RECIPES = [RECIPES_DIR / model / f"{method}.yaml" for model in MODELS for method in METHODS]
 LORA_RECIPE = RECIPES_DIR / "Qwen2.5-Math-1.5B" / "reinforce_ada_balance_lora_1gpu.yaml"
 EST_RECIPES = [RECIPES_DIR / model / "reinforce_ada_est.yaml" for model in MODELS]
@@ -95,7 +96,8 @@ def test_paper_settings(path, tmp_path):
     script_args, args, model_args = _parse(path, tmp_path)
     assert args.exit_rule == METHODS[path.stem]
     assert args.num_generations == 4
-    if args.exit_rule != "none":
+    assert (args.sampling, args.generation_schedule) == (("grpo", "grpo") if path.stem == "grpo" else (None, "rounds"))
+    if args.exit_rule is not None:
         assert (args.samples_per_round, args.max_rounds, args.positive_threshold) == (8, 4, 0.7)
         assert args.advantage_baseline == "pool"
     assert args.learning_rate == 1e-6
@@ -167,7 +169,7 @@ def test_lora_single_gpu_recipe(tmp_path):
 
 def test_flags_override_the_recipe(tmp_path):
     _, args, model_args = _parse(
-        PAPER_RECIPES[0], tmp_path, "--max_steps", "3", "--exit_rule", "pos", "--lora_r", "8", "--use_peft"
+        PAPER_RECIPES[0], tmp_path, "--max_steps", "3", "--sampling", "pos", "--lora_r", "8", "--use_peft"
     )
     assert (args.max_steps, args.exit_rule, model_args.lora_r, model_args.use_peft) == (3, "pos", 8, True)
 
@@ -222,15 +224,15 @@ def test_unknown_yaml_key_names_it_and_suggests(tmp_path):
         parse_train_args(["--config", str(config), "--output_dir", str(tmp_path / "out")])
     message = str(excinfo.value)
     assert str(config) in message
-    assert "lerning_rate (did you mean learning_rate?)" in message
-    assert "samples_per_rnd (did you mean samples_per_round?)" in message
+    names(message, "lerning_rate ", "learning_rate?", "samples_per_rnd ", "samples_per_round?")
     assert "foo_bar_baz\n" in message  # no close match: no suggestion
     assert isinstance(excinfo.value, ValueError)
 
 
 def test_unknown_flag_names_it_and_suggests(tmp_path):
-    with pytest.raises(ConfigKeyError, match=r"--max_round \(did you mean --max_rounds\?\)"):
+    with pytest.raises(ConfigKeyError) as excinfo:
         parse_train_args(["--config", str(PAPER_RECIPES[0]), "--max_round", "3"])
+    names(str(excinfo.value), "--max_round ", "--max_rounds?")
 
 
 def test_env_block_is_exported(tmp_path, monkeypatch):

@@ -329,7 +329,7 @@ def test_dapo_dynamic_sampling_is_a_valid_configuration(tmp_path):
     )
     assert (
         config.sampling_plan.section.schedule_class() is RefillSchedule
-        and config.sampling_plan.section.exit_rule != "none"
+        and config.sampling_plan.section.exit_rule == "mixed"
     )
     assert (
         ReinforceAdaConfig(

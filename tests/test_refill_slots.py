@@ -8,6 +8,7 @@ import pytest
 from conftest import DAPO, run_scripted
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from refusals import names
 
 from trl_ada.candidates import (
     MAX_SKIP_UNSOLVABLE_DRAWS,
@@ -268,25 +269,24 @@ def test_skip_unsolvable_draws_accepts_1_to_its_maximum():
 
 
 @pytest.mark.parametrize(
-    ("kwargs", "message"),
+    ("kwargs", "fragments"),
     [
-        ({"num_kept": 0}, "num_kept=0: must be an integer in [1, num_prompts=3]."),
-        ({"num_kept": 4}, "num_kept=4: must be an integer in [1, num_prompts=3]."),
-        ({"num_kept": True}, "num_kept=True: must be an integer in [1, num_prompts=3]."),
-        ({"num_kept": 2.0}, "num_kept=2.0: must be an integer in [1, num_prompts=3]."),
-        ({"skipped": [False]}, "skipped has 1 flags; expected one per candidate (3)."),
-        ({"rounds_per_prompt": 0}, "rounds_per_prompt=0: must be in [1, inf) (e.g. rounds_per_prompt=1)"),
+        ({"num_kept": 0}, ["num_kept=0", "an integer in [1, num_prompts=3]"]),
+        ({"num_kept": 4}, ["num_kept=4", "an integer in [1, num_prompts=3]"]),
+        ({"num_kept": True}, ["num_kept=True", "an integer in [1, num_prompts=3]"]),
+        ({"num_kept": 2.0}, ["num_kept=2.0", "an integer in [1, num_prompts=3]"]),
+        ({"skipped": [False]}, ["skipped has 1 flags", "one per candidate (3)"]),
+        ({"rounds_per_prompt": 0}, ["rounds_per_prompt=0", "[1, inf)", "(e.g. rounds_per_prompt=1)"]),
         (
             {"rounds_per_prompt": 1, "samples_per_round": 2},
-            "samples_per_round * rounds_per_prompt = 2 * 1 is smaller than num_generations=4: a candidate could "
-            "never fill its group. Raise rounds_per_prompt or samples_per_round.",
+            ["samples_per_round * rounds_per_prompt = 2 * 1", "num_generations=4", "Raise rounds_per_prompt"],
         ),
     ],
 )
-def test_a_bad_refill_sampler_is_refused_with_the_reason(kwargs, message):
+def test_a_bad_refill_sampler_is_refused_with_the_reason(kwargs, fragments):
     with pytest.raises(ValueError) as refused:
         RefillSampler(**{"num_prompts": 3, "num_generations": 4, "samples_per_round": 4, "max_rounds": 4, **kwargs})
-    assert str(refused.value).startswith(message)
+    names(str(refused.value), *fragments)
 
 
 def test_a_candidates_cap_is_rounds_per_prompt_rounds_and_defaults_to_max_rounds():
@@ -300,13 +300,11 @@ def test_finished_or_unfinished_sampling_says_why():
     sampler = RefillSampler(num_prompts=2, num_kept=1, max_rounds=1, **DAPO)
     with pytest.raises(RuntimeError) as refused:
         sampler.kept_prompts()
-    assert str(refused.value) == "Prompts are kept once sampling is done."
+    assert "once sampling is done" in str(refused.value)
     run_scripted(sampler, {0: [1.0, 0.0]})
     with pytest.raises(RuntimeError) as refused:
         sampler.plan_round()
-    assert str(refused.value) == (
-        "Sampling is finished: no candidate can sample, max_rounds is reached or budget spent."
-    )
+    names(str(refused.value), "Sampling is finished", "max_rounds")
 
 
 def test_num_candidates_rounds_away_float_noise_only():

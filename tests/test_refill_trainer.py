@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from datasets import Dataset
+from refusals import names
 from tiny import CountingReward, loss_batches, run_two_processes, tiny_config
 
 from trl_ada import ReinforceAdaConfig, ReinforceAdaTrainer
@@ -71,15 +72,14 @@ def test_dapo_mode_trains_exactly_b_effective_prompts_refilled_from_the_candidat
 
 
 def test_a_dataset_smaller_than_one_steps_candidates_names_the_field(tiny_model_dir, tmp_path):
-    with pytest.raises(
-        ValueError, match=r"prompt_oversampling=3: one step samples over 12 candidate prompts.*has only 8"
-    ):
+    with pytest.raises(ValueError) as refused:
         ReinforceAdaTrainer(
             model=tiny_model_dir,
             reward_funcs=[KindReward()],
             args=_config(tmp_path, prompt_oversampling=3.0),
             train_dataset=_dataset(4, 4),
         )
+    names(str(refused.value), "prompt_oversampling=3", "12 candidate prompts", "only 8", "at most 2.00")
 
 
 def test_checkpoint_restores_the_candidate_stream(tiny_model_dir, tmp_path):
@@ -145,8 +145,9 @@ def test_resuming_on_a_dataset_of_another_size_is_refused_naming_both_sizes(
         args=_config(tmp_path, max_steps=2),
         train_dataset=_dataset(prompts // 2, prompts // 2),
     )
-    with pytest.raises(CheckpointStateError, match=f"a train_dataset of 16 prompts, but this run's has {prompts}"):
+    with pytest.raises(CheckpointStateError) as refused:
         resumed.train(resume_from_checkpoint=str(refill_checkpoint))
+    names(str(refused.value), "candidate_stream.json: ", "of 16 prompts", f"has {prompts}.", "resume_from_checkpoint")
 
 
 def test_resuming_from_a_corrupt_candidate_stream_names_the_file(tiny_model_dir, tmp_path, refill_checkpoint):
@@ -159,10 +160,9 @@ def test_resuming_from_a_corrupt_candidate_stream_names_the_file(tiny_model_dir,
         args=_config(tmp_path, max_steps=2),
         train_dataset=_dataset(8, 8),
     )
-    with pytest.raises(
-        CheckpointStateError, match=r"Corrupt candidate stream file .*candidate_stream.json: .*position=99"
-    ):
+    with pytest.raises(CheckpointStateError) as refused:
         resumed.train(resume_from_checkpoint=str(checkpoint))
+    names(str(refused.value), "candidate_stream.json: ", "position=99", "resume_from_checkpoint")
 
 
 @pytest.mark.slow
@@ -252,3 +252,18 @@ def test_steps_per_generation_and_num_iterations_keep_trls_shape_with_candidates
     log = next(log for log in trainer.state.log_history if "reinforce_ada/refill/kept" in log)
     assert log["reinforce_ada/refill/candidates"] == 16 and log["reinforce_ada/refill/kept"] == 8
     assert any(not (p == parameters[name]).all() for name, p in trainer.model.named_parameters())
+
+
+def test_a_huge_oversampling_is_refused_in_a_short_line(tiny_model_dir, tmp_path):
+    """A count of candidates with hundreds of digits is written as a float, so the line stays readable."""
+    from refusals import names, refusal
+
+    refused = refusal(
+        ReinforceAdaTrainer,
+        model=tiny_model_dir,
+        reward_funcs=[KindReward()],
+        args=_config(tmp_path, prompt_oversampling=1e300),
+        train_dataset=_dataset(4, 4),
+    )
+    names(refused, "prompt_oversampling=1e+300", "4e+300 candidate prompts", "has only 8", "at most 2.00")
+    assert len(refused) < 400

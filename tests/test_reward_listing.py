@@ -145,6 +145,9 @@ def test_common_other_names_of_a_capital_count(completion, country):
         ("The answer is 13 or 14.", "13"),
         ("It is 13, 14 or 15.", "15"),
         ("It is 13% or 14%.", "14"),
+        ("The answer is 6 (or 5)", "6"),
+        ("The answer is 5 (or 6).", "6"),
+        ("It is 6 [or maybe 5].", "6"),
     ],
 )
 def test_math_final_pays_nothing_for_a_hedged_number(completion, gold):
@@ -254,8 +257,42 @@ def test_the_words_of_a_negated_name_are_not_read_again_as_an_answer():
     assert reward(["It is not rio de janeiro."], ["Janeiro"]) == [0.0]
 
 
-def test_names_in_a_row_without_a_comma_or_a_joining_word_are_not_a_list():
-    assert short_answer_reward(["Paris Is The Capital Of France"], ["Paris"]) == [1.0]  # title case
+@pytest.mark.parametrize(
+    "completion",
+    ["Paris Is The Capital Of France", "The Capital Of France Is Paris", "Paris (France)", "Paris\nFrance"],
+)
+def test_title_case_prose_and_a_name_with_its_country_are_not_a_list(completion):
+    assert short_answer_reward([completion], ["Paris"]) == [1.0]
+
+
+def _every_capital(separate):
+    from trl_ada.real.tasks import load_capitals
+
+    golds = load_capitals()["capital"]
+    return separate([gold.split("|")[0] for gold in golds]), golds
+
+
+LIST_STYLES = {
+    "one per line": "\n".join,
+    "bullets": lambda names: "\n".join(f"- {name}" for name in names),
+    "stars": lambda names: "\n".join(f"* {name}" for name in names),
+    "numbered": lambda names: "\n".join(f"{i}. {name}" for i, name in enumerate(names, 1)),
+    "numbered inline": lambda names: " ".join(f"{i}) {name}" for i, name in enumerate(names, 1)),
+    "spaces": " ".join,
+    "periods": ". ".join,
+    "pipes": " | ".join,
+    "parentheses": lambda names: " ".join(f"({name})" for name in names),
+    "dots": " \u2022 ".join,
+}
+
+
+@pytest.mark.parametrize("separate", LIST_STYLES.values(), ids=LIST_STYLES)
+def test_a_list_of_every_capital_pays_for_no_country_however_it_is_written(separate):
+    """The registered reward knows no wrong answer; a list of all 171 capitals must still pay nothing, in every way
+    a list is written."""
+    listing, golds = _every_capital(separate)
+    assert len(golds) == 171
+    assert short_answer_reward([listing] * len(golds), golds) == [0.0] * len(golds)
 
 
 def test_completions_and_answers_of_different_lengths_are_refused():

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from datasets import Dataset
+from refusals import names
 from safetensors.numpy import save_file
 
 from trl_ada import ReinforceAdaConfig, ReinforceAdaTrainer
@@ -48,8 +49,12 @@ def _checkpoint(root: Path, step: int, *, complete: bool = True) -> Path:
 def test_output_dir_with_checkpoints_is_refused_unless_resuming_or_overwriting(tmp_path):
     _checkpoint(tmp_path, 2)
     _checkpoint(tmp_path, 3)
-    with pytest.raises(RunDirectoryError, match=r"checkpoint-2, checkpoint-3.*resume_from_checkpoint.*overwrite"):
+    with pytest.raises(RunDirectoryError) as refused:
         check_output_dir(tmp_path, resuming=False, overwrite=False)
+    names(
+        str(refused.value), f"output_dir '{tmp_path}'", "(checkpoint-2, checkpoint-3)", "resume_from_checkpoint=true"
+    )
+    names(str(refused.value), "overwrite_output_dir=true")
     assert check_output_dir(tmp_path, resuming=True, overwrite=False) == []
     assert [p.name for p in check_output_dir(tmp_path, resuming=False, overwrite=True)] == [
         "checkpoint-2",
@@ -65,10 +70,8 @@ def test_a_finished_run_saved_without_checkpoints_is_refused_like_one_with_them(
     with pytest.raises(RunDirectoryError) as refused:
         check_output_dir(tmp_path, resuming=False, overwrite=False)
     listed = ", ".join(name for name in ("trainer_state.json", "config.json", "model.safetensors") if name in files)
-    assert str(refused.value) == (
-        f"output_dir '{tmp_path}' already holds a finished run ({listed}), which this run's final save would "
-        "overwrite. Replace it with overwrite_output_dir=true, or choose a new output_dir."
-    )
+    assert "\n" not in str(refused.value)
+    names(str(refused.value), f"output_dir '{tmp_path}'", f"({listed})", "overwrite_output_dir=true", "new output_dir")
     assert check_output_dir(tmp_path, resuming=False, overwrite=True) == []  # nothing to delete: the save replaces
     (tmp_path / "README.md").unlink(missing_ok=True)
     other = tmp_path / "other"
@@ -84,10 +87,8 @@ def test_the_train_command_refuses_a_finished_run_before_the_model_loads(tmp_pat
     flags = ["--output_dir", str(tmp_path), "--model_name_or_path", str(tmp_path / "no-such-model"), "--use_cpu", "1"]
     assert main([*flags, "--report_to", "none"]) == 2
     error = capsys.readouterr().err.strip()
-    assert error == (
-        f"trl-ada train: error: output_dir '{tmp_path}' already holds a finished run (model.safetensors), which this "
-        "run's final save would overwrite. Replace it with overwrite_output_dir=true, or choose a new output_dir."
-    )
+    assert error.startswith("trl-ada train: error: ") and "\n" not in error
+    names(error, f"output_dir '{tmp_path}'", "(model.safetensors)", "overwrite_output_dir=true")
     main([*flags, "--report_to", "none", "--overwrite_output_dir", "true"])  # past the run directory: the model
     assert "no-such-model" in capsys.readouterr().err
 
@@ -107,8 +108,11 @@ def test_resume_true_skips_partial_checkpoints_with_a_warning(tmp_path, caplog):
 
 
 def test_resume_true_without_a_complete_checkpoint_says_what_to_do(tmp_path):
-    with pytest.raises(RunDirectoryError, match="holds no checkpoint. Start a new run without resume_from_checkpoint"):
+    with pytest.raises(RunDirectoryError) as refused:
         resolve_resume(tmp_path, True)
+    names(
+        str(refused.value), "resume_from_checkpoint=True", f"'{tmp_path}' holds no checkpoint", "without resume_from"
+    )
     _checkpoint(tmp_path, 1, complete=False)
     with pytest.raises(RunDirectoryError, match=r"only partial checkpoints \(checkpoint-1\)"):
         resolve_resume(tmp_path, True)
@@ -123,16 +127,18 @@ def test_a_checkpoint_whose_trainer_state_does_not_parse_is_partial(tmp_path, ca
     (truncated / "trainer_state.json").write_text('{"global_step": 2, "log_hist')
     with caplog.at_level(logging.WARNING, logger="trl_ada.run_dir"):
         assert resolve_resume(tmp_path, True) == str(tmp_path / "checkpoint-1")
-    assert "checkpoint-2: it was not completely written (its trainer_state.json is truncated or corrupt" in caplog.text
-    with pytest.raises(RunDirectoryError, match="checkpoint-2'.*trainer_state.json is truncated.*checkpoint-1'"):
+    names(caplog.text, f"{truncated}: ", "trainer_state.json", "truncated or corrupt")
+    with pytest.raises(RunDirectoryError) as refused:
         resolve_resume(tmp_path, str(truncated))
+    names(str(refused.value), f"={str(truncated)!r}", "trainer_state.json", f"{str(tmp_path / 'checkpoint-1')!r}")
     (truncated / "trainer_state.json").write_text("[2]")
     assert not is_complete(truncated)
 
 
 def test_resume_from_the_string_true_in_python_says_the_boolean(tmp_path):
-    with pytest.raises(RunDirectoryError, match="resume_from_checkpoint='true': no such directory.*the boolean True"):
+    with pytest.raises(RunDirectoryError) as refused:
         resolve_resume(tmp_path, "true")
+    names(str(refused.value), "resume_from_checkpoint='true'", "no such directory", "the boolean True")
 
 
 @pytest.mark.parametrize("inside", [False, True])
@@ -245,8 +251,9 @@ def test_trainer_refuses_a_used_output_dir_and_overwrites_only_when_asked(tiny_m
     assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-1", "checkpoint-2"]
     assert not list(out.glob(f"checkpoint-*/{SAVING_MARKER}")) and not (out / LOCK_NAME).exists()
 
-    with pytest.raises(RunDirectoryError, match="already holds checkpoints of another run"):
+    with pytest.raises(RunDirectoryError) as refused:
         _trainer(tiny_model_dir, out, max_steps=1).train()
+    names(str(refused.value), "(checkpoint-1, checkpoint-2)", "overwrite_output_dir=true")
 
     _trainer(tiny_model_dir, out, max_steps=1, overwrite_output_dir=True).train()
     assert [p.name for p in out.glob("checkpoint-*")] == ["checkpoint-1"]  # the old run's checkpoint-2 is gone
@@ -263,14 +270,15 @@ def test_trainer_refuses_a_finished_run_without_checkpoints_and_replaces_it_when
     saved = (out / "model.safetensors").read_bytes()
     assert not list(out.glob("checkpoint-*"))
 
-    with pytest.raises(RunDirectoryError, match=r"already holds a finished run \(trainer_state.json, config.json"):
+    with pytest.raises(RunDirectoryError) as refused:
         _trainer(tiny_model_dir, out, max_steps=1, save_strategy="no").train()
+    names(str(refused.value), "(trainer_state.json, config.json", "overwrite_output_dir=true")
     assert (out / "model.safetensors").read_bytes() == saved
 
     again = _trainer(tiny_model_dir, out, max_steps=2, save_strategy="no", overwrite_output_dir=True, seed=1)
     with caplog.at_level(logging.WARNING, logger="trl_ada.run_dir"):
         again.train()
-    assert "this run's final save replaces the earlier run's trainer_state.json" in caplog.text
+    names(caplog.text, "overwrite_output_dir=True", "trainer_state.json, config.json")
     again.save_model()
     assert (out / "model.safetensors").read_bytes() != saved
 

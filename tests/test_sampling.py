@@ -10,10 +10,12 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from refusals import names, refusal
 
 from trl_ada import sampling
 from trl_ada.plan import SamplingPlan
 from trl_ada.sampling import (
+    NONE,
     AdaptiveSampler,
     QuotaRule,
     aggregate_rewards,
@@ -74,11 +76,11 @@ def test_pos_rule_needs_one_positive(num_positive, num_negative, met):
 
 @pytest.mark.parametrize(("num_positive", "num_negative"), [(0, 0), (0, 4), (4, 0), (2, 2)])
 def test_none_rule_is_always_met(num_positive, num_negative):
-    assert get_exit_rule("none").is_met(num_positive, num_negative, 4) is True
+    assert NONE.is_met(num_positive, num_negative, 4) is True
 
 
-def test_builtin_rules_are_registered():
-    assert exit_rule_names() == ["balance", "mixed", "none", "pos"]
+def test_builtin_rules_are_registered_but_plain_grpos_none_is_no_choice():
+    assert exit_rule_names() == ["balance", "mixed", "pos"]
     for name in exit_rule_names():
         assert get_exit_rule(name).name == name
 
@@ -88,13 +90,16 @@ def test_misspelled_exit_rule_names_the_value_lists_valid_names_and_suggests_a_f
         get_exit_rule("balanse")
     message = str(info.value)
     assert "exit_rule='balanse'" in message
-    assert "['balance', 'mixed', 'none', 'pos']" in message
+    assert "['balance', 'mixed', 'pos']" in message
     assert "Did you mean 'balance'?" in message
 
 
 def test_unknown_exit_rule_is_rejected_by_the_sampler():
-    with pytest.raises(ValueError, match=r"exit_rule='greedy'.*\['balance', 'mixed', 'none', 'pos'\]"):
-        AdaptiveSampler(num_prompts=1, exit_rule="greedy")
+    names(
+        refusal(AdaptiveSampler, num_prompts=1, exit_rule="greedy"),
+        "exit_rule='greedy'",
+        "['balance', 'mixed', 'pos']",
+    )
 
 
 def test_custom_rule_registered_by_name_drives_the_sampler(exit_rule_registry):
@@ -129,7 +134,7 @@ def test_registering_a_taken_name_raises_unless_overwriting(exit_rule_registry):
 def test_registering_something_that_is_not_a_rule_raises_type_error(exit_rule_registry):
     with pytest.raises(TypeError, match="is_met"):
         register_exit_rule(object())
-    assert exit_rule_names() == ["balance", "mixed", "none", "pos"]
+    assert exit_rule_names() == ["balance", "mixed", "pos"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -184,8 +189,8 @@ def test_unresolved_prompts_stop_at_max_rounds():
 
 
 def test_none_rule_is_one_round_of_exactly_n():
-    plan = SamplingPlan(Grpo(), num_generations=4)  # plain GRPO, the section `exit_rule="none"` selects
-    assert plan == SamplingPlan.from_fields(exit_rule="none", num_generations=4)
+    plan = SamplingPlan(Grpo(), num_generations=4)  # plain GRPO, the section `sampling="grpo"` selects
+    assert plan == SamplingPlan.from_fields(sampling="grpo", num_generations=4)
     sampler = AdaptiveSampler(2, plan)
     assert (sampler.samples_per_round, sampler.max_rounds) == (4, 1)
     assert run_rounds(sampler, [0, 0, 0, 0, 1, 0, 1, 1]) == [[0, 1]]
@@ -456,15 +461,18 @@ def sampling_steps(draw):
     max_rounds = draw(st.integers(1, 6))
     samples_per_round = draw(st.integers(-(-num_generations // max_rounds), 8))
     pass_rates = draw(st.lists(st.sampled_from([0.0, 1.0]) | st.floats(0.0, 1.0), min_size=1, max_size=12))
-    exit_rule = draw(st.sampled_from(["balance", "pos", "none"]))
-    rounds = {} if exit_rule == "none" else {"samples_per_round": samples_per_round, "max_rounds": max_rounds}
+    exit_rule = draw(st.sampled_from(["balance", "pos", None]))  # None: plain GRPO
+    rounds = (
+        {"sampling": "grpo"}  # plain GRPO refuses the rule, M and N: it draws one round of exactly n
+        if exit_rule is None
+        else {"exit_rule": exit_rule, "samples_per_round": samples_per_round, "max_rounds": max_rounds}
+    )
     return {
         "pass_rates": pass_rates,
         "seed": draw(st.integers(0, 2**32 - 1)),
         "num_generations": num_generations,
-        **rounds,  # plain GRPO refuses M and N: it draws one round of exactly n
+        **rounds,
         "positive_threshold": draw(st.sampled_from([0.5, 0.7]) | st.floats(-0.5, 1.5)),
-        "exit_rule": exit_rule,
     }
 
 
@@ -492,10 +500,10 @@ def test_every_step_keeps_n_samples_per_prompt_and_samples_only_active_prompts(s
     sampler, plans = simulate_recorded(step)
     n, b = step["num_generations"], len(step["pass_rates"])
     m = sampler.samples_per_round
-    none_rule = step["exit_rule"] == "none"
+    grpo = "sampling" in step
 
     # rounds within the cap, one plan per round, each plan = the prompts that had not exited
-    assert 1 <= sampler.round <= (1 if none_rule else step["max_rounds"])
+    assert 1 <= sampler.round <= (1 if grpo else step["max_rounds"])
     assert len(plans) == sampler.round
     for plan, exited_before in plans:
         assert plan == [p for p in range(b) if exited_before[p] is None]
@@ -505,7 +513,7 @@ def test_every_step_keeps_n_samples_per_prompt_and_samples_only_active_prompts(s
     for p, pool in enumerate(sampler.pools):
         exit_round = sampler.exit_round[p]
         assert len(pool) == m * (exit_round if exit_round is not None else sampler.round)
-        if none_rule:
+        if grpo:
             assert len(pool) == n and exit_round == 1
 
     # samples drawn = Σ over rounds of (#active × M)
@@ -526,7 +534,7 @@ def test_every_step_keeps_n_samples_per_prompt_and_samples_only_active_prompts(s
 def test_prompts_exit_in_the_first_round_their_rule_is_met(step):
     sampler, _ = simulate_recorded(step)
     n, m = step["num_generations"], sampler.samples_per_round
-    rule = get_exit_rule(step["exit_rule"])
+    rule = NONE if "sampling" in step else get_exit_rule(step["exit_rule"])
     for p, pool in enumerate(sampler.pools):
         positive = sampler.is_positive(p)
         met = [
@@ -539,7 +547,7 @@ def test_prompts_exit_in_the_first_round_their_rule_is_met(step):
         else:
             assert met.index(True) + 1 == exit_round
 
-        if step["exit_rule"] == "balance" and exit_round is not None:
+        if step.get("exit_rule") == "balance" and exit_round is not None:
             kept_positive = sum(positive[i] for i in sampler.select_groups()[p])
             assert kept_positive == n // 2  # and so n − ⌊n/2⌋ negatives
 
@@ -769,10 +777,10 @@ def test_default_sampler_reports_no_estimation_metrics():
         ({"later_rounds": "big"}, ["later_rounds='big'"]),
         ({"round_confidence": 1.0}, ["round_confidence=1.0", "(0, 1)"]),
         (
-            {"exit_rule": "none", "samples_per_round": 4, "max_rounds": 1, "sample_budget": 8},
+            {"sampling": "grpo", "samples_per_round": 4, "max_rounds": 1, "sample_budget": 8},
             ["samples_per_round=4", "'grpo'", "Remove samples_per_round"],
         ),
-        ({"exit_rule": "none"}, ["samples_per_round=8", "(set by exit_rule='none')", "Remove samples_per_round"]),
+        ({"sampling": "grpo"}, ["samples_per_round=8", "(set by sampling='grpo')", "Remove samples_per_round"]),
         ({"prior_alpha": [1.0]}, ["prior_alpha must hold one positive number per prompt (2)"]),
         ({"prior_beta": [1.0, 0.0]}, ["prior_beta must hold one positive number per prompt"]),
         ({"memory_hits": [True]}, ["memory_hits must hold one flag per prompt (2)"]),

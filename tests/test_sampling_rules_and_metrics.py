@@ -9,6 +9,7 @@ import warnings
 
 import numpy as np
 import pytest
+from refusals import names, refusal
 
 from trl_ada import exit_rules
 from trl_ada.plan import SamplingPlan
@@ -72,11 +73,8 @@ def test_a_rule_without_a_name_or_an_is_met_method_is_refused(exit_rule_registry
     for rule in (NoName(), NotCallable()):
         with pytest.raises(TypeError) as refused:
             register_exit_rule(rule)
-        assert (
-            str(refused.value)
-            == f"An exit rule needs a `name: str` and an `is_met(pos, neg, n)` method; got {rule!r}."
-        )
-    assert sorted(exit_rules._EXIT_RULES) == ["balance", "mixed", "none", "pos"]
+        names(str(refused.value), "`name: str`", "`is_met(pos, neg, n)`", f"got {rule!r}")
+    assert sorted(exit_rules._EXIT_RULES) == ["balance", "mixed", "pos"]
 
 
 def test_metric_names_are_exact_and_unprefixed_by_default():
@@ -188,11 +186,8 @@ def test_candidates_skip_unscored_and_masked_samples_beyond_the_first_n():
 
 
 def test_aggregate_rewards_refusal_names_the_expected_shape():
-    with pytest.raises(ValueError) as refused:
-        aggregate_rewards(np.zeros((3, 2)), [1.0, 1.0, 1.0])
-    assert str(refused.value) == (
-        "rewards_per_func has shape (3, 2); expected (num_completions, 3), one column per reward function."
-    )
+    refused = refusal(aggregate_rewards, np.zeros((3, 2)), [1.0, 1.0, 1.0])
+    names(refused, "rewards_per_func", "shape (3, 2)", "(num_completions, 3)")
     nan = float("nan")
     rewards = aggregate_rewards([[1, nan], [nan, nan], [0, 2]], [2, 0.5])
     assert rewards[0] == 2.0 and math.isnan(rewards[1]) and rewards[2] == 1.0
@@ -201,12 +196,9 @@ def test_aggregate_rewards_refusal_names_the_expected_shape():
 
 
 def test_an_unknown_rule_without_a_close_name_gets_no_hint():
-    with pytest.raises(ValueError) as refused:
-        get_exit_rule("zzzzzz")
-    assert (
-        str(refused.value)
-        == "exit_rule='zzzzzz' is not a known exit rule; choose one of ['balance', 'mixed', 'none', 'pos']."
-    )
+    refused = refusal(get_exit_rule, "zzzzzz")
+    names(refused, "exit_rule='zzzzzz'", "['balance', 'mixed', 'pos']")
+    assert "Did you mean" not in refused
 
 
 @pytest.mark.parametrize(
@@ -231,9 +223,9 @@ def test_impossible_settings_name_the_field_and_the_valid_range(kwargs, fragment
 def test_estimation_options_are_refused_under_plain_grpo(kwargs):
     ((name, value),) = kwargs.items()
     with pytest.raises(ValueError) as refused:
-        AdaptiveSampler(num_prompts=1, exit_rule="none", **kwargs)
+        AdaptiveSampler(num_prompts=1, sampling="grpo", **kwargs)
     assert f"{name}={value!r}" in str(refused.value) and f"Remove {name}" in str(refused.value)
-    assert AdaptiveSampler(num_prompts=1, exit_rule="none").samples_per_round == 4  # the fix, followed
+    assert AdaptiveSampler(num_prompts=1, sampling="grpo").samples_per_round == 4  # the fix, followed
     assert AdaptiveSampler(num_prompts=1, exit_rule="balance", **kwargs).estimating
 
 
@@ -261,24 +253,14 @@ def test_bad_rewards_and_calls_out_of_order_get_the_exact_reason():
     assert str(refused.value) == "Call plan_round() before ingest()."
     with pytest.raises(RuntimeError) as refused:
         sampler.select_groups()
-    assert str(refused.value) == "Groups are formed once sampling is done."
+    assert "once sampling is done" in str(refused.value)
     sampler.plan_round()
-    with pytest.raises(ValueError) as refused:
-        sampler.ingest([1.0])
-    assert str(refused.value) == (
-        "rewards has 1 values; expected 2 (samples_per_round for each prompt of the round's plan, prompt-major)."
-    )
-    with pytest.raises(ValueError) as refused:
-        sampler.ingest([1.0, -float("inf")])
-    assert str(refused.value) == (
-        "rewards[1] = -inf: a reward must be finite, or NaN for a completion that no reward function scored."
-    )
+    names(refusal(sampler.ingest, [1.0]), "rewards has 1 values", "expected 2", "samples_per_round")
+    names(refusal(sampler.ingest, [1.0, -float("inf")]), "rewards[1] = -inf", "or NaN")
     sampler.ingest([1.0, 0.0])
     with pytest.raises(RuntimeError) as refused:
         sampler.plan_round()
-    assert (
-        str(refused.value) == "Sampling is finished: no prompt is active, max_rounds is reached or the budget spent."
-    )
+    names(str(refused.value), "Sampling is finished", "max_rounds")
 
 
 def test_a_prior_sized_later_round_may_ask_for_a_single_completion():
@@ -326,7 +308,7 @@ def test_an_unknown_attribute_names_the_class_and_the_attribute():
     assert sampler.positive_threshold == 0.7  # a plan field, read through the sampler
     with pytest.raises(AttributeError) as refused:
         sampler.no_such_field  # noqa: B018
-    assert str(refused.value) == "'AdaptiveSampler' object has no attribute 'no_such_field'"
+    names(str(refused.value), "'AdaptiveSampler'", "'no_such_field'")
 
 
 def test_add_sample_appends_one_unmasked_completion_and_exits_in_round_one_by_default():
@@ -336,14 +318,14 @@ def test_add_sample_appends_one_unmasked_completion_and_exits_in_round_one_by_de
     assert sampler.pools == [[1.0, 0.0]] and sampler.masked == [[False, False]] and sampler.exit_round == [1]
     with pytest.raises(RuntimeError) as refused:
         sampler.add_sample(0, 1.0)
-    assert str(refused.value) == "Prompt 0 has left sampling; its pool takes no more completions."
+    names(str(refused.value), "Prompt 0 ", "left sampling")
 
 
 def test_kept_prompts_wait_for_the_end_of_sampling():
     sampler = AdaptiveSampler(num_prompts=2, num_generations=2, samples_per_round=2, max_rounds=1)
     with pytest.raises(RuntimeError) as refused:
         sampler.kept_prompts()
-    assert str(refused.value) == "Prompts are kept once sampling is done."
+    assert "once sampling is done" in str(refused.value)
     sampler.plan_round()
     sampler.ingest([1.0, 0.0, 0.0, 0.0])
     assert sampler.kept_prompts() == [0, 1]
@@ -368,9 +350,7 @@ def test_statistics_without_hits_or_scores_do_not_warn():
 
 @pytest.mark.parametrize("num_prompts", [0, True, 2.0, "2"])
 def test_a_step_needs_an_integer_number_of_prompts(num_prompts):
-    with pytest.raises(ValueError) as refused:
-        AdaptiveSampler(num_prompts=num_prompts)
-    assert str(refused.value) == f"num_prompts={num_prompts!r}: a step needs at least one prompt."
+    names(refusal(AdaptiveSampler, num_prompts=num_prompts), f"num_prompts={num_prompts!r}", "at least one prompt")
 
 
 def test_fields_given_with_a_plan_replace_its_fields():

@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pytest
+from refusals import names, refusal
 
 from trl_ada.advantages import compute_advantages
 from trl_ada.simulation import SimulatedPolicy, simulate_step
@@ -21,8 +22,7 @@ def test_policy_draws_bernoulli_rewards_prompt_major():
 
 @pytest.mark.parametrize("pass_rates", [[0.5, -0.1], [1.5], [math.nan], [math.inf], [], [[0.5, 0.5]]])
 def test_policy_rejects_pass_rates_that_are_not_probabilities(pass_rates):
-    with pytest.raises(ValueError, match=r"pass_rates must be a non-empty list of probabilities in \[0, 1\]"):
-        SimulatedPolicy(pass_rates)
+    names(refusal(SimulatedPolicy, pass_rates), "pass_rates", "non-empty", "[0, 1]", f"got {pass_rates!r}")
 
 
 def test_prompts_that_are_always_wrong_or_always_right_use_every_round():
@@ -60,7 +60,7 @@ def test_mid_pass_round_one_exit_rate_matches_the_binomial(seed):
 
 
 def test_plain_grpo_draws_exactly_n_per_prompt():
-    sampler = simulate_step(SimulatedPolicy([0.0, 0.3, 1.0], seed=0), num_generations=4, exit_rule="none")
+    sampler = simulate_step(SimulatedPolicy([0.0, 0.3, 1.0], seed=0), num_generations=4, sampling="grpo")
     assert [len(pool) for pool in sampler.pools] == [4, 4, 4]
     assert sampler.statistics().samples == 12
 

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from refusals import names, refusal
 
 from trl_ada.sampling import AdaptiveSampler, get_exit_rule
 from trl_ada.schedules.streaming import RequestWindow
@@ -148,8 +149,8 @@ def test_futility_stops_and_cancels():
 
 
 def test_prior_sized_rounds_are_refused():
-    with pytest.raises(ValueError, match="first_round='prior'.*generation_schedule='streaming'.*'fixed'"):
-        RequestWindow(make(2, first_round="prior"))
+    refused = refusal(RequestWindow, make(2, first_round="prior"))
+    names(refused, "first_round='prior'", "generation_schedule='streaming'", "'fixed'")
 
 
 def config(**fields):
@@ -159,22 +160,19 @@ def config(**fields):
 
 
 def test_config_streaming_needs_the_vllm_server():
-    with pytest.raises(
-        ValueError, match=r"generation_schedule='streaming'.*use_vllm=False.*vllm_mode='colocate'.*'rounds'"
-    ):
-        config(generation_schedule="streaming")
+    refused = refusal(config, generation_schedule="streaming")
+    names(refused, "generation_schedule='streaming'", "use_vllm=False", "vllm_mode='colocate'", "'rounds'")
     with pytest.raises(ValueError, match=r"generation_schedule='stream'.*'streaming'"):
         config(generation_schedule="stream")
-    with pytest.raises(ValueError, match=r"later_rounds='prior'.*generation_schedule='streaming'"):
-        config(generation_schedule="streaming", use_vllm=True, vllm_mode="server", later_rounds="prior")
+    refused = refusal(config, generation_schedule="streaming", use_vllm=True, vllm_mode="server", later_rounds="prior")
+    names(refused, "later_rounds='prior'", "generation_schedule='streaming'")
     with pytest.raises(ValueError, match="streaming_max_retries=-1"):
         config(generation_schedule="streaming", use_vllm=True, vllm_mode="server", streaming_max_retries=-1)
-    with pytest.raises(ValueError, match=r"prompt_oversampling=2.0: generation_schedule='streaming'.*Remove"):
-        config(generation_schedule="streaming", use_vllm=True, vllm_mode="server", prompt_oversampling=2.0)
-    with pytest.raises(
-        ValueError, match=r"streaming_window=33.*\[streaming_chunk=1, samples_per_round \* max_rounds=32\]"
-    ):
-        config(generation_schedule="streaming", use_vllm=True, vllm_mode="server", streaming_window=33)
+    server = {"generation_schedule": "streaming", "use_vllm": True, "vllm_mode": "server"}
+    refused = refusal(config, **server, prompt_oversampling=2.0)
+    names(refused, "prompt_oversampling=2.0", "generation_schedule='streaming'", "Remove prompt_oversampling")
+    refused = refusal(config, **server, streaming_window=33)
+    names(refused, "streaming_window=33", "[streaming_chunk=1, samples_per_round * max_rounds=32]")
     with pytest.raises(ValueError, match=r"streaming_window=1.*\[streaming_chunk=2,"):
         config(
             generation_schedule="streaming", use_vllm=True, vllm_mode="server", streaming_chunk=2, streaming_window=1

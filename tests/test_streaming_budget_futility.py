@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from refusals import names, refusal
 
 from trl_ada.sampling import AdaptiveSampler, exit_probability, get_exit_rule
 from trl_ada.schedules.streaming import RequestWindow
@@ -162,9 +163,7 @@ def test_masked_flags_reach_the_pool_in_request_order():
     assert other.sampler.select_groups() == [[0, 2]]  # both positives are masked: the first one is kept
     short = RequestWindow(make(1, 2, 4, 1), window=4, chunk=2)
     short.start()
-    with pytest.raises(ValueError) as refused:
-        short.receive(0, [1.0, 1.0], masked=[True])
-    assert str(refused.value) == "masked has 1 flags; expected 2, one per completion."
+    names(refusal(short.receive, 0, [1.0, 1.0], masked=[True]), "masked has 1 flags", "expected 2", "per completion")
 
 
 def test_results_for_a_dropped_prompt_are_not_kept():

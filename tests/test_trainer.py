@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 from datasets import Dataset
+from refusals import names, refusal
 from tiny import CountingReward, prompt_text, tiny_config
 
 from trl_ada import ReinforceAdaConfig, ReinforceAdaTrainer
@@ -40,7 +41,7 @@ def _dataset(repeats: int = 1) -> Dataset:
 
 def _config(tmp_path, **overrides) -> ReinforceAdaConfig:
     fields = dict(num_generations=4, samples_per_round=4, max_rounds=3, per_device_train_batch_size=16)  # 4 prompts
-    if overrides.get("exit_rule") == "none":  # plain GRPO refuses rounds it never draws
+    if overrides.get("sampling") == "grpo":  # plain GRPO refuses rounds it never draws
         fields.update(samples_per_round=None, max_rounds=None)
     return tiny_config(tmp_path, **(fields | overrides))
 
@@ -92,9 +93,11 @@ def _metric(trainer, name):
     return [h[name] for h in trainer.state.log_history if name in h]
 
 
-@pytest.mark.parametrize("rule", ["balance", "pos", "none"])
-def test_train_runs_changes_parameters_and_feeds_exactly_n_per_prompt(tiny_model_dir, tmp_path, rule):
-    trainer, _, spy, changed = _train(tiny_model_dir, tmp_path, exit_rule=rule, max_steps=2)
+@pytest.mark.parametrize(
+    "sampling", [{"exit_rule": "balance"}, {"exit_rule": "pos"}, {"sampling": "grpo"}], ids=["balance", "pos", "grpo"]
+)
+def test_train_runs_changes_parameters_and_feeds_exactly_n_per_prompt(tiny_model_dir, tmp_path, sampling):
+    trainer, _, spy, changed = _train(tiny_model_dir, tmp_path, **sampling, max_steps=2)
     assert changed
     assert spy.batch_sizes == [16, 16]  # 4 prompts x n=4 per step, whatever was drawn
     assert _metric(trainer, "reinforce_ada/samples_per_prompt")
@@ -132,8 +135,8 @@ def test_pos_exits_on_first_positive(tiny_model_dir, tmp_path):
     assert trainer.state.log_history[0]["reinforce_ada/exit_fraction/round_1"] == 0.75
 
 
-def test_none_draws_exactly_n(tiny_model_dir, tmp_path):
-    trainer, reward, _, _ = _train(tiny_model_dir, tmp_path, exit_rule="none")
+def test_plain_grpo_draws_exactly_n(tiny_model_dir, tmp_path):
+    trainer, reward, _, _ = _train(tiny_model_dir, tmp_path, sampling="grpo")
     assert reward.scored == {key: 4 for key in PROMPTS}
     assert trainer.state.log_history[0]["reinforce_ada/rounds"] == 1
 
@@ -304,10 +307,10 @@ def test_bad_config_names_the_field(tmp_path, overrides, match):
         _config(tmp_path, **overrides)
 
 
-def test_exit_rule_none_refuses_a_round_plan_it_would_not_draw(tmp_path):
-    fields = dict(exit_rule="none", num_generations=8, per_device_train_batch_size=8)
-    with pytest.raises(ValueError, match=r"^samples_per_round=4: generation_schedule='grpo'"):
-        _config(tmp_path, **fields, samples_per_round=4)  # M = 4 < n = 8: it used to be replaced by n silently
+def test_plain_grpo_refuses_a_round_plan_it_would_not_draw(tmp_path):
+    fields = dict(sampling="grpo", num_generations=8, per_device_train_batch_size=8)
+    refused = refusal(_config, tmp_path, **fields, samples_per_round=4)  # M = 4 < n = 8: once replaced by n silently
+    names(refused, "samples_per_round=4", "generation_schedule='grpo'", "Remove samples_per_round")
     assert not _config(tmp_path, **fields).sampling_plan.section.samples_adaptively
 
 

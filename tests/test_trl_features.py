@@ -1,4 +1,4 @@
-"""Every GRPOTrainer feature a TRL user can switch on, under `exit_rule="none"` and under `balance`.
+"""Every GRPOTrainer feature a TRL user can switch on, under plain GRPO (`sampling="grpo"`) and under `balance`.
 
 Each run is one or two steps on the tiny offline model; what is asserted is what a user relies on: the batch that
 reaches the loss holds n completions per prompt, the parameters move, the feature's own numbers are logged.
@@ -22,7 +22,7 @@ from trl_ada import ReinforceAdaConfig, ReinforceAdaTrainer
 
 pytestmark = pytest.mark.xdist_group("trl_features")
 
-RULES = ["none", "balance"]
+METHODS = ["grpo", "balance"]  # plain GRPO, or an exit rule
 N = 4
 
 
@@ -39,11 +39,12 @@ def _dataset(num_prompts: int = 4) -> Dataset:
     return Dataset.from_dict({"prompt": [[{"role": "user", "content": f"task {k}"}] for k in range(num_prompts)]})
 
 
-def _config(tmp_path, exit_rule: str, **overrides) -> ReinforceAdaConfig:
-    fields = dict(exit_rule=exit_rule, num_generations=N, samples_per_round=4, max_rounds=2)
+def _config(tmp_path, method: str, **overrides) -> ReinforceAdaConfig:
+    sampling = {"sampling": "grpo"} if method == "grpo" else {"exit_rule": method}
+    fields = dict(**sampling, num_generations=N, samples_per_round=4, max_rounds=2)
     fields["per_device_train_batch_size"] = 8  # 2 prompts per step
     fields |= overrides
-    if exit_rule == "none":  # plain GRPO refuses the rounds the adaptive runs use: it never draws them
+    if method == "grpo":  # plain GRPO refuses the rounds the adaptive runs use: it never draws them
         fields.update(samples_per_round=None, max_rounds=None)
     return tiny_config(tmp_path, **fields)
 
@@ -64,11 +65,11 @@ class BatchSpy:
         return sorted(counts)
 
 
-def _train(model_dir, tmp_path, exit_rule, reward_funcs=None, trainer_kwargs=None, **overrides):
+def _train(model_dir, tmp_path, method, reward_funcs=None, trainer_kwargs=None, **overrides):
     trainer = ReinforceAdaTrainer(
         model=model_dir,
         reward_funcs=reward_funcs if reward_funcs is not None else [parity_reward],
-        args=_config(tmp_path, exit_rule, **overrides),
+        args=_config(tmp_path, method, **overrides),
         train_dataset=_dataset(),
         **(trainer_kwargs or {}),
     )
@@ -103,10 +104,10 @@ LOSSES = [
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("exit_rule", RULES)
+@pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize("overrides", LOSSES, ids=lambda o: "-".join(map(str, o.values())))
-def test_every_loss_formulation_trains(tiny_model_dir, tmp_path, exit_rule, overrides):
-    trainer, spy, changed = _train(tiny_model_dir, tmp_path, exit_rule, **overrides)
+def test_every_loss_formulation_trains(tiny_model_dir, tmp_path, method, overrides):
+    trainer, spy, changed = _train(tiny_model_dir, tmp_path, method, **overrides)
     assert changed
     assert spy.copies_per_prompt() == [N]
     assert len(_logged(trainer, "loss")) == 1
@@ -124,10 +125,10 @@ OPTIONS = {
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("exit_rule", RULES)
+@pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize("name", list(OPTIONS))
-def test_trl_training_options_train(tiny_model_dir, tmp_path, exit_rule, name):
-    trainer, spy, changed = _train(tiny_model_dir, tmp_path, exit_rule, **OPTIONS[name])
+def test_trl_training_options_train(tiny_model_dir, tmp_path, method, name):
+    trainer, spy, changed = _train(tiny_model_dir, tmp_path, method, **OPTIONS[name])
     assert changed
     assert spy.copies_per_prompt() == [N]
     if name == "kl_reference_model":
@@ -136,10 +137,10 @@ def test_trl_training_options_train(tiny_model_dir, tmp_path, exit_rule, name):
         assert all(batch["completion_ids"].shape[0] == 4 for batch in spy.batches)  # one prompt per micro-batch
 
 
-@pytest.mark.parametrize("exit_rule", RULES)
-def test_masked_truncated_completions_reach_the_loss_without_gradient(tiny_model_dir, tmp_path, exit_rule):
+@pytest.mark.parametrize("method", METHODS)
+def test_masked_truncated_completions_reach_the_loss_without_gradient(tiny_model_dir, tmp_path, method):
     # 4 new tokens from a random model practically never end with EOS: every completion is truncated
-    trainer, spy, changed = _train(tiny_model_dir, tmp_path, exit_rule, mask_truncated_completions=True)
+    trainer, spy, changed = _train(tiny_model_dir, tmp_path, method, mask_truncated_completions=True)
     assert not changed
     assert all(batch["completion_mask"].sum() == 0 for batch in spy.batches)
     assert _logged(trainer, "completions/clipped_ratio") == [1.0]
@@ -162,15 +163,15 @@ def tiny_reward_model_dir(tiny_model_dir, tmp_path_factory) -> str:
     return str(path)
 
 
-@pytest.mark.parametrize("exit_rule", RULES)
+@pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize("aggregation", ["sum_then_normalize", "normalize_then_sum"])
 def test_weighted_reward_functions_and_a_reward_model(
-    tiny_model_dir, tiny_reward_model_dir, tmp_path, exit_rule, aggregation
+    tiny_model_dir, tiny_reward_model_dir, tmp_path, method, aggregation
 ):
     trainer, spy, changed = _train(
         tiny_model_dir,
         tmp_path,
-        exit_rule,
+        method,
         reward_funcs=[parity_reward, first_token_reward, tiny_reward_model_dir],
         reward_weights=[1.0, 0.5, 0.1],
         multi_objective_aggregation=aggregation,
@@ -188,18 +189,18 @@ def test_weighted_reward_functions_and_a_reward_model(
 # --------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("exit_rule", RULES)
-def test_peft_trains_only_the_adapter(tiny_model_dir, tmp_path, exit_rule):
+@pytest.mark.parametrize("method", METHODS)
+def test_peft_trains_only_the_adapter(tiny_model_dir, tmp_path, method):
     from peft import LoraConfig
 
     lora = LoraConfig(r=4, lora_alpha=8, target_modules="all-linear", task_type="CAUSAL_LM")
-    _, spy, changed = _train(tiny_model_dir, tmp_path, exit_rule, trainer_kwargs={"peft_config": lora})
+    _, spy, changed = _train(tiny_model_dir, tmp_path, method, trainer_kwargs={"peft_config": lora})
     assert changed and all("lora_" in name for name in changed)
     assert spy.copies_per_prompt() == [N]
 
 
-@pytest.mark.parametrize("exit_rule", RULES)
-def test_evaluation_during_training_is_plain_grpo(tiny_model_dir, tmp_path, exit_rule):
+@pytest.mark.parametrize("method", METHODS)
+def test_evaluation_during_training_is_plain_grpo(tiny_model_dir, tmp_path, method):
     calls = []
 
     def counting_reward(completion_ids, **kwargs):
@@ -209,7 +210,7 @@ def test_evaluation_during_training_is_plain_grpo(tiny_model_dir, tmp_path, exit
     trainer = ReinforceAdaTrainer(
         model=tiny_model_dir,
         reward_funcs=[counting_reward],
-        args=_config(tmp_path, exit_rule, eval_strategy="steps", eval_steps=1, per_device_eval_batch_size=8),
+        args=_config(tmp_path, method, eval_strategy="steps", eval_steps=1, per_device_eval_batch_size=8),
         train_dataset=_dataset(),
         eval_dataset=_dataset(2),
     )
@@ -226,7 +227,7 @@ def test_evaluation_during_training_is_plain_grpo(tiny_model_dir, tmp_path, exit
 
 TOOL_CALL = '<tool_call>\n{"name": "add", "arguments": {"a": 1, "b": 2}}\n</tool_call><|im_end|>'
 ANSWER = "3<|im_end|>"
-EPISODES = {"none": {"mixed": 4, "hard": 4}, "balance": {"mixed": 4, "hard": 12}}  # n = M = 4, N = 3
+EPISODES = {"grpo": {"mixed": 4, "hard": 4}, "balance": {"mixed": 4, "hard": 12}}  # n = M = 4, N = 3
 
 
 @pytest.fixture(scope="module")
@@ -298,31 +299,31 @@ def _check_tool_masks(trainer, spy) -> None:
             assert "<tool_response>" in tool_part and "3" in tool_part and "<tool_call>" not in tool_part
 
 
-@pytest.mark.parametrize("exit_rule", RULES)
-def test_environment_episodes_resample_like_completions(tool_model_dir, tmp_path, exit_rule):
+@pytest.mark.parametrize("method", METHODS)
+def test_environment_episodes_resample_like_completions(tool_model_dir, tmp_path, method):
     AddingEnvironment.episodes.clear()
     AddingEnvironment.tool_calls.clear()
     dataset = Dataset.from_dict({"prompt": [[{"role": "user", "content": key}] for key in ("mixed", "hard")]})
     trainer = ReinforceAdaTrainer(  # no reward_funcs: the environment owns the reward, as in GRPOTrainer
         model=tool_model_dir,
-        args=_config(tmp_path, exit_rule, max_rounds=3, max_completion_length=256),
+        args=_config(tmp_path, method, max_rounds=3, max_completion_length=256),
         train_dataset=dataset,
         environment_factory=AddingEnvironment,
     )
     _script_tool_episodes(trainer)
     spy = BatchSpy(trainer)
     trainer.train()
-    assert AddingEnvironment.episodes == EPISODES[exit_rule]
-    assert AddingEnvironment.tool_calls == EPISODES[exit_rule]
+    assert AddingEnvironment.episodes == EPISODES[method]
+    assert AddingEnvironment.tool_calls == EPISODES[method]
     assert spy.copies_per_prompt() == [N]
     _check_tool_masks(trainer, spy)
     assert _logged(trainer, "tools/call_frequency") == [1.0]
-    if exit_rule == "balance":
+    if method == "balance":
         assert _logged(trainer, "reinforce_ada/samples") == [16.0]
 
 
-@pytest.mark.parametrize("exit_rule", RULES)
-def test_standalone_tools_resample_like_completions(tool_model_dir, tmp_path, exit_rule):
+@pytest.mark.parametrize("method", METHODS)
+def test_standalone_tools_resample_like_completions(tool_model_dir, tmp_path, method):
     scored = Counter()
 
     def add(a: int, b: int) -> int:
@@ -347,19 +348,19 @@ def test_standalone_tools_resample_like_completions(tool_model_dir, tmp_path, ex
     trainer = ReinforceAdaTrainer(
         model=tool_model_dir,
         reward_funcs=[alternating],
-        args=_config(tmp_path, exit_rule, max_rounds=3, max_completion_length=256),
+        args=_config(tmp_path, method, max_rounds=3, max_completion_length=256),
         train_dataset=dataset,
         tools=[add],
     )
     _script_tool_episodes(trainer)
     spy = BatchSpy(trainer)
     trainer.train()
-    assert scored == EPISODES[exit_rule]
+    assert scored == EPISODES[method]
     _check_tool_masks(trainer, spy)
 
 
-@pytest.mark.parametrize("exit_rule", RULES)
-def test_rollout_func_fields_and_masks_stay_with_their_episode(tiny_model_dir, tmp_path, exit_rule):
+@pytest.mark.parametrize("method", METHODS)
+def test_rollout_func_fields_and_masks_stay_with_their_episode(tiny_model_dir, tmp_path, method):
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
     episodes = Counter()
 
@@ -389,13 +390,13 @@ def test_rollout_func_fields_and_masks_stay_with_their_episode(tiny_model_dir, t
     trainer = ReinforceAdaTrainer(
         model=tiny_model_dir,
         reward_funcs=[reward_from_episode],
-        args=_config(tmp_path, exit_rule, max_rounds=3),
+        args=_config(tmp_path, method, max_rounds=3),
         train_dataset=dataset,
         rollout_func=rollout,
     )
     spy = BatchSpy(trainer)
     trainer.train()
-    assert episodes == EPISODES[exit_rule]
+    assert episodes == EPISODES[method]
     for batch in spy.batches:
         for ids, mask, tool_mask in zip(
             batch["completion_ids"], batch["completion_mask"], batch["tool_mask"], strict=True

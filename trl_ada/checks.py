@@ -227,6 +227,24 @@ def check_rewards(name: str, rewards: Any, expected: int | None = None) -> Any:
     return rewards
 
 
+def infinite_reward(name: str, value: Any, which: str) -> RewardError:
+    """The refusal of a reward that is infinite, or beyond float32's range (TRL's tensors turn it into inf), given
+    by `name` for `which` completion."""
+    return RewardError(
+        f"Reward function {name!r} returned {value} for {which}. Rewards must be finite floats within float32's "
+        f"range (±3.4e38); return None for 'no opinion'. Make {name!r} clip or rescale its output (e.g. to [0, 1]) "
+        "and check it on this completion."
+    )
+
+
+def check_finite(name: str, rewards: Sequence[Any], completions: Sequence[Any]) -> None:
+    """An [`infinite_reward`] for the first reward of `rewards` (checked by [`check_rewards`]) beyond float32's
+    range, quoting its completion; None and NaN are 'no opinion'."""
+    for reward, completion in zip(rewards, completions, strict=True):
+        if reward is not None and abs(float(reward)) > _FLOAT32_MAX:
+            raise infinite_reward(name, reward, f"the completion {_shown(completion)}")
+
+
 class CheckedReward:
     """A reward function whose answer is checked by [`check_rewards`]; TRL sees the function's name."""
 
@@ -285,12 +303,8 @@ class RewardGuard:
         bad = np.argwhere(np.isinf(per_func))
         if bad.size:
             row, column = (int(v) for v in bad[0])
-            name = self.reward_func_names[column]
-            raise RewardError(
-                f"Reward function {name!r} returned {per_func[row, column]} for "
-                f"{self._which(row, completions, offset)}. Rewards must be finite floats within float32's range "
-                "(±3.4e38); return None for 'no opinion'. "
-                f"Make {name!r} clip or rescale its output (e.g. to [0, 1]) and check it on this completion."
+            raise infinite_reward(
+                self.reward_func_names[column], per_func[row, column], self._which(row, completions, offset)
             )
         rewards = aggregate_rewards(per_func, self.reward_weights)
         bad_rows = np.flatnonzero(np.abs(rewards) > _FLOAT32_MAX)  # NaN (no opinion) is not an overflow

@@ -154,7 +154,7 @@ class ReinforceAdaConfig(SamplingArguments, RunDirArguments, GRPOConfig):
     (Reinforce-Ada-Seq), `"est"` (Reinforce-Ada-Est), `"dapo"` (DAPO's dynamic sampling), `"budgeted_balance"` and
     `"pilot_commit"`. A field you set is explicit whatever its value: it wins over the preset when the resolved
     schedule uses it, and is refused when it does not. The defaults that differ from `GRPOConfig` reproduce the
-    paper's runs; with `exit_rule="none"` the trainer computes exactly what [`~trl.GRPOTrainer`] computes.
+    paper's runs; with `sampling="grpo"` the trainer computes exactly what [`~trl.GRPOTrainer`] computes.
     """
 
     # Paper defaults where TRL's differ

@@ -47,6 +47,7 @@ __all__ = [
     "format_dataset",
     "load_prompt_dataset",
     "model_context",
+    "nothing_asked",
     "prompt_lengths",
     "prompt_token_count",
     "prompt_token_ids",
@@ -177,6 +178,11 @@ class ReinforceAdaScriptArguments(ScriptArguments):
             self.reward_funcs = [self.reward_funcs]
         if not self.reward_funcs:
             raise ValueError("reward_funcs is empty: name at least one reward function, e.g. `reward_funcs: [math]`.")
+        if not isinstance(self.reward_funcs, list) or not all(isinstance(name, str) for name in self.reward_funcs):
+            raise ValueError(
+                f"reward_funcs={self.reward_funcs!r} must be a list of reward names (registered ones or "
+                "`package.module:function` paths), e.g. `reward_funcs: [math]` or --reward_funcs math format."
+            )
         if isinstance(self.reward_kwargs, str):
             try:
                 self.reward_kwargs = json.loads(self.reward_kwargs)
@@ -295,8 +301,21 @@ def drop_unanswered(dataset: Dataset, answer_column: str, source: str = "The dat
 
 
 def _is_unposed(value: Any) -> bool:
-    """A problem with nothing to ask: null, blank, or a conversation of no message."""
-    return not value if _is_conversation(value) else _is_blank(value)
+    """A problem with nothing to ask: null, blank, or a conversation that asks nothing (`nothing_asked`)."""
+    return nothing_asked(value) is not None if _is_conversation(value) else _is_blank(value)
+
+
+def nothing_asked(conversation: list[dict[str, Any]]) -> str | None:
+    """Why a conversation asks nothing a chat template can render: no message, a message whose content is null, or
+    a blank last message; None when it asks something."""
+    if not conversation:
+        return "it has no message"
+    for index, message in enumerate(conversation):
+        if message.get("content") is None:
+            return f"message {index} ({message.get('role')!r}) has content null"
+    if _is_blank(conversation[-1]["content"]):
+        return f"its last message ({conversation[-1].get('role')!r}) is empty"
+    return None
 
 
 def drop_unposed(dataset: Dataset, problem_column: str, source: str = "The dataset") -> Dataset:
@@ -653,13 +672,22 @@ def check_train_prompts(
     render: Callable[[Sequence[Any]], list[str]] | None = None,
     count: Callable[[list], Sequence[int]] | None = None,
 ) -> None:
-    """Before training: refuse a `train_dataset` (with a `prompt` column) holding a prompt that fills the model's
-    context, naming it and `max_prompt_tokens`. `render` and `count` give the text and the tokens of prompts as
-    generation sends them (default: `tokenizer`'s chat template with `chat_template_kwargs`)."""
+    """Before training: refuse a `train_dataset` (with a `prompt` column) holding a conversation that asks nothing
+    ([`nothing_asked`]) or a prompt that fills the model's context, naming it and the fix. `render` and `count`
+    give the text and the tokens of prompts as generation sends them (default: `tokenizer`'s chat template with
+    `chat_template_kwargs`)."""
     columns = getattr(dataset, "column_names", None) or []
-    if context is None or not hasattr(dataset, "__len__") or "prompt" not in columns:
+    if not hasattr(dataset, "__len__") or "prompt" not in columns:
         return  # a streamed dataset is read as training goes
     prompts = dataset["prompt"]
+    for row, prompt in enumerate(prompts):
+        if _is_conversation(prompt) and (why := nothing_asked(prompt)):
+            raise ValueError(
+                f"train_dataset row {row}: {why}, so it asks nothing. Fill in its content, or drop such rows "
+                "first: trl_ada.data.drop_unposed(train_dataset, 'prompt') drops them with a warning."
+            )
+    if context is None:
+        return
     render = render or (lambda chunk: rendered_prompts(chunk, tokenizer, chat_template_kwargs))
     count = count or (lambda chunk: prompt_lengths(chunk, tokenizer, chat_template_kwargs))
     hint = max_prompt_tokens_hint(context, max_completion_length)

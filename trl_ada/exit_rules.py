@@ -1,7 +1,9 @@
 """Exit rules: when a prompt's pool holds enough signal to stop sampling (pure Python, no numpy, no torch).
 
-A rule reads a prompt's pool counts (positives, negatives) and the group size n. The four built-in rules are
+A rule reads a prompt's pool counts (positives, negatives) and the group size n. The three built-in rules are
 quotas; `register_exit_rule` adds a rule of your own, which `ReinforceAdaConfig(exit_rule=...)` then accepts by name.
+`NONE`, always met, is plain GRPO's (`sampling="grpo"`: one round of exactly n); it is not registered, so no config
+chooses it.
 """
 
 from __future__ import annotations
@@ -60,21 +62,20 @@ POS = QuotaRule(
     min_negative=lambda n: 0,
     description="at least one positive",
 )
-NONE = QuotaRule(
-    "none",
-    min_positive=lambda n: 0,
-    min_negative=lambda n: 0,
-    description="plain GRPO sampling: one round of exactly n completions per prompt",
-)
-
 MIXED = QuotaRule(
     "mixed",
     min_positive=lambda n: 1,
     min_negative=lambda n: 1,
     description="at least one positive and one negative (DAPO's filter: the group is effective)",
 )
+NONE = QuotaRule(
+    "none",
+    min_positive=lambda n: 0,
+    min_negative=lambda n: 0,
+    description="always met: plain GRPO's one round of exactly n completions per prompt (not registered)",
+)
 
-_EXIT_RULES: dict[str, ExitRule] = {rule.name: rule for rule in (BALANCE, POS, MIXED, NONE)}
+_EXIT_RULES: dict[str, ExitRule] = {rule.name: rule for rule in (BALANCE, POS, MIXED)}
 
 
 def register_exit_rule(rule: ExitRule, *, overwrite: bool = False) -> ExitRule:

@@ -133,14 +133,12 @@ class Objective(Record):
 @dataclass(frozen=True)
 class Section(Record):
     """A schedule's own parameters; a subclass is one schedule, registered by `register`. The first paragraph of its
-    docstring is the schedule's help. `name`: the value of `generation_schedule`; `selected_by`: flat values that
-    select it when `generation_schedule` is not set (`exit_rule="none"`: plain GRPO); `sampler`: the step's sampler
+    docstring is the schedule's help. `name`: the value of `generation_schedule`; `sampler`: the step's sampler
     (None: `AdaptiveSampler`); `allocates_samples`: it sizes prompts' samples by the objective's weight;
     `all_negative`: what a step without positives does (the `positive_threshold` warning)."""
 
     group: ClassVar[str] = SAMPLING
     name: ClassVar[str]
-    selected_by: ClassVar[Mapping[str, Any]] = {}
     sampler: ClassVar[type | None] = None
     allocates_samples: ClassVar[bool] = False
     samples_adaptively: ClassVar[bool] = True
@@ -248,11 +246,8 @@ class SamplingPlan(Record):
 
     def replace(self, **changes: Any) -> SamplingPlan:
         """This plan with some flat fields changed: `changes` are explicit (None sets a field to None), this plan's
-        fields are the base they win over, so `replace(exit_rule="none")` of a balance plan is plain GRPO."""
-        base = self.fields()
-        if any(name in changes for name in self.section.selected_by):  # the change may select another section
-            base = {k: v for k, v in base.items() if k != "generation_schedule" and k not in self.section.selected_by}
-        base |= {name: value for name, value in changes.items() if value is None}
+        fields are the base they win over, so `replace(generation_schedule="grpo")` of a balance plan is plain GRPO."""
+        base = self.fields() | {name: value for name, value in changes.items() if value is None}
         explicit = {name: value for name, value in changes.items() if value is not None}
         host = next((h for h in (ASYNCHRONOUS, SYNCHRONOUS) if type(self.section) in h.registry.values()), SYNCHRONOUS)
         return resolve(explicit, num_generations=changes.get("num_generations", self.n), host=host, base=base)
@@ -266,9 +261,9 @@ class SamplingPlan(Record):
         return self.section.name
 
     def fields(self) -> dict[str, Any]:
-        """The plan by flat names: the section's fields (and the values that select it), `generation_schedule`,
-        then the shared ones; only fields the schedule uses."""
-        values = {**self.section.selected_by, **dict(leaf_values(self.section))}
+        """The plan by flat names: the section's fields, `generation_schedule`, then the shared ones; only fields the
+        schedule uses."""
+        values = dict(leaf_values(self.section))
         values["generation_schedule"] = self.generation_schedule
         return values | {name: value for name, value in leaf_values(self) if name != "num_generations"}
 
@@ -436,13 +431,24 @@ def resolve(
     over `base`, then the sections' defaults. `num_generations` defaults to `given`'s, else 4.
 
     Explicit is explicit: a field given that the resolved schedule does not own is refused whatever its value, and
-    so is a preset that sets one (`unused_refusal`).
+    so is a preset that sets one (`unused_refusal`). `exit_rule="none"`, plain GRPO's former alias, is refused with
+    its replacement, `sampling="grpo"`.
     """
     check_preset(sampling)
     n = given.get("num_generations", 4) if num_generations is ... else num_generations
     check_group_size(n)
     explicit = explicit_fields(given)
+    if explicit.get("exit_rule") == "none":  # plain GRPO's former alias: this refusal for one release, then gone
+        raise ValueError(
+            "exit_rule='none': plain GRPO is sampling='grpo' now; remove exit_rule and set sampling='grpo'."
+        )
     preset = PRESETS[sampling].fields(n) if sampling is not None else {}
+    chosen = explicit.get("generation_schedule", preset.get("generation_schedule"))
+    if chosen != preset.get("generation_schedule", chosen):
+        raise ValueError(
+            f"sampling={sampling!r} runs generation_schedule={preset['generation_schedule']!r}, but "
+            f"generation_schedule={chosen!r} is given too. Remove generation_schedule, or remove sampling."
+        )
     values = {**(base or {}), **preset, **explicit}
     layers = ((explicit, ""), (preset, f" (set by sampling={sampling!r})"), (base or {}, ""))
     name, chosen_by = choose_schedule(host, layers)
@@ -461,7 +467,7 @@ def resolve(
             f"choose another preset (those {host.trainer} runs: {usable})."
         )
     for field_name, value in explicit.items():
-        if field_name not in owned and section.selected_by.get(field_name, object()) != value:
+        if field_name not in owned:
             raise ValueError(unused_refusal(field_name, value, f"{name!r}{chosen_by}", host))
     own = {flat_name(f) for f, _, _, owner in leaf_fields(SamplingPlan) if owner is SamplingPlan}
     shared = {name: values[name] for name in own - {"num_generations"} if name in values}
@@ -470,16 +476,12 @@ def resolve(
 
 
 def choose_schedule(host: Host, layers: tuple[tuple[Mapping[str, Any], str], ...]) -> tuple[str, str]:
-    """The schedule's name and what chose it (`" (set by ...)"`, for refusals): `generation_schedule`, or the
-    values that select a section (`Section.selected_by`), from each layer of values in turn (explicit, preset,
-    base, each with how a refusal names it); else the host's default."""
+    """The schedule's name and what chose it (`" (set by ...)"`, for refusals): `generation_schedule` of the first
+    layer of values that sets it (explicit, preset, base, each with how a refusal names it); else the host's
+    default."""
     for layer, source in layers:
         if "generation_schedule" in layer:
             return layer["generation_schedule"], source
-        for name, section in host.registry.items():
-            if section.selected_by and all(layer.get(k, object()) == v for k, v in section.selected_by.items()):
-                given = ", ".join(f"{k}={v!r}" for k, v in section.selected_by.items())
-                return name, f" (set by {given})"
     return host.default, ""
 
 

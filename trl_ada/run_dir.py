@@ -62,6 +62,7 @@ __all__ = [
     "run_lock",
     "safetensors_complete",
     "saving_checkpoint",
+    "weights_file_problem",
 ]
 
 logger = logging.getLogger(__name__)
@@ -145,7 +146,7 @@ def _weights_problem(checkpoint: Path) -> str | None:
         if index.is_file():
             return _index_problem(index)
         if (checkpoint / name).is_file():
-            return _file_problem(checkpoint / name)
+            return weights_file_problem(checkpoint / name)
     if any(_UNCHECKED_WEIGHTS.match(entry.name) for entry in checkpoint.iterdir()):
         return None
     return f"it has no model weights ({', '.join(_WEIGHT_FILES[:2])} or {_WEIGHT_FILES[2]})"
@@ -160,13 +161,13 @@ def _index_problem(index: Path) -> str | None:
     for shard in shards:
         if not (index.parent / shard).is_file():
             return f"its weight shard {shard} is missing"
-        problem = _file_problem(index.parent / shard)
+        problem = weights_file_problem(index.parent / shard)
         if problem:
             return problem
     return None
 
 
-def _file_problem(weights: Path) -> str | None:
+def weights_file_problem(weights: Path) -> str | None:
     """Why a weights file is incomplete: empty, or (safetensors) shorter than its header says."""
     if weights.stat().st_size == 0:
         return f"its {weights.name} is empty"

@@ -312,8 +312,8 @@ class AdaptiveSampler(PromptPools):
 
     `plan` holds every parameter (a `SamplingPlan` whose section decides exits: its `exits`, `seq.Exits`; keyword
     arguments build one, or change the given one); the sampler reads them once, as its own attributes
-    (`sampler.samples_per_round`). With `exit_rule="none"` the step is plain GRPO sampling: one round of exactly n
-    per prompt.
+    (`sampler.samples_per_round`). With `generation_schedule="grpo"` (`sampling="grpo"`) the step is plain GRPO
+    sampling: one round of exactly n per prompt, under the exit rule `NONE`, always met.
 
     Budgeted rounds (all off by default, which gives every active prompt M completions per round): a Beta prior per
     prompt, combined with the step's pool, sizes the first round (`first_round="prior"`) and/or later rounds
@@ -343,7 +343,7 @@ class AdaptiveSampler(PromptPools):
         exits = plan.section.exits(plan.num_generations)
         super().__init__(num_prompts, plan, prior_alpha=prior_alpha, prior_beta=prior_beta, memory_hits=memory_hits)
         self.exit_rule = exits.exit_rule
-        self.rule = get_exit_rule(exits.exit_rule)
+        self.rule = NONE if exits.exit_rule == NONE.name else get_exit_rule(exits.exit_rule)  # NONE: plain GRPO's
         self.samples_per_round, self.max_rounds = exits.samples_per_round, exits.max_rounds
         self.futility_threshold, self.sample_budget = exits.futility_threshold, exits.sample_budget
         self.first_round, self.later_rounds = exits.sizing.first_round, exits.sizing.later_rounds

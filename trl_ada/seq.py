@@ -3,7 +3,8 @@
 Pure Python (no numpy, no torch, no TRL). A prompt samples until its pool meets the exit rule, M completions at a
 time, at most M·N, or until it is futile; rounds may be sized from the pass-rate posterior (`PriorSizing`) and a
 step capped by a budget. `Seq` holds the fields every such section has; a section adds the rest as fields of its own
-and says so in `exits`. Plain GRPO (`schedules/grpo.py`) has no fields and reads as `Exits("none", n, 1)`.
+and says so in `exits`. Plain GRPO (`schedules/grpo.py`) has no fields and reads as `Exits("none", n, 1)`: one
+round of n under the rule `exit_rules.NONE`, which no config chooses.
 """
 
 from __future__ import annotations
@@ -87,9 +88,7 @@ def exit_rule_option() -> Any:
         "balance",
         'When a prompt stops sampling. `"balance"`: its pool holds at least ⌊n/2⌋ positives and n − ⌊n/2⌋ '
         'negatives (the paper\'s best variant). `"pos"`: at least one positive. `"mixed"`: at least one positive '
-        'and one negative (DAPO\'s filter). `"none"`: plain GRPO sampling (`generation_schedule="grpo"`, which it '
-        "selects), one round of exactly n per prompt. Rules registered with `trl_ada.register_exit_rule` are "
-        "accepted by name.",
+        "and one negative (DAPO's filter). Rules registered with `trl_ada.register_exit_rule` are accepted by name.",
     )
 
 
@@ -138,11 +137,6 @@ class Seq(Section):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.exit_rule == "none":
-            raise ValueError(
-                f"exit_rule='none' under generation_schedule={self.name!r}: plain GRPO is a schedule of its own, "
-                "which exit_rule='none' selects. Remove generation_schedule (or set it to 'grpo')."
-            )
         if self.exit_rule not in exit_rule_names():
             get_exit_rule(self.exit_rule)  # a ValueError listing the valid names
 

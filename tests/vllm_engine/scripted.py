@@ -77,6 +77,6 @@ def make_config(method: str, mode: str, output_dir, server_url: str | None = Non
         return ReinforceAdaConfig(sampling="est", **fields)
     if method == "pilot_commit":
         return ReinforceAdaConfig(sampling="pilot_commit", pilot_oversampling=1.0, **fields)
-    if method == "none":  # plain GRPO refuses rounds it never draws
-        return ReinforceAdaConfig(exit_rule="none", **fields)
+    if method == "none":  # plain GRPO through our trainer, no exit rule: it refuses rounds it never draws
+        return ReinforceAdaConfig(sampling="grpo", **fields)
     return ReinforceAdaConfig(samples_per_round=4, max_rounds=3, exit_rule=method, **fields)

@@ -105,13 +105,19 @@ def _looks_local(name: str) -> bool:
 def check_model(name: str, option: str, **config_kwargs: Any) -> None:
     """Fail before any data or generation work when the model cannot be found.
 
-    A local-looking path must be a directory (with a "did you mean" hint from its parent); anything else must have a
-    loadable config (a cheap download, or the local cache offline); `config_kwargs` go to `AutoConfig`.
+    A local-looking path must be a directory (with a "did you mean" hint from its parent) whose safetensors files are
+    whole; anything else must have a loadable config (a cheap download, or the local cache offline);
+    `config_kwargs` go to `AutoConfig`.
     """
     from ..utils import closest_name
 
     path = Path(name).expanduser()
     if path.is_dir():
+        from ..run_dir import weights_file_problem
+
+        problem = next(filter(None, map(weights_file_problem, sorted(path.glob("*.safetensors")))), None)
+        if problem:
+            raise UsageError(f"{option} {name}: {problem}. Download or copy the model again, or pass another one.")
         return
     if path.exists():
         raise UsageError(f"{option} {name}: is a file; pass the model's directory (with config.json) or a Hub id.")

@@ -19,7 +19,7 @@ It prints per regime a table per method, a summary, a reading and what the regim
 to run the real-model benchmark. It writes `demo.json`, `demo.txt` and `demo.png` (a row of panels per regime).
 Results are staged next to `--output_dir` and moved into place only at the end, so an interrupted run leaves nothing
 half-written. Under a minute on two idle cores. The training and the summaries are `trl_ada.toy.experiment`; see
-`docs/demo.md`.
+`docs/lab/demo.md`.
 """
 
 from __future__ import annotations

@@ -127,7 +127,7 @@ TRAIN = TrainCommand(
     trl_config="trl:GRPOConfig",
     trainer="trl_ada.trainer:ReinforceAdaTrainer",
     description="""\
-Train a model with Reinforce-Ada adaptive sampling (arXiv 2510.04996), or plain GRPO with --exit_rule none, on
+Train a model with Reinforce-Ada adaptive sampling (arXiv 2510.04996), or plain GRPO with --sampling grpo, on
 TRL's GRPOTrainer. Every option below can be set in the YAML recipe (as `key: value`) or as a flag; flags override
 the recipe. Booleans take a value (--bf16 false); lists take several (--reward_funcs math format).
 
@@ -202,8 +202,12 @@ def _check_config_file(path: str) -> dict[str, Any]:
     import yaml
 
     try:
-        with open(path) as handle:
+        with open(path, encoding="utf-8") as handle:
             config = yaml.safe_load(handle)
+    except UnicodeDecodeError as err:
+        raise UsageError(
+            f"--config {path}: is not UTF-8 text ({err.reason} at byte {err.start}). Save the recipe as UTF-8."
+        ) from None
     except FileNotFoundError:
         raise UsageError(f"--config {path}: no such file. Check the path of the YAML recipe.") from None
     except IsADirectoryError:
@@ -224,9 +228,15 @@ _YAML_BOOLEAN_WORDS = {False: ("no", "off", "false"), True: ("yes", "on", "true"
 """The words YAML 1.1 reads as booleans, each value's in the order a choice is matched."""
 
 
+_YAML_BOOLEAN_MEANS = {"report_to": {False: "none", True: "all"}}
+"""Options without choices whose YAML booleans have a meaning: `report_to: no` reports nowhere."""
+
+
 def _yaml_choice(action: argparse.Action, value: Any) -> Any:
-    """A YAML boolean as the option's choice it was written as (`eval_strategy: no` is read as False); any other
-    value as it is."""
+    """A YAML boolean as the option's choice it was written as (`eval_strategy: no` is read as False, and so is
+    `report_to: no`, `_YAML_BOOLEAN_MEANS`); any other value as it is."""
+    if isinstance(value, bool) and action.dest in _YAML_BOOLEAN_MEANS:
+        return _YAML_BOOLEAN_MEANS[action.dest][value]
     if not isinstance(value, bool) or action.choices is None:
         return value
     choices = [str(choice) for choice in action.choices]

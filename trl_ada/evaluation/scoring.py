@@ -40,13 +40,13 @@ def score_completions(
     `reward_func(completions=..., answer=..., **columns)`, every per-problem value of `answer` and of the extra
     `columns` repeated for each of its samples. All samples are scored in chunks of `chunk_size` (math_reward
     verifies repeated answers once and may use its worker processes, see `TRL_ADA_REWARD_WORKERS`). Each answer is
-    checked as training checks it (`trl_ada.checks.check_rewards`: one number or None per completion, else a
-    `RewardError` naming the function). A sample the reward abstains on (None or NaN: no opinion) is not correct;
-    their count is logged as a warning.
+    checked as training checks it (`trl_ada.checks.check_rewards` and `check_finite`: one finite number or None per
+    completion, else a `RewardError` naming the function). A sample the reward abstains on (None or NaN: no
+    opinion) is not correct; their count is logged as a warning.
     """
     from tqdm.auto import tqdm
 
-    from ..checks import check_rewards
+    from ..checks import check_finite, check_rewards
 
     name = reward_name(reward_func)
     if reward_func is None:
@@ -64,7 +64,8 @@ def score_completions(
     for start in tqdm(range(0, len(flat), chunk_size), desc="Scoring", unit="chunk"):
         chunk = slice(start, start + chunk_size)
         scored = reward_func(completions=flat[chunk], **{column: values[chunk] for column, values in repeated.items()})
-        rewards.extend(check_rewards(name, scored, len(flat[chunk])))
+        check_finite(name, check_rewards(name, scored, len(flat[chunk])), flat[chunk])
+        rewards.extend(scored)
     abstained = sum(_abstains(reward) for reward in rewards)
     if abstained:
         logger.warning(

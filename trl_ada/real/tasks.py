@@ -127,10 +127,11 @@ def arithmetic_task(train_per_kind: int = 12, test_per_kind: int = 8, seed: int 
 
 
 def _check_sizes(**sizes: Any) -> None:
-    """Refuse a split size that is not a count of prompts (a negative one would act as a slice index)."""
+    """Refuse a split size that is not a positive count of prompts (an empty split has no columns to read, and a
+    negative size would act as a slice index)."""
     for name, size in sizes.items():
-        if not is_int(size) or size < 0:
-            raise ValueError(f"{name}={size!r}: must be an integer >= 0 (a number of prompts).")
+        if not is_int(size) or size < 1:
+            raise ValueError(f"{name}={size!r}: must be an integer >= 1 (a number of prompts), e.g. {name}=8.")
 
 
 def _arithmetic_row(name: str, kind: ArithmeticKind, a: int, b: int) -> dict[str, Any]:
@@ -177,6 +178,8 @@ def load_capitals(path: str | Path | None = None) -> Dataset:
 
 def _read_capitals(path: Path) -> list[dict[str, str]]:
     """The (country, capital) rows of the CSV file, stripped; a ValueError when either column is missing."""
+    if path.is_dir():
+        raise ValueError(f"{path}: is a directory; pass the CSV file of countries and capitals inside it.")
     with open(path, newline="", encoding="utf-8-sig") as file:
         reader = csv.DictReader(file)
         missing = [column for column in ("country", "capital") if column not in (reader.fieldnames or [])]

@@ -290,7 +290,11 @@ _UPRIGHT = re.compile(
     rf"\\(?:mathrm|mathit|textrm|operatorname)\s*\{{\s*({_CONSTANT_OR_FUNCTION})\s*\}}"
     rf"|\{{\s*\\rm\s+({_CONSTANT_OR_FUNCTION})\s*\}}|\\rm\s+({_CONSTANT_OR_FUNCTION})\b"
 )
-_UNICODE = str.maketrans({"\u2212": "-", "\u2009": " ", "\u202f": " ", "\u00a0": " "})
+_OTHER_DIGITS = {chr(zero + d): str(d) for zero in (0xFF10, 0x0660, 0x06F0, 0x0966) for d in range(10)}
+"""Fullwidth, Arabic-Indic, Eastern Arabic-Indic and Devanagari digits, read as ASCII digits."""
+_UNICODE = str.maketrans(
+    {"\u2212": "-", "\uff0d": "-", "\u2009": " ", "\u202f": " ", "\u00a0": " ", "\u00ad": None, **_OTHER_DIGITS}
+)
 _GROUP_SEPARATOR = r"(?:\s|\\[,;: ]|~|\{,\})"
 # A whole answer that is one number written with digit grouping: `1 000`, `1\,000\,000.5`, `-12~345`.
 _GROUPED_NUMBER = re.compile(rf"([+-]?\d{{1,3}}(?:{_GROUP_SEPARATOR}\d{{3}})+(?:\.\d+)?)(\s*\\?%)?")
@@ -322,7 +326,8 @@ def _read_comma_number(text: str) -> str:
 
 
 def _tidy(text: str) -> str:
-    """Unicode minus and spaces to ASCII, upright wrappers unwrapped, grouped digits read as one number."""
+    """Unicode minus signs, spaces and digits to ASCII (soft hyphens dropped), upright wrappers unwrapped, grouped
+    digits read as one number."""
     return _read_grouped_number(_UPRIGHT.sub(_unwrap, text.translate(_UNICODE)).strip())
 
 
@@ -451,7 +456,7 @@ def _percentage_number(value: Any) -> Any:
 
 
 _HEDGE_NUMBER = r"-?\d+(?:\.\d+)?"
-_HEDGE_JOINT = r"\\?%?\s*(?:,\s+(?:or\s+)?|(?:,\s*)?\bor\s+)(?:(?:maybe|perhaps|possibly|probably)\s+)?"
+_HEDGE_JOINT = r"\\?%?\s*[(\[]?\s*(?:,\s+(?:or\s+)?|(?:,\s*)?\bor\s+)(?:(?:maybe|perhaps|possibly|probably)\s+)?"
 _HEDGE_RIGHT = re.compile(rf"({_HEDGE_JOINT})({_HEDGE_NUMBER})(?!\w|\.\d)")
 _HEDGE_LEFT = re.compile(rf"(?<![\w.])({_HEDGE_NUMBER})({_HEDGE_JOINT})$")
 _MAX_HEDGE_ITEMS = 16
@@ -461,7 +466,8 @@ MAX_PROPORTION_PERCENT = 100
 
 def hedged(text: str, written: str) -> bool:
     """Whether the number `written`, at its last occurrence in `text`, is one item of a list of numbers: two
-    distinct numbers joined by "or" ("13 or 14", "13, or maybe 14") or three joined by commas ("12, 13, 14")."""
+    distinct numbers joined by "or" ("13 or 14", "13, or maybe 14", "13 (or 14)") or three joined by commas
+    ("12, 13, 14")."""
     occurrences = list(re.finditer(rf"(?<![\w.]){re.escape(written)}(?!\w|\.\d)", text)) if written else []
     if not occurrences:
         return False

@@ -63,9 +63,14 @@ def get_reward_funcs(
     them and must return the reward. Raises ValueError for unknown names (listing the known ones), failed imports,
     and options for a reward that is not used or takes no such option.
     """
-    if isinstance(names, str):
+    if isinstance(names, str) or callable(names):
         names = [names]
-    names = list(names)
+    names = list(names) if isinstance(names, Iterable) else names
+    if not isinstance(names, list) or not all(isinstance(name, str) or callable(name) for name in names):
+        raise ValueError(
+            f"reward_funcs={names!r} must be a list of reward names (registered: {sorted(REWARD_FUNCS)}, or "
+            "`package.module:function` paths) or callables, e.g. ['math']."
+        )
     options = _check_reward_kwargs(reward_kwargs, names)
     return [_reward(name, options) for name in names]
 

@@ -12,8 +12,11 @@ A completion's score depends on the completion, its own gold answer and the fixe
   the `candidates`: the earliest (the longest at the same word), skipping a name negated by the word before it or
   by "not"/"n't" and one word ("not Paris", "don't know Paris"). It must be one of the row's aliases.
 - **Listing or hedging does not pay**: the answer scores 0 when it is one item of a list of names
-  ([`listed`]): two distinct names joined by "or", "and", "/" or "&" ("Paris or Lyon"), or three joined by commas
-  ("Berlin, Madrid, Paris"). A name here is a known name or 1 to 4 capitalised words ("Hoi An", "Rio de Janeiro").
+  ([`listed`]): two distinct names joined by "or", "and", "/" or "&" ("Paris or Lyon"), or three joined by anything
+  a list is written with: commas, semicolons, periods, pipes, brackets, bullets, list numbers, new lines or spaces
+  ("Berlin, Madrid, Paris", "1. Berlin 2. Madrid 3. Paris"). A name here is a known name or 1 to 4 capitalised
+  words ("Hoi An", "Rio de Janeiro") none of which is a word that starts no name (`NOT_NAMES`: "The Capital Is
+  Paris" lists nothing).
 """
 
 from __future__ import annotations
@@ -56,18 +59,23 @@ JOINS = frozenset({"or", "and"})
 """Words that join two items of a list into a hedge ("Paris or Lyon")."""
 HEDGES = frozenset({"maybe", "perhaps", "possibly", "probably", "either", "also", "even"})
 """Words that may stand between the items of a list ("Paris or maybe Lyon")."""
-CONNECTORS = frozenset({"de", "del", "da", "do", "dos", "das", "es", "la", "le", "el", "al", "of", "the", "and"})
-"""Lower-case words inside a capitalised name ("Rio de Janeiro", "Dar es Salaam")."""
+CONNECTORS = frozenset(
+    {"de", "del", "da", "do", "dos", "das", "di", "du", "des", "au", "es", "la", "le", "el", "al", "of", "the", "and"}
+    | {"van", "von", "der", "den"}
+)
+"""Lower-case words inside a capitalised name ("Rio de Janeiro", "Dar es Salaam", "Port-au-Prince")."""
 NOT_NAMES = frozenset(
     {"i", "the", "a", "an", "it", "its", "this", "that", "he", "she", "we", "they", "you", "my", "our", "yes", "no"}
     | {"well", "so", "oh", "hmm", "ok", "okay", "however", "but", "then", "there", "here", "in", "on", "at", "for"}
+    | {"is", "are", "was", "were", "be", "has", "have", "had", "which", "who", "what", "where", "answer"}
 )
-"""Capitalised words that do not start a name ("Yes, Paris, of course" lists nothing)."""
+"""Capitalised words that are no part of a name ("Yes, Paris, of course" and "The Capital Is Paris" list nothing)."""
 MAX_NAME_WORDS = 4
-"""Most words of a capitalised name that is not a known one."""
-_JOINT_CHARS = re.compile(r"[\s\"'*_`\u2018\u2019\u201c\u201d\u00ab\u00bb,;/&]*")
+"""Most capitalised words of a name that is not a known one (connectors between them not counted)."""
+_JOINT_CHARS = re.compile(r"[\s\"'*_`\u2018\u2019\u201c\u201d\u00ab\u00bb,;/&|.()\[\]\-\u2022\u00b7\u2013\u2014]*")
+"""What may stand between two list items: spacing, quotes, emphasis, commas and the like, periods, pipes, brackets,
+bullets and dashes."""
 _STRONG_CHARS = re.compile(r"[/&]")
-_SOFT_CHARS = re.compile(r"[,;]")
 _INSIDE_NAME = re.compile(r"\s+|[-'\u2019]")
 _GOLD: Name = ()
 """The gold's aliases as one list item (no name is empty)."""
@@ -156,7 +164,7 @@ def find_answer(text: Sequence[Token], index: NameIndex) -> tuple[Name, int] | N
 def _joint(text: Sequence[Token], start: int, step: int) -> tuple[int, bool] | None:
     """The words joining two list items from word `start` on, walking by `step` (+1 right, -1 left): where the
     next item begins (right) or ends (left), and whether the joint is strong ("or", "and", "/", "&") rather than
-    soft (commas); None when no list joint is there."""
+    soft (list punctuation, list numbers, spacing); None when no list joint is there."""
     i, marks = start, ""
     gap_of = (lambda j: text[j].gap) if step > 0 else (lambda j: text[j + 1].gap)
     while 0 <= i < len(text):
@@ -164,44 +172,43 @@ def _joint(text: Sequence[Token], start: int, step: int) -> tuple[int, bool] | N
         if _JOINT_CHARS.fullmatch(gap) is None:
             return None
         marks += gap
-        if text[i].word not in JOINS | HEDGES or text[i].capital:
+        if text[i].capital or not (text[i].word in JOINS | HEDGES or text[i].word.isdigit()):
             break
         marks += f" {text[i].word} "
         i += step
     else:
         return None
-    if _STRONG_CHARS.search(marks) or any(f" {word} " in marks for word in JOINS):
-        return i, True
-    return (i, False) if _SOFT_CHARS.search(marks) else None
+    return i, bool(_STRONG_CHARS.search(marks)) or any(f" {word} " in marks for word in JOINS)
 
 
 def _item(text: Sequence[Token], at: int, step: int, index: NameIndex) -> tuple[Name, int] | None:
     """The name-like item that begins (step +1) or ends (step -1) at word `at`, and the word past it; None when
     none. An item is a known name, or 1 to `MAX_NAME_WORDS` capitalised words (lower-case `CONNECTORS` between
-    them), not starting with one of `NOT_NAMES`."""
+    them), none of them one of `NOT_NAMES`."""
     if step > 0 and (known := _name_at(text, at, index)):
         return known, at + len(known)
     if step < 0 and (ending := _name_ending_at(text, at, index)):
         return ending
-    if not text[at].capital:
+    if not text[at].capital or text[at].word in NOT_NAMES:
         return None
-    span = [at]
-    while len(span) < MAX_NAME_WORDS:
-        nxt = span[-1] + step
-        inner = nxt if step > 0 else span[-1]
-        if not 0 <= nxt < len(text) or _INSIDE_NAME.fullmatch(text[inner].gap) is None:
+    span, capitals = [at], 1
+    while 0 <= (nxt := span[-1] + step) < len(text):
+        word = text[nxt]
+        if _INSIDE_NAME.fullmatch(text[max(nxt, span[-1])].gap) is None:
             break
-        if not (text[nxt].capital or text[nxt].word in CONNECTORS):
+        if word.capital and (capitals == MAX_NAME_WORDS or word.word in NOT_NAMES):
+            break
+        if not word.capital and word.word not in CONNECTORS:
             break
         span.append(nxt)
+        capitals += word.capital
+    past = span[-1] + step  # connectors at the far end are read past ("Port au | Prince" cut at four words)
     span.sort()  # `at` is capitalised, so it stays at its end of the span
     while not text[span[-1]].capital:
         span.pop()
     while not text[span[0]].capital:
         span.pop(0)
-    if text[span[0]].word in NOT_NAMES:
-        return None
-    return tuple(text[i].word for i in span), (span[-1] + 1 if step > 0 else span[0] - 1)
+    return tuple(text[i].word for i in span), past
 
 
 def _name_ending_at(text: Sequence[Token], at: int, index: NameIndex) -> tuple[Name, int] | None:

@@ -197,7 +197,7 @@ class CandidatesSchedule(RoundsSchedule):
         if len(dataset) < needed:
             name = self.oversampling_field
             raise ValueError(
-                f"{name}={oversampling:g}: one step samples over {needed} candidate prompts ({per_batch} per "
+                f"{name}={oversampling:g}: one step samples over {needed:.6g} candidate prompts ({per_batch} per "
                 f"generation batch), but train_dataset has only {len(dataset)}. Lower {name} to at most "
                 f"{len(dataset) / per_batch:.2f}, or add prompts."
             )

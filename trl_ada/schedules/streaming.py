@@ -45,7 +45,7 @@ from ..records import Record, option
 from ..sampling import PromptPools
 from ..seq import Exits, Seq, budget_option, with_budget
 from ..server_requests import ServerCompletions
-from ..utils import is_int, is_number
+from ..utils import is_int
 from .base import Schedule, StepHost, score_and_record
 from .outcome import StepOutcome
 
@@ -59,8 +59,6 @@ __all__ = [
     "RequestWindow",
     "Update",
     "send_requests",
-    "check_request_timeout",
-    "check_retries",
 ]
 
 
@@ -155,21 +153,6 @@ class Streaming(InFlight):
                 f"and vllm_mode={config.vllm_mode!r}. Set use_vllm=True and vllm_mode='server', or use "
                 "generation_schedule='rounds' (the default, which every backend supports)."
             )
-
-
-def check_retries(max_retries: Any) -> None:
-    """A request is sent again an integer number of times, >= 0."""
-    if not is_int(max_retries) or max_retries < 0:
-        raise ValueError(f"streaming_max_retries={max_retries!r}: must be an integer >= 0 (e.g. 2).")
-
-
-def check_request_timeout(request_timeout: Any) -> None:
-    """A request waits a number of seconds > 0 for its answer."""
-    if not is_number(request_timeout) or request_timeout <= 0:
-        raise ValueError(
-            f"streaming_request_timeout={request_timeout!r}: must be a number of seconds > 0 (e.g. 600.0), not a "
-            f"{type(request_timeout).__name__}."
-        )
 
 
 @register(host=ASYNCHRONOUS)

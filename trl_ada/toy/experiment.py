@@ -3,7 +3,7 @@
 The runner ([`run_method`]) trains one [`MethodSpec`] on the toy task with a [`StepRecorder`] callback and returns
 one record per step; `trl_ada.toy.results` turns records into results: the summaries ([`summarize`],
 [`steps_to_reach`], [`samples_to_reach`]), tables and the reward-curve figure ([`plot_curves`]), all importable from
-here too. `trl-ada demo` and the learning benchmark (`docs/benchmarks_learning.md`) are thin layers over the two.
+here too. `trl-ada demo` and the learning benchmark (`docs/lab/benchmarks_learning.md`) are thin layers over the two.
 """
 
 from __future__ import annotations
@@ -159,10 +159,8 @@ def _config_kwargs(spec: MethodSpec, settings: TaskSettings, steps: int, seed: i
         epsilon_high=0.28,
         beta=0.0,
     )
-    if spec.sampling is not None:  # a preset: Est refuses the rounds' fields
+    if spec.sampling is not None:  # a preset: Est and plain GRPO refuse the rounds' fields
         kwargs["sampling"] = spec.sampling
-    elif spec.exit_rule == "none":  # plain GRPO refuses rounds it never draws
-        kwargs.update(exit_rule="none")
     elif spec.uses_reinforce_ada:
         kwargs.update(exit_rule=spec.exit_rule, samples_per_round=spec.samples_per_round, max_rounds=spec.max_rounds)
     if spec.uses_reinforce_ada:

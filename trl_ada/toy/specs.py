@@ -37,9 +37,9 @@ class MethodSpec:
     """One training method.
 
     `trainer="grpo"` is TRL's own [`~trl.GRPOTrainer`] (n completions per prompt, `exit_rule` must stay None);
-    `trainer="reinforce_ada"` is [`~trl_ada.ReinforceAdaTrainer`] with `exit_rule` (`"balance"`, `"pos"`, or
-    `"none"`: plain GRPO sampling through our rounds code), `samples_per_round` (M) and `max_rounds` (N), or with a
-    preset `sampling` (e.g. `"est"`) instead of the three.
+    `trainer="reinforce_ada"` is [`~trl_ada.ReinforceAdaTrainer`] with `exit_rule` (`"balance"`, `"pos"`),
+    `samples_per_round` (M) and `max_rounds` (N), or with a preset `sampling` instead of the three (e.g. `"est"`, or
+    `"grpo"`: plain GRPO sampling through our rounds code).
     """
 
     name: str
@@ -92,7 +92,7 @@ class TaskSettings:
     5 times. Under the random model the initial pass rates are about 0.5 (k=1), 0.15 (k=2), 0.05 (k=3) and 0.01 or
     less (k=4, 5): half of the prompts are near zero, so GRPO at n=4 sees mostly all-wrong groups (the mean pass rate
     is about 0.15). With `e` in the mix (the toy default) the easy `e` prompts alone give GRPO enough signal and the
-    methods learn at the same pace per step; see `docs/demo.md`.
+    methods learn at the same pace per step; see `docs/lab/demo.md`.
 
     `family="keyed"` is `trl_ada.toy.keyed`: `num_prompts` items, each with a secret code to write at least k times
     (k cycles through `counts`); `transfer` in [0, 1] sets how many items share a code (1: all, 0: none). See
