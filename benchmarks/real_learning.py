@@ -39,7 +39,7 @@ benchmark resumes where it stopped.
 
 Run from the repository root in the vLLM environment of `make test-vllm` (docs/benchmarks_real.md):
 
-    .venv-vllm/bin/python -m benchmarks.real_learning                    # parts 1-6 in turn, about 8 h
+    .venv-vllm/bin/python -m benchmarks.real_learning                    # parts 1-9 in turn, about 12 h
     .venv-vllm/bin/python -m benchmarks.real_learning --smoke            # minutes
     .venv-vllm/bin/python -m benchmarks.real_learning --lr-sweep 1e-5 3e-5 1e-4   # GRPO n=4, fixed steps
 
@@ -246,7 +246,7 @@ PARTS = (
     Part("shared", ("capitals",), ("Pilot-Commit n=8", "Est n=4"), 0, 3, default=False),
     Part("shared", ("capitals",), ("GRPO n=4 skip", "Est n=8 skip"), 0, 3, default=False),
 )
-"""The default invocation (parts 1-9, about 10 h), in the order the budget is spent, every arm on the seed's prompt
+"""The default invocation (parts 1-9, about 12 h), in the order the budget is spent, every arm on the seed's prompt
 order (`ORDER`). A part is one seed of the arms a comparison pairs, run one after another (the engine's speed moves
 from day to day, so arms compared on a seed run on the same day): on separate cores (the engine on one, the trainer
 on the other: TRL's server mode) the comparison the advice rests on, 5 seeds, with asynchronous Est and Seq-balance
@@ -254,11 +254,12 @@ beside it on the first 3 (parts 1-5); on shared cores the asynchronous arms agai
 family with transfer (part 9). Optional, by number: Seq-balance, GRPO n=8 and Est n=8 on shared cores (10), GRPO
 n=8 and Seq-balance with transfer (11), Pilot-Commit and Est at n = 4 (12), the arms that skip flat rows (13)."""
 SMOKE_PART = Part("shared", ("arithmetic", "capitals"), SMOKE_ARMS, 0, 1)
-EVAL_S_PER_PROMPT = 0.3
-"""Evaluation seconds per prompt and snapshot (eval_k = 4 samples of at most 32 tokens on 2 cores), for the duration
-estimate."""
-BUILD_S = 25.0
-"""Seconds to build one trainer, for the duration estimate."""
+EVAL_S_PER_PROMPT = 1.0
+"""Evaluation seconds per prompt and snapshot (eval_k = 4 samples of at most 32 tokens), for the duration estimate:
+64 s per snapshot of 64 prompts, the mean of the 65 snapshots of parts 1 and 2 (45 to 104 s)."""
+BUILD_S = 85.0
+"""Seconds a run takes beyond its budget and evaluations, for the duration estimate: the server's restart and the
+trainer's build (65 s), and the step that crosses the budget (18 s on average in parts 1 and 2)."""
 
 
 def expected_seconds(settings: Settings, runs: int, base_runs: int, eval_prompts: int) -> float:
@@ -584,10 +585,10 @@ class Coverage:
         """The synchronous trainer: the prompts of each step's kept groups, and the batch that reaches the loss."""
         finish, training_batch = trainer.finish_step, trainer.training_batch
 
-        def finish_step(outcome, batch_inputs):
+        def finish_step(outcome, *rest):
             kept = sorted({j for j, _ in outcome.kept()})
             self.order += [outcome.inputs[j]["fact"] for j in kept]
-            return finish(outcome, batch_inputs)
+            return finish(outcome, *rest)
 
         def batch_of(inputs):
             batch = training_batch(inputs)

@@ -102,6 +102,7 @@ def attach_scripted_server(trainer, server: ScriptedCompletions | None, **fields
     trainer.args.use_vllm, trainer.args.vllm_mode = True, "server"  # read by TRL at construction only
     for name, value in {"generation_schedule": "streaming", **fields}.items():
         setattr(trainer.args, name, value)  # the plan follows the fields
+    trainer.sampling_plan = trainer.args.sampling_plan  # what a trainer built now would train
     trainer.schedule = ServerStreamingSchedule(trainer)
     trainer.use_vllm, trainer.vllm_generation, trainer._last_loaded_step = True, generation, -1
     trainer.vllm_importance_sampling_correction = True

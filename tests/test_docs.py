@@ -336,11 +336,12 @@ def test_readme_quick_start_names_every_preset():
     assert sorted(re.findall(r'"(\w+)"', line.split("# a preset:")[1])) == sorted(PRESETS)
 
 
-def test_configuration_holds_the_generated_field_tables():
-    from trl_ada.fields_table import with_fields_markdown
+@pytest.mark.parametrize("page", ["configuration.md", "architecture.md"])
+def test_the_pages_hold_their_generated_tables(page):
+    from trl_ada.fields_table import with_generated_tables
 
-    text = (DOCS / "configuration.md").read_text()
-    assert with_fields_markdown(text) == text, (
-        "docs/configuration.md's sampling field tables are stale: run "
-        "`python -m trl_ada.fields_table docs/configuration.md`"
+    text = (DOCS / page).read_text()
+    assert with_generated_tables(text) == text, (
+        f"docs/{page}'s generated tables are stale: run "
+        "`python -m trl_ada.fields_table docs/configuration.md docs/architecture.md`"
     )

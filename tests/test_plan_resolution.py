@@ -1,14 +1,14 @@
 """`resolve`: flat fields (explicit, a preset's, a base, the defaults) into a plan, the one-line refusal of every
 field the resolved schedule does not use, under the synchronous and the asynchronous host (checked for the field, its
 value, the schedule, the schedules that use it and a fix that works); the presets as constructors; the docs' table of
-the fields (`fields_markdown`, `with_fields_markdown`). Torch-free."""
+the fields (`fields_markdown`, `with_generated_tables`). Torch-free."""
 
 from __future__ import annotations
 
 import pytest
 from refusals import names, refusal
 
-from trl_ada.fields_table import FIELDS_BEGIN, FIELDS_END, fields_markdown, with_fields_markdown
+from trl_ada.fields_table import FIELDS_BEGIN, FIELDS_END, fields_markdown, with_generated_tables
 from trl_ada.plan import (
     ASYNCHRONOUS,
     PRESETS,
@@ -282,6 +282,6 @@ def test_a_fields_row_gives_its_type_default_schedules_and_meaning():
 def test_the_page_gets_the_table_between_its_markers_and_keeps_the_rest_byte_for_byte():
     after = f"\nThe table sits between `{FIELDS_BEGIN}` and `{FIELDS_END}`.\n"
     page = f"# Configuration\n\n{FIELDS_BEGIN}\nthe old table\n{FIELDS_END}{after}"
-    assert with_fields_markdown(page) == (
+    assert with_generated_tables(page) == (
         f"# Configuration\n\n{FIELDS_BEGIN}\n\n{fields_markdown()}\n{FIELDS_END}{after}"
     )

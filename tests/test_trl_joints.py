@@ -4,6 +4,7 @@ TRL with the parameters we rely on: a TRL upgrade that moves one fails here, nam
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -89,6 +90,47 @@ def test_no_module_but_the_joints_names_a_trl_private_member(path):
     assert named == set()
 
 
+def _imports_from_trl() -> set[tuple[str, str]]:
+    """(module, name) of every name the package imports from TRL, and of every `"trl.module:Name"` it loads."""
+    found = set()
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "trl":
+                found.update((node.module, alias.name) for alias in node.names)
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                loaded = re.fullmatch(r"(trl(?:\.\w+)*):(\w+)", node.value)
+                if loaded:
+                    found.add(loaded.groups())
+    return found
+
+
+def test_every_import_from_trl_is_in_the_table_of_trl_names():
+    listed = {(entry.module, entry.name) for entry in _trl.TRL_NAMES}
+    listed_modules = {entry.module for entry in _trl.TRL_NAMES}
+    imported = _imports_from_trl()
+    assert ("trl.experimental.async_grpo", "AsyncGRPOConfig") in imported
+    unlisted = {(m, n) for m, n in imported if (m, n) not in listed and f"{m}.{n}" not in listed_modules}
+    assert unlisted == set()
+
+
+def test_every_trl_name_exists_in_the_installed_trl_and_says_what_breaks():
+    assert _trl.moved_names() == []
+    joints = (*_trl.JOINTS, *_trl.ASYNC_JOINTS)
+    assert all(entry.breaks for entry in (*joints, *_trl.TRL_NAMES))
+
+
+def test_a_moved_trl_name_is_reported_with_what_breaks():
+    gone = _trl.TRLName(
+        "trl.experimental.async_grpo", "RolloutQueue", "what the worker fills", "the asynchronous trainer"
+    )
+    missing_module = _trl.TRLName("trl.experimental.nothing", "Thing", "a use", "a feature")
+    assert _trl.moved_names((gone, missing_module)) == [
+        f"trl.experimental.async_grpo.RolloutQueue is gone in TRL {trl.__version__} (what the worker fills; breaks "
+        "the asynchronous trainer).",
+        f"trl.experimental.nothing.Thing is gone in TRL {trl.__version__} (a use; breaks a feature).",
+    ]
+
+
 def test_every_async_joint_exists_in_the_installed_trl():
     assert _trl.check_async_joints() == []
 
@@ -110,3 +152,10 @@ def test_a_step_of_four_rounds_passes_through_trl_once(tiny_model_dir, tmp_path)
     assert crossings.calls["GRPOTrainer._generate"] == crossings.calls["GRPOTrainer._calculate_rewards"] == 4
     assert crossings.entries["GRPOJoints._generate"] == 1  # TRL's one pass takes the kept rows
     assert crossings.entries["GRPOJoints._calculate_rewards"] == 1  # and their rewards, not scored twice
+    # a round reaches TRL once to generate and once to score; TRL's log buffers are held once per step
+    assert set(crossings.entries) == {
+        "GRPOJoints._generate_and_score_completions",
+        "GRPOJoints._generate",
+        "GRPOJoints._calculate_rewards",
+    }
+    assert max(crossings.attributes.values()) <= 2 and crossings.total <= 30

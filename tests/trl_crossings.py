@@ -10,6 +10,10 @@ A crossing is one of:
   TRL's trainer code sets on `self`, an attribute joint of `_trl.JOINTS`, or `environments`; methods are counted as
   calls instead).
 
+Beside the crossings it records the path a step takes: the `trl_ada` modules whose code runs (`modules`), and every
+*move*, a call whose caller and callee are in different layers (`LAYERS`: docs/architecture.md's layers of `trl_ada`,
+and TRL; calls into other libraries are not moves).
+
 `count_crossings(trainer)` counts them inside the trainer's generation of training batches (TRL's `_prepare_inputs`
 when it generates); `python tests/trl_crossings.py` prints the counts of one 4-round step on the tiny model.
 """
@@ -62,20 +66,66 @@ class Crossings:
     calls: Counter = field(default_factory=Counter)  # TRL function called from trl_ada, by name
     entries: Counter = field(default_factory=Counter)  # trl_ada function called from TRL, by name
     attributes: Counter = field(default_factory=Counter)  # TRL-private attribute read or written from trl_ada
+    modules: set = field(default_factory=set)  # trl_ada modules whose code ran, relative to the package
+    moves: Counter = field(default_factory=Counter)  # (caller layer, callee layer) of every call between layers
 
     @property
     def total(self) -> int:
         return sum(self.calls.values()) + sum(self.entries.values()) + sum(self.attributes.values())
 
+    @property
+    def total_moves(self) -> int:
+        return sum(self.moves.values())
+
     def summary(self) -> str:
         lines = [
             f"total {self.total}: {sum(self.calls.values())} calls into TRL, {sum(self.entries.values())} entries "
             f"from TRL, {sum(self.attributes.values())} private attribute reads/writes; {len(self.sites)} places "
-            "in trl_ada's code"
+            "in trl_ada's code",
+            f"  {len(self.modules)} modules: " + ", ".join(sorted(self.modules)),
+            f"  {self.total_moves} moves between layers: "
+            + ", ".join(f"{a} -> {b} x{n}" for (a, b), n in self.moves.most_common()),
         ]
         for title, counts in (("calls", self.calls), ("entries", self.entries), ("attributes", self.attributes)):
             lines.append(f"  {title}: " + ", ".join(f"{name} x{n}" for name, n in sorted(counts.items())))
         return "\n".join(lines)
+
+
+LAYERS = {
+    "plan": ("plan.py", "records.py", "seq.py", "fields_table.py"),
+    "core": (
+        "exit_rules.py",
+        "groups.py",
+        "beta.py",
+        "sampling.py",
+        "candidates.py",
+        "memory.py",
+        "objectives.py",
+        "advantages.py",
+        "simulation.py",
+        "async_grpo/rollout.py",
+        "async_grpo/trained.py",
+    ),
+    "schedules": ("schedules/",),
+    "joints": ("_trl.py",),
+    "glue": ("config.py", "trainer.py"),
+}
+"""docs/architecture.md's layers of `trl_ada` (a module in none of them is "around"), by path in the package."""
+
+
+def module(filename: str) -> str | None:
+    """A source file's path inside `trl_ada/` (None outside it)."""
+    return filename[len(ADA_DIR) :] if filename.startswith(ADA_DIR) else None
+
+
+def layer(filename: str) -> str | None:
+    """The layer of a source file (`LAYERS`, else "around"), `trl` for the whole TRL package, else None."""
+    if filename.startswith(TRL_DIR):
+        return "trl"
+    path = module(filename)
+    if path is None:
+        return None
+    return next((name for name, paths in LAYERS.items() if path.startswith(paths)), "around")
 
 
 def _name(frame) -> str:
@@ -111,6 +161,11 @@ def count_crossings(trainer) -> Iterator[Crossings]:
         if event != "call" or frame.f_back is None:
             return
         callee, caller = frame.f_code.co_filename, frame.f_back.f_code.co_filename
+        callee_layer, caller_layer = layer(callee), layer(caller)
+        if callee.startswith(ADA_DIR):
+            crossings.modules.add(module(callee))
+        if None not in (callee_layer, caller_layer) and callee_layer != caller_layer:
+            crossings.moves[caller_layer, callee_layer] += 1
         if callee.startswith(TRL_DIR) and caller.startswith(ADA_DIR):
             crossings.calls[_name(frame)] += 1
             crossings.sites.add((caller, frame.f_back.f_lineno))

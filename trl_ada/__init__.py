@@ -47,7 +47,6 @@ PURE_CORE = (
     "trl_ada.advantages",
     "trl_ada.objectives",
     "trl_ada.schedules.base",
-    "trl_ada.schedules.outcome",
     "trl_ada.schedules.rounds",
     "trl_ada.schedules.streaming",
     "trl_ada.schedules.est",

@@ -31,31 +31,23 @@ __all__ = [
     "JOINTS",
     "GRPOJoints",
     "GeneratedRows",
+    "Joint",
     "KeptRows",
     "RoundLogs",
-    "Joint",
+    "RoundRows",
+    "RoundScores",
+    "TRLRounds",
     "check_joints",
     "checkpoint_folder",
-    "generate_rows",
-    "held_generation_metrics",
     "inside_generation_batch",
-    "held_reward_metrics",
     "kept_training_batch",
-    "log_kept_generation_metrics",
     "log_metrics",
     "prompts_from_trl_preamble",
-    "queue_extra_logs",
-    "queue_reward_metrics",
     "render_prompts",
-    "replace_advantages",
-    "replace_logged_metric",
     "rollout_features",
     "round_prompts",
-    "row_statistics",
-    "score_rows",
     "server_decoding",
     "sync_weights_once",
-    "take_extra_logs",
     "tokenize_prompts",
 ]
 
@@ -64,59 +56,197 @@ GENERATION_METRICS = ("num_tokens", "completions/", "tools/")  # what TRL's `_ge
 
 @dataclass(frozen=True)
 class Joint:
-    """A private member of `GRPOTrainer` we rely on: a method (with the parameters we pass or receive) or an
-    attribute that a built trainer holds."""
+    """A private member of a TRL trainer we rely on: a method (with the parameters we pass or receive) or an
+    attribute that a built trainer holds; what we do with it, and what breaks if it moves."""
 
     name: str
     kind: str  # "method" or "attribute"
     parameters: tuple[str, ...] = ()
     use: str = ""
     vllm_only: bool = False  # an attribute a trainer holds only with `use_vllm=True`
+    breaks: str = ""
+
+
+def _method(name: str, parameters: tuple[str, ...], use: str, breaks: str) -> Joint:
+    return Joint(name, "method", parameters, use, breaks=breaks)
+
+
+def _attribute(name: str, use: str, breaks: str, vllm_only: bool = False) -> Joint:
+    return Joint(name, "attribute", (), use, vllm_only, breaks)
 
 
 JOINTS: tuple[Joint, ...] = (
-    Joint(
+    _method(
         "_generate_and_score_completions",
-        "method",
         ("inputs",),
         "overridden: one training batch; called once per step over the kept rows (and for TRL's preamble)",
+        "every training step",
     ),
-    Joint("_generate", "method", ("prompts",), "overridden (the kept rows) and called: generation of a round's rows"),
-    Joint(
-        "_generate_single_turn",
-        "method",
-        ("prompt_ids", "images", "multimodal_fields", "num_generations", "has_tool_images"),
-        "overridden: streamed completions stand in for the backend's",
+    _method(
+        "_generate",
+        ("prompts",),
+        "overridden (the kept rows) and called: generation of a round's rows",
+        "every round's generation",
     ),
-    Joint(
+    _method(
         "_calculate_rewards",
-        "method",
         ("inputs", "prompts", "completions", "completion_ids_list"),
         "overridden (the kept rows' rewards, not scored twice) and called: scoring a round",
+        "every round's scores",
     ),
-    Joint("_save_checkpoint", "method", ("model", "trial"), "overridden: checkpoint completeness, sampling state"),
-    Joint("_compute_loss", "method", ("model", "inputs"), "overridden and called: the loss over the rows with signal"),
-    Joint("_tag_names", "attribute", (), "set: the model card's tags"),
-    Joint("_name", "attribute", (), "set: the model card's method name"),
-    Joint("_paper", "attribute", (), "set: the model card's paper and citation"),
-    Joint("_tokenize_prompts", "method", ("prompts",), "called: prompt ids for streaming requests and length checks"),
-    Joint("chat_template", "attribute", (), "read: the template a prompt's length is checked with"),
-    Joint("chat_template_kwargs", "attribute", (), "read: the template options a prompt's length is checked with"),
-    Joint("_get_output_dir", "method", ("trial",), "called: the run directory of a checkpoint"),
-    Joint("_metrics", "attribute", (), "written: per-step metrics; frac_reward_zero_std replaced"),
-    Joint("_logs", "attribute", (), "written: our advantages in the completions table instead of TRL's"),
-    Joint("_pending_metrics", "attribute", (), "read and written: reward functions' log_metric values"),
-    Joint("_pending_extra_logs", "attribute", (), "read and written: reward functions' log_extra columns"),
-    Joint("_tokenizer", "attribute", (), "read: pad token id for truncation statistics"),
-    Joint("_last_loaded_step", "attribute", (), "read and written: one weight sync per step", vllm_only=True),
-    Joint("_is_vlm", "attribute", (), "read: streaming refuses vision-language models"),
-    Joint("_step", "attribute", (), "read: is a checkpoint taken inside a generation batch"),
-    Joint("_buffered_inputs", "attribute", (), "read: is a checkpoint taken inside a generation batch"),
-    Joint("eos_token_ids", "attribute", (), "read: truncation statistics"),
-    Joint("num_generations", "attribute", (), "rewritten around `_generate`: copies per request of a round"),
-    Joint("vllm_generation", "attribute", (), "read (server mode): sampling settings, client, weight sync", True),
+    _method(
+        "_save_checkpoint",
+        ("model", "trial"),
+        "overridden: checkpoint completeness, sampling state",
+        "checkpoints and resume",
+    ),
+    _method(
+        "_compute_loss",
+        ("model", "inputs"),
+        "overridden and called: the loss over the rows with signal",
+        "`skip_zero_advantage_rows`",
+    ),
+    _attribute("_tag_names", "set: the model card's tags", "the model card's tags"),
+    _attribute("_name", "set: the model card's method name", "the model card's method name"),
+    _attribute("_paper", "set: the model card's paper and citation", "the model card's citation"),
+    _method(
+        "_tokenize_prompts",
+        ("prompts",),
+        "called: prompt ids for streaming requests and length checks",
+        "streaming; the prompt-length check",
+    ),
+    _attribute("chat_template", "read: the template a prompt's length is checked with", "the prompt-length check"),
+    _attribute(
+        "chat_template_kwargs",
+        "read: the template options a prompt's length is checked with",
+        "the prompt-length check",
+    ),
+    _method("_get_output_dir", ("trial",), "called: the run directory of a checkpoint", "checkpoints"),
+    _attribute("_metrics", "written: per-step metrics; frac_reward_zero_std replaced", "the logged metrics"),
+    _attribute("_logs", "written: our advantages in the completions table instead of TRL's", "the completions table"),
+    _attribute(
+        "_pending_metrics", "read and written: reward functions' log_metric values", "reward functions' `log_metric`"
+    ),
+    _attribute(
+        "_pending_extra_logs", "read and written: reward functions' log_extra columns", "reward functions' `log_extra`"
+    ),
+    _attribute("_tokenizer", "read: pad token id for truncation statistics", "every step (truncation statistics)"),
+    _attribute(
+        "_last_loaded_step", "read and written: one weight sync per step", "streaming's weight sync", vllm_only=True
+    ),
+    _attribute("_is_vlm", "read: streaming refuses vision-language models", "the trainer's construction"),
+    _attribute("_step", "read: is a checkpoint taken inside a generation batch", "resume inside a generation batch"),
+    _attribute(
+        "_buffered_inputs", "read: is a checkpoint taken inside a generation batch", "resume inside a generation batch"
+    ),
+    _attribute("eos_token_ids", "read: truncation statistics", "every step (truncation statistics)"),
+    _attribute(
+        "num_generations",
+        "rewritten while a step generates: copies per request of a round",
+        "vLLM rounds whose prompts ask for fewer samples than n",
+    ),
+    _attribute("rollout_func", "set around `_generate` (streaming): a server's completions as a rollout", "streaming"),
+    _attribute(
+        "vllm_generation",
+        "read (server mode): sampling settings, client, weight sync",
+        "streaming",
+        vllm_only=True,
+    ),
 )
 """What `ReinforceAdaTrainer` relies on beyond `GRPOTrainer`'s public API."""
+
+
+@dataclass(frozen=True)
+class TRLName:
+    """A name `trl_ada` imports from TRL (public, or from `trl.experimental`): where it lives, what uses it, and
+    what breaks if it moves."""
+
+    module: str
+    name: str
+    use: str
+    breaks: str
+
+
+TRL_NAMES: tuple[TRLName, ...] = (
+    TRLName("trl", "GRPOTrainer", "`ReinforceAdaTrainer`'s base class (through `GRPOJoints`)", "everything"),
+    TRLName("trl", "GRPOConfig", "`ReinforceAdaConfig`'s base class", "everything"),
+    TRLName("trl", "ScriptArguments", "the recipes' dataset arguments", "`trl-ada train`"),
+    TRLName("trl", "TrlParser", "the recipes' YAML, flags and `env:` block", "`trl-ada train`"),
+    TRLName("trl", "ModelConfig", "the recipes' model arguments", "`trl-ada train`"),
+    TRLName("trl", "get_peft_config", "LoRA from a recipe", "`trl-ada train` with LoRA"),
+    TRLName("trl", "get_quantization_config", "quantized loading from a recipe", "`trl-ada train` quantized"),
+    TRLName("trl.trainer.utils", "get_callable_name", "a reward function's name in errors", "reward checks"),
+    TRLName("trl.trainer.utils", "is_async_callable", "async reward functions", "reward checks"),
+    TRLName(
+        "trl.generation.vllm_client",
+        "parse_logprobs",
+        "log-probs of the server's completions",
+        "streaming; the asynchronous worker",
+    ),
+    TRLName(
+        "trl.experimental.async_grpo",
+        "AsyncGRPOTrainer",
+        "`AsyncReinforceAdaTrainer`'s base class",
+        "the asynchronous trainer",
+    ),
+    TRLName(
+        "trl.experimental.async_grpo",
+        "AsyncGRPOConfig",
+        "`AsyncReinforceAdaConfig`'s base class; `trl-ada train-async`",
+        "the asynchronous trainer",
+    ),
+    TRLName(
+        "trl.experimental.async_grpo.async_rollout_worker",
+        "RolloutSample",
+        "what the asynchronous worker queues",
+        "the asynchronous trainer",
+    ),
+    TRLName(
+        "trl.experimental.async_grpo.async_grpo_trainer",
+        "get_peak_flops_per_device",
+        "replaced off CUDA (TRL reads a GPU's name for its MFU metric)",
+        "the asynchronous trainer on CPU",
+    ),
+    TRLName(
+        "trl.experimental.async_grpo.packing",
+        "TREE_ATTENTION",
+        "the attention name a CPU kernel is registered under",
+        "the asynchronous trainer on CPU",
+    ),
+)
+"""Every name `trl_ada` imports from TRL (`tests/test_trl_joints.py` checks the package's imports against it)."""
+
+
+def moved_names(names: tuple[TRLName, ...] = TRL_NAMES) -> list[str]:
+    """One line per name of `names` the installed TRL no longer has where `trl_ada` imports it from."""
+    import importlib
+
+    problems = []
+    for entry in names:
+        try:
+            present = hasattr(importlib.import_module(entry.module), entry.name)
+        except ImportError:
+            present = False
+        if not present:
+            problems.append(
+                f"{entry.module}.{entry.name} is gone in TRL {trl.__version__} ({entry.use}; breaks {entry.breaks})."
+            )
+    return problems
+
+
+def joints_markdown() -> str:
+    """Every TRL name `trl_ada` touches, as Markdown (`docs/architecture.md` includes this text): the private members
+    of `GRPOTrainer` and `AsyncGRPOTrainer`, and the names imported from TRL."""
+    lines = [
+        "| TRL name | kind | what `trl_ada` does with it | what breaks if it moves |",
+        "| --- | --- | --- | --- |",
+    ]
+    for owner, joints in (("GRPOTrainer", JOINTS), ("AsyncGRPOTrainer", ASYNC_JOINTS)):
+        for joint in joints:
+            lines.append(f"| `{owner}.{joint.name}` | {joint.kind} | {joint.use} | {joint.breaks} |")
+    for entry in TRL_NAMES:
+        lines.append(f"| `{entry.module}.{entry.name}` | import | {entry.use} | {entry.breaks} |")
+    return "\n".join(lines)
 
 
 def check_joints(trainer: Any = GRPOTrainer) -> list[str]:
@@ -148,17 +278,6 @@ def moved_joints(cls: type, joints: tuple[Joint, ...], trainer: Any) -> list[str
         elif not hasattr(trainer, joint.name):
             problems.append(f"{cls.__name__} has no attribute {joint.name} in TRL {trl.__version__} ({joint.use}).")
     return problems
-
-
-@dataclass
-class RoundLogs:
-    """Per-step accumulators for what reward functions and TRL's `_generate` log while a step generates."""
-
-    metric_sums: dict[str, float] = field(default_factory=lambda: defaultdict(float))  # log_metric value x rows
-    metric_rows: dict[str, int] = field(default_factory=lambda: defaultdict(int))
-    tool_calls: float = 0.0
-    tool_failures: float = 0.0
-    tool_rows: int = 0
 
 
 class GeneratedRows(NamedTuple):
@@ -220,7 +339,6 @@ class GRPOJoints(GRPOTrainer):
 
     _ada_preparing_prompts: bool = False
     _ada_kept: KeptRows | None = None  # set while TRL's one pass of the step runs over the kept rows
-    _ada_streamed_rows: tuple[list, list | None] | None = None
 
     def training_batch(self, inputs: list[dict]) -> dict:
         return GRPOTrainer._generate_and_score_completions(self, inputs)
@@ -249,11 +367,6 @@ class GRPOJoints(GRPOTrainer):
             return tuple(self._ada_kept.rows)
         return super()._generate(prompts)
 
-    def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
-        if self._ada_streamed_rows is not None:  # streaming: the server already generated these rows
-            return self._ada_streamed_rows
-        return super()._generate_single_turn(prompt_ids, images, multimodal_fields, num_generations, has_tool_images)
-
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
         if self._ada_kept is not None:  # scored while they were generated
             return self._ada_kept.rewards_per_func
@@ -264,26 +377,26 @@ class GRPOJoints(GRPOTrainer):
         self.saving_checkpoint(folder, lambda: super(GRPOJoints, self)._save_checkpoint(model, trial), trial)
 
 
-def kept_training_batch(trainer: GRPOJoints, kept: KeptRows) -> dict:
+def kept_training_batch(
+    trainer: GRPOJoints, kept: KeptRows, advantages: np.ndarray | None = None, zero_std_fraction: float = 0.0
+) -> dict:
     """TRL's training batch of the kept rows: one pass through `_generate_and_score_completions`, whose `_generate`
     returns `kept.rows` and whose `_calculate_rewards` returns `kept.rewards_per_func`. TRL pads the rows, computes the
     old and reference log-probs and the importance-sampling ratios, logs its metrics and the completions table, and
-    computes its own group advantages (see `replace_advantages`)."""
+    computes its own group advantages; `advantages` (every process's kept rows, in row order), when given, replace
+    them, and `zero_std_fraction` replaces its `frac_reward_zero_std`.
+
+    TRL 1.16 computes its group advantages inline, between `_calculate_rewards` and its reward metrics, over groups
+    of `num_generations` rows, with no method of its own to override: they are replaced here, once per step, in the
+    batch (this process's slice) and in the completions table TRL logged.
+    """
     trainer._ada_kept = kept
     try:
-        return GRPOTrainer._generate_and_score_completions(trainer, kept.inputs)
+        batch = GRPOTrainer._generate_and_score_completions(trainer, kept.inputs)
     finally:
         trainer._ada_kept = None
-
-
-def replace_advantages(trainer: GRPOJoints, batch: dict, advantages: np.ndarray) -> None:
-    """Our advantages (every process's kept rows, in row order) in place of TRL's, in the batch (this process's
-    slice) and in the completions table TRL logged.
-
-    TRL 1.16 computes its group advantages inline in `_generate_and_score_completions`, between `_calculate_rewards`
-    and its reward metrics, over groups of `num_generations` rows, with no method of its own to override: they are
-    computed and replaced here, once per step.
-    """
+    if advantages is None:
+        return batch
     num_local = len(batch["advantages"])
     rank = trainer.accelerator.process_index
     local = advantages[rank * num_local : (rank + 1) * num_local]
@@ -292,11 +405,211 @@ def replace_advantages(trainer: GRPOJoints, batch: dict, advantages: np.ndarray)
     for _ in range(min(len(advantages), len(logged))):
         logged.pop()
     logged.extend(advantages.tolist())
+    trainer._metrics["train"]["frac_reward_zero_std"][-1:] = [zero_std_fraction]
+    return batch
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# Generation and scoring of a round's rows with TRL's own code
+# A step's rounds: generated and scored by TRL's own code
 # ----------------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class RoundLogs:
+    """What reward functions and TRL's `_generate` log while a step generates, held for the step."""
+
+    metric_sums: dict[str, float] = field(default_factory=lambda: defaultdict(float))  # log_metric value x rows
+    metric_rows: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    tool_calls: float = 0.0
+    tool_failures: float = 0.0
+    tool_rows: int = 0
+
+
+class RoundRows(NamedTuple):
+    """A round's rows on this process: its input rows, the prompts TRL's `_generate` took, what it returned."""
+
+    inputs: list[dict]
+    prompts: list
+    rows: GeneratedRows
+
+
+class RoundScores(NamedTuple):
+    """A round's scores. Per real row of every process (prompt-major): the rewards per function (NaN where a function
+    declined), their weighted sum through the reward guard, the row statistics (prompt length, completion length,
+    truncated) and whether the row is masked (truncated, under `mask_truncated_completions`). Per row of this
+    process: the `log_extra` values reward functions logged."""
+
+    rewards_per_func: np.ndarray
+    rewards: np.ndarray
+    row_stats: np.ndarray
+    masked: np.ndarray
+    extra_logs: dict[str, list]
+
+
+class TRLRounds:
+    """TRL's half of a step's rounds: `generate` a round's rows with TRL's `_generate` (vLLM server or colocated,
+    transformers, tools, environments, `rollout_func`), `score` them with its `_calculate_rewards`, and, once the
+    step is decided, `log_step` what reaches the loss. One per step, as a context manager: what TRL logs per call is
+    held for the step (the kept batch is logged once), and `num_generations` is TRL's again on exit."""
+
+    def __init__(self, trainer: GRPOJoints):
+        self.trainer = trainer
+        self.logs = RoundLogs()
+        self._metrics = trainer._metrics["train"]
+        self._pending_metrics = trainer._pending_metrics
+        self._pending_extra_logs = trainer._pending_extra_logs
+        self._eos_and_pad = [*trainer.eos_token_ids, trainer._tokenizer.pad_token_id]
+        self._num_generations = self._copies = trainer.num_generations
+
+    def __enter__(self) -> TRLRounds:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._ask_copies(self._num_generations)
+
+    def generate(self, inputs: list[dict], copies_per_request: int) -> RoundRows:
+        """This process's rows of a round: the prompts TRL's `_generate` takes for `inputs` (`round_prompts`), and
+        what it returns when each backend request asks for `copies_per_request` completions."""
+        prompts = round_prompts(self.trainer, inputs)
+        self._ask_copies(copies_per_request)
+        with self._held_generation_metrics(len(inputs)):
+            rows = GeneratedRows(*GRPOTrainer._generate(self.trainer, prompts))
+        return RoundRows(inputs, prompts, rows)
+
+    def decode(
+        self, inputs: list[dict], prompts: list, prompt_ids: list, completion_ids: list, logprobs: list | None
+    ) -> RoundRows:
+        """This process's rows of completions a vLLM server already returned (one per row), through TRL's `_generate`
+        as a `rollout_func` hands them: decoded and logged as TRL's own."""
+        trainer, rollout_func = self.trainer, self.trainer.rollout_func
+        rollout = {"prompt_ids": prompt_ids, "completion_ids": completion_ids, "logprobs": logprobs}
+        trainer.rollout_func = lambda prompts, trainer: rollout
+        try:
+            with self._held_generation_metrics(len(inputs)):
+                rows = GeneratedRows(*GRPOTrainer._generate(trainer, prompts))
+        finally:
+            trainer.rollout_func = rollout_func
+        return RoundRows(inputs, prompts, rows)
+
+    def score(self, generated: RoundRows, num_rows: int, first: int) -> RoundScores:
+        """Scores of a round's rows: this process's are the global rows `first, first + 1, ...` of a round of
+        `num_rows` real rows (rows past them only even out the processes' shares and count nowhere)."""
+        trainer, inputs, rows = self.trainer, generated.inputs, generated.rows
+        num_real = max(0, min(len(inputs), num_rows - first))
+        merge_extra_fields(inputs, rows.extra_fields)
+        with self._held_reward_metrics(num_real):
+            rewards = GRPOTrainer._calculate_rewards(
+                trainer, inputs, generated.prompts, rows.completions, rows.completion_ids
+            )
+        rewards = rewards.float().cpu().numpy()[:num_rows]
+        stats = self._row_statistics(rows)[:num_rows]
+        extra_logs = {column: v for column, v in self._pending_extra_logs.items() if len(v) == len(inputs)}
+        self._pending_extra_logs.clear()
+        guarded = trainer.reward_guard.aggregate(rewards, rows.completions, offset=first)
+        masked = stats[:, 2].astype(bool) if trainer.mask_truncated_completions else np.zeros(num_rows, dtype=bool)
+        return RoundScores(rewards, guarded, stats, masked, extra_logs)
+
+    def log_step(self, metrics: dict[str, float], kept_stats: np.ndarray, extra_logs: dict[str, list]) -> None:
+        """Log the step's `metrics` and TRL's generation metrics of the kept rows (`kept_stats`, every process's);
+        hand TRL the reward functions' `log_metric` values (each real row weighed once) and this process's kept rows'
+        `log_extra` columns."""
+        for name, value in metrics.items():
+            self._metrics[name].append(value)
+        self._log_kept_generation_metrics(kept_stats)
+        logs = self.logs
+        for name, rows in logs.metric_rows.items():
+            self._pending_metrics[name].extend([logs.metric_sums[name] / rows] * rows)
+        for column, values in extra_logs.items():
+            self._pending_extra_logs[column].extend(values)
+
+    def _ask_copies(self, copies: int) -> None:
+        """TRL's `_generate` asks each backend request for `num_generations` completions of one prompt."""
+        if copies != self._copies:
+            self.trainer.num_generations = self._copies = copies
+
+    def _row_statistics(self, rows: GeneratedRows) -> np.ndarray:
+        """(rows of every process, 3): prompt length, completion length and truncation, as TRL's `_generate` counts
+        them."""
+        lengths = [sum(m) for m in rows.tool_mask] if rows.tool_mask is not None else map(len, rows.completion_ids)
+        local = [
+            [len(p), length, bool(ids) and ids[-1] not in self._eos_and_pad]
+            for p, length, ids in zip(rows.prompt_ids, lengths, rows.completion_ids, strict=True)
+        ]
+        accelerator = self.trainer.accelerator
+        stats = torch.tensor(local, dtype=torch.long, device=accelerator.device).reshape(-1, 3)
+        return accelerator.gather(stats).cpu().numpy()
+
+    @contextmanager
+    def _held_generation_metrics(self, num_local: int) -> Iterator[None]:
+        """Keep what TRL's `_generate` logs per call out of the log (tool calls counted per generated row)."""
+        metrics, state = self._metrics, self.trainer.state
+        saved = {key: list(values) for key, values in metrics.items() if key.startswith(GENERATION_METRICS)}
+        tokens_seen = state.num_input_tokens_seen
+        try:
+            yield
+        finally:
+            new = {
+                key: values[len(saved.get(key, [])) :]
+                for key, values in metrics.items()
+                if key.startswith(GENERATION_METRICS)
+            }
+            if new.get("tools/call_frequency"):  # TRL counts tool calls per call, not per completion
+                num_rows = num_local * self.trainer.accelerator.num_processes
+                calls = new["tools/call_frequency"][-1] * num_rows
+                self.logs.tool_calls += calls
+                self.logs.tool_failures += new.get("tools/failure_frequency", [0.0])[-1] * calls
+                self.logs.tool_rows += num_rows
+            for key in new:
+                if key in saved:
+                    metrics[key] = saved[key]
+                else:
+                    del metrics[key]
+            state.num_input_tokens_seen = tokens_seen
+
+    @contextmanager
+    def _held_reward_metrics(self, num_rows: int) -> Iterator[None]:
+        """Hold the `log_metric` values of a round's reward call, weighted by the real rows it scored here."""
+        pending, logs = self._pending_metrics, self.logs
+        saved = {name: list(values) for name, values in pending.items()}
+        try:
+            yield
+        finally:
+            for name, values in pending.items():
+                for value in values[len(saved.get(name, [])) :]:
+                    if num_rows:
+                        logs.metric_sums[name] += value * num_rows
+                        logs.metric_rows[name] += num_rows
+            pending.clear()
+            pending.update(saved)
+
+    def _log_kept_generation_metrics(self, kept_stats: np.ndarray) -> None:
+        """TRL's generation metrics (`num_tokens`, `completions/*`, `tools/*`) of the batch that reaches the loss."""
+        metrics, state, logs = self._metrics, self.trainer.state, self.logs
+        prompt_lengths, lengths, truncated = (torch.as_tensor(column) for column in kept_stats.T)
+        truncated = truncated.bool()
+        state.num_input_tokens_seen += int(prompt_lengths.sum() + lengths.sum())
+        metrics["num_tokens"] = [state.num_input_tokens_seen]
+        metrics["completions/mean_length"].append(lengths.float().mean().item())
+        metrics["completions/min_length"].append(lengths.float().min().item())
+        metrics["completions/max_length"].append(lengths.float().max().item())
+        metrics["completions/clipped_ratio"].append(truncated.float().mean().item())
+        terminated = lengths[~truncated] if (~truncated).any() else torch.zeros(1)
+        metrics["completions/mean_terminated_length"].append(terminated.float().mean().item())
+        metrics["completions/min_terminated_length"].append(terminated.float().min().item())
+        metrics["completions/max_terminated_length"].append(terminated.float().max().item())
+        if logs.tool_rows:  # every generated episode: TRL does not count tool calls per completion
+            metrics["tools/call_frequency"].append(logs.tool_calls / logs.tool_rows)
+            metrics["tools/failure_frequency"].append(logs.tool_failures / logs.tool_calls if logs.tool_calls else 0.0)
+
+
+def merge_extra_fields(inputs: list[dict], extra_fields: dict[str, Any]) -> None:
+    """Give reward functions the fields `rollout_func` returned, row by row, as GRPOTrainer does."""
+    for i, row in enumerate(inputs):
+        for key, values in extra_fields.items():
+            if not isinstance(values, list):
+                row[key] = values
+            elif i < len(values):
+                row[key] = values[i]
 
 
 def round_prompts(trainer: GRPOJoints, inputs: list[dict]) -> list:
@@ -334,29 +647,6 @@ def prompts_from_trl_preamble(trainer: GRPOJoints, inputs: list[dict]) -> list:
     raise RuntimeError("GRPOTrainer._generate_and_score_completions returned without calling _generate.")
 
 
-def generate_rows(trainer: GRPOJoints, prompts: list, copies_per_request: int) -> GeneratedRows:
-    """TRL's `_generate` for rows of a round; each backend request asks for `copies_per_request` completions."""
-    saved, trainer.num_generations = trainer.num_generations, copies_per_request
-    try:
-        return GeneratedRows(*GRPOTrainer._generate(trainer, prompts))
-    finally:
-        trainer.num_generations = saved
-
-
-def decode_server_rows(trainer: GRPOJoints, prompts: list, completion_ids: list, logprobs: list | None):
-    """TRL's `_generate` over completions a server already returned (one per row): decoding, tool parsing, logs."""
-    trainer._ada_streamed_rows = (completion_ids, logprobs)
-    try:
-        return generate_rows(trainer, prompts, 1)
-    finally:
-        trainer._ada_streamed_rows = None
-
-
-def score_rows(trainer: GRPOJoints, inputs: list[dict], prompts: list, rows: GeneratedRows) -> torch.Tensor:
-    """TRL's `_calculate_rewards` of generated rows: (rows, reward functions), NaN where a function declined."""
-    return GRPOTrainer._calculate_rewards(trainer, inputs, prompts, rows.completions, rows.completion_ids)
-
-
 def tokenize_prompts(trainer: GRPOJoints, prompts: list) -> list[list[int]]:
     """Prompt token ids as TRL's generation would send them."""
     return trainer._tokenize_prompts(prompts)[0]
@@ -369,19 +659,6 @@ def render_prompts(trainer: GRPOJoints, prompts: list) -> list[str]:
 
     template = {"tools": trainer.tools or None, "chat_template": trainer.chat_template}
     return rendered_prompts(prompts, trainer.processing_class, trainer.chat_template_kwargs, **template)
-
-
-def row_statistics(trainer: GRPOJoints, rows: GeneratedRows) -> list[list[int]]:
-    """Per row: prompt length, completion length and truncation, as TRL's `_generate` counts them."""
-    eos_and_pad = [*trainer.eos_token_ids, trainer._tokenizer.pad_token_id]
-    if rows.tool_mask is not None:
-        lengths = [sum(mask) for mask in rows.tool_mask]
-    else:
-        lengths = [len(ids) for ids in rows.completion_ids]
-    return [
-        [len(p), length, bool(ids) and ids[-1] not in eos_and_pad]
-        for p, length, ids in zip(rows.prompt_ids, lengths, rows.completion_ids, strict=True)
-    ]
 
 
 def rollout_features(trainer: GRPOJoints) -> dict[str, bool]:
@@ -426,7 +703,7 @@ def sync_weights_once(trainer: GRPOJoints) -> None:
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# Logs: what TRL's `_generate` and reward functions log per call, held back and logged once per step
+# Metrics
 # ----------------------------------------------------------------------------------------------------------------
 
 
@@ -436,99 +713,6 @@ def log_metrics(trainer: Any, metrics: dict[str, float]) -> None:
     logged = trainer._metrics["train"]
     for name, value in metrics.items():
         logged[name].append(value)
-
-
-def replace_logged_metric(trainer: GRPOJoints, name: str, value: float) -> None:
-    """The value TRL logged for the training metric `name` in this step, replaced by ours (appended if none)."""
-    values = trainer._metrics["train"][name]
-    if values:
-        values[-1] = value
-    else:
-        values.append(value)
-
-
-@contextmanager
-def held_generation_metrics(trainer: GRPOJoints, logs: RoundLogs, num_rows: int) -> Iterator[None]:
-    """Keep what TRL's `_generate` logs per call out of the log; the kept batch is logged once per step."""
-    metrics = trainer._metrics["train"]
-    saved = {key: list(values) for key, values in metrics.items() if key.startswith(GENERATION_METRICS)}
-    tokens_seen = trainer.state.num_input_tokens_seen
-    try:
-        yield
-    finally:
-        new = {
-            key: values[len(saved.get(key, [])) :]
-            for key, values in metrics.items()
-            if key.startswith(GENERATION_METRICS)
-        }
-        if new.get("tools/call_frequency"):  # TRL counts tool calls per call, not per completion
-            calls = new["tools/call_frequency"][-1] * num_rows
-            logs.tool_calls += calls
-            logs.tool_failures += new.get("tools/failure_frequency", [0.0])[-1] * calls
-            logs.tool_rows += num_rows
-        for key in new:
-            if key in saved:
-                metrics[key] = saved[key]
-            else:
-                del metrics[key]
-        trainer.state.num_input_tokens_seen = tokens_seen
-
-
-@contextmanager
-def held_reward_metrics(trainer: GRPOJoints, logs: RoundLogs, num_rows: int) -> Iterator[None]:
-    """Hold the `log_metric` values of a round's reward call, weighted by the real rows it scored here."""
-    pending = trainer._pending_metrics
-    saved = {name: list(values) for name, values in pending.items()}
-    try:
-        yield
-    finally:
-        for name, values in pending.items():
-            for value in values[len(saved.get(name, [])) :]:
-                if num_rows:
-                    logs.metric_sums[name] += value * num_rows
-                    logs.metric_rows[name] += num_rows
-        pending.clear()
-        pending.update(saved)
-
-
-def take_extra_logs(trainer: GRPOJoints, num_rows: int) -> dict[str, list]:
-    """Columns reward functions logged with `log_extra` for this round (kept per sample, queued for the kept)."""
-    pending = trainer._pending_extra_logs
-    logs = {column: values for column, values in pending.items() if len(values) == num_rows}
-    pending.clear()
-    return logs
-
-
-def queue_extra_logs(trainer: GRPOJoints, columns: dict[str, list]) -> None:
-    """Hand TRL the `log_extra` columns of the rows that reach the loss."""
-    for column, values in columns.items():
-        trainer._pending_extra_logs[column].extend(values)
-
-
-def queue_reward_metrics(trainer: GRPOJoints, logs: RoundLogs) -> None:
-    """Hand TRL each `log_metric` value so that its cross-process average weighs every real row once."""
-    for name, rows in logs.metric_rows.items():
-        trainer._pending_metrics[name].extend([logs.metric_sums[name] / rows] * rows)
-
-
-def log_kept_generation_metrics(trainer: GRPOJoints, kept_stats: np.ndarray, logs: RoundLogs) -> None:
-    """TRL's generation metrics (`num_tokens`, `completions/*`, `tools/*`) of the batch that reaches the loss."""
-    metrics = trainer._metrics["train"]
-    prompt_lengths, lengths, truncated = (torch.as_tensor(column) for column in kept_stats.T)
-    truncated = truncated.bool()
-    trainer.state.num_input_tokens_seen += int(prompt_lengths.sum() + lengths.sum())
-    metrics["num_tokens"] = [trainer.state.num_input_tokens_seen]
-    metrics["completions/mean_length"].append(lengths.float().mean().item())
-    metrics["completions/min_length"].append(lengths.float().min().item())
-    metrics["completions/max_length"].append(lengths.float().max().item())
-    metrics["completions/clipped_ratio"].append(truncated.float().mean().item())
-    terminated = lengths[~truncated] if (~truncated).any() else torch.zeros(1)
-    metrics["completions/mean_terminated_length"].append(terminated.float().mean().item())
-    metrics["completions/min_terminated_length"].append(terminated.float().min().item())
-    metrics["completions/max_terminated_length"].append(terminated.float().max().item())
-    if logs.tool_rows:  # every generated episode: TRL does not count tool calls per completion
-        metrics["tools/call_frequency"].append(logs.tool_calls / logs.tool_rows)
-        metrics["tools/failure_frequency"].append(logs.tool_failures / logs.tool_calls if logs.tool_calls else 0.0)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -558,14 +742,20 @@ def checkpoint_folder(trainer: GRPOJoints, trial: Any) -> str:
 # ----------------------------------------------------------------------------------------------------------------
 
 ASYNC_JOINTS: tuple[Joint, ...] = (
-    Joint("_save_checkpoint", "method", ("model", "trial"), "overridden: the rollout worker's state"),
-    Joint("_inner_training_loop", "method", (), "overridden: the rollout worker's state restored on resume"),
-    Joint("_trained_groups", "attribute", (), "replaced: the groups settled (`async_grpo.trained.TrainedGroups`)"),
-    Joint("_groups_before_resume", "attribute", (), "written: groups trained before a resume (epoch stop)"),
-    Joint("model_version", "attribute", (), "read and written: the policy version across a resume"),
-    Joint("_metrics", "attribute", (), "appended to: the staleness of the rows that train (`log_metrics`)"),
-    Joint("_lora_sync", "attribute", (), "read: TRL publishes the policy as a LoRA adapter"),
-    Joint("_lora_name", "attribute", (), "read: the adapter's name, without its version"),
+    _method("_save_checkpoint", ("model", "trial"), "overridden: the rollout worker's state", "checkpoints"),
+    _method("_inner_training_loop", (), "overridden: the rollout worker's state restored on resume", "resume"),
+    _attribute(
+        "_trained_groups",
+        "replaced: the groups settled (`async_grpo.trained.TrainedGroups`)",
+        "the staleness bound at training, the epoch stop",
+    ),
+    _attribute("_groups_before_resume", "written: groups trained before a resume (epoch stop)", "resume"),
+    _attribute("model_version", "read and written: the policy version across a resume", "resume; staleness"),
+    _attribute(
+        "_metrics", "appended to: the staleness of the rows that train (`log_metrics`)", "the staleness metrics"
+    ),
+    _attribute("_lora_sync", "read: TRL publishes the policy as a LoRA adapter", "asynchronous LoRA"),
+    _attribute("_lora_name", "read: the adapter's name, without its version", "asynchronous LoRA"),
 )
 """Private members of `AsyncGRPOTrainer` that `AsyncReinforceAdaTrainer` relies on (`check_async_joints`)."""
 

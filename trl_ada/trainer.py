@@ -4,12 +4,13 @@ Glue only. The sampling decisions live in the pure core (`plan.py`, `sampling.py
 `memory.py`, `advantages.py`), the generation schedules in `schedules/`, and every joint with TRL's private surface in
 `_trl.py` (`docs/architecture.md`). Per training step, `training_batch` (TRL asks for a generation batch):
 
-1. gathers the step's distinct prompts and hands them to the configured schedule (`rounds`, `refill`, `streaming`,
-   `est`), which returns one `StepOutcome`;
-2. the shared step finish (`finish_step`) updates the pass-rate memory, logs the metrics, and returns this process's
+1. hands the step's distinct prompts to the configured schedule (`rounds`, `refill`, `streaming`, `est`,
+   `pilot_commit`) with TRL's half of a round (`_trl.TRLRounds`): for each round, generate, score, ingest; it returns
+   one `StepOutcome`;
+2. the shared step finish (`finish_step`) updates the pass-rate memory, logs the step, and returns this process's
    kept rows in TRL's order (each exchanged once between processes) with the rewards they were scored with;
 3. TRL's `_generate_and_score_completions` runs once over the kept rows (`_trl.kept_training_batch`): padding, old
-   and reference log-probs, importance sampling, its logs; then the advantages become the pool-baseline ones.
+   and reference log-probs, importance sampling, its logs; with the pool-baseline advantages in place of TRL's.
 
 The loss stays TRL's.
 """
@@ -40,7 +41,7 @@ from .objectives import advantage_weights
 from .plan import SamplingPlan
 from .run_dir import claim_run_dir, complete_checkpoint
 from .sampling import PromptPools
-from .schedules import Key, Schedule, StepOutcome
+from .schedules import Key, Sample, Schedule, StepOutcome
 from .server_requests import wait_for_health
 
 __all__ = ["ReinforceAdaTrainer"]
@@ -77,6 +78,7 @@ class ReinforceAdaTrainer(GRPOJoints):
     # Class-level defaults, so that a trainer built without `__init__` (as TRL's unit tests build theirs) falls back
     # to GRPOTrainer's behaviour instead of failing on a missing attribute.
     schedule: Schedule | None = None
+    sampling_plan: SamplingPlan | None = None
     _batch_start: tuple[PassRateMemory | None, dict[str, Any] | None] | None = None
     pass_rate_memory: PassRateMemory | None = None
 
@@ -97,7 +99,8 @@ class ReinforceAdaTrainer(GRPOJoints):
             _check_vllm_server(args)
         reward_funcs = check_trainer_inputs(args, reward_funcs, pargs, kwargs)
         super().__init__(model, reward_funcs, args, *pargs, **kwargs)
-        plan = args.sampling_plan
+        # the plan this trainer trains, resolved from the fields as they are now (as TRL reads its fields when built)
+        self.sampling_plan = plan = args.sampling_plan
         self.reward_guard = RewardGuard(
             self.reward_func_names,
             self.reward_weights.tolist(),
@@ -156,27 +159,27 @@ class ReinforceAdaTrainer(GRPOJoints):
     # ----------------------------------------------------------------------------------------------------------
 
     def training_batch(self, inputs: list[dict]) -> dict:
-        """One training batch: the schedule generates the step, the step finish keeps its groups, TRL makes its batch
-        of the kept rows in one pass, and the advantages become ours."""
+        """One training batch: the schedule generates and scores the step's rounds through TRL (`_trl.TRLRounds`),
+        the step finish keeps its groups, and TRL makes its batch of the kept rows in one pass, with our
+        advantages."""
         if self.schedule is None:  # a trainer built without `__init__`
             return super().training_batch(inputs)
         if self._batch_spans_steps():  # a checkpoint may fall inside this batch: keep the state it started from
             self._batch_start = (copy.deepcopy(self.pass_rate_memory), self.schedule.state_dict())
         all_inputs = gather_object(inputs) if self.accelerator.num_processes > 1 else inputs
-        outcome = self.schedule.run(all_inputs[:: self.num_generations])  # TRL repeats each prompt n times
-        batch = _trl.kept_training_batch(self, self.finish_step(outcome, inputs))
-        plan = self.args.sampling_plan
-        if (
-            plan.section.samples_adaptively or plan.objective.weights_gradients
-        ):  # else the pool is the group: TRL's advantages
-            _trl.replace_advantages(self, batch, self._pool_advantages(outcome))
-        return batch
+        with _trl.TRLRounds(self) as rounds:
+            outcome = self.schedule.run(all_inputs[:: self.args.num_generations], rounds)  # TRL repeats each prompt
+            kept = self.finish_step(outcome, inputs, rounds)
+        plan = self.sampling_plan
+        if not (plan.section.samples_adaptively or plan.objective.weights_gradients):  # the pool is the group
+            return _trl.kept_training_batch(self, kept)
+        return _trl.kept_training_batch(self, kept, *self._pool_advantages(outcome))
 
     # ----------------------------------------------------------------------------------------------------------
     # The shared step finish
     # ----------------------------------------------------------------------------------------------------------
 
-    def finish_step(self, outcome: StepOutcome, batch_inputs: list[dict]) -> KeptRows:
+    def finish_step(self, outcome: StepOutcome, batch_inputs: list[dict], rounds: _trl.TRLRounds) -> KeptRows:
         """From a schedule's outcome: memory update, metrics, and this process's kept rows (its `batch_inputs` when
         the kept groups are the batch's own prompts in groups of n) with every process's kept rewards."""
         sampler = outcome.sampler
@@ -184,57 +187,44 @@ class ReinforceAdaTrainer(GRPOJoints):
         self._remember_pass_rates(sampler, outcome.inputs)
         kept = outcome.kept()
         self.schedule.end_step(outcome)
-        kept_rewards = np.stack([outcome.rewards_per_func[key] for key in kept])
-        metrics = sampler.metrics(prefix=METRIC_PREFIX)
-        metrics[f"{METRIC_PREFIX}tokens"] = float(outcome.used_tokens())
-        metrics[f"{METRIC_PREFIX}grpo_flat_fraction"] = grpo_flat_fraction(
-            pooled_pass_rates(sampler), self.num_generations
-        )
-        metrics.update({METRIC_PREFIX + name: value for name, value in outcome.metrics.items()})
-        _trl.log_metrics(self, metrics)
-        _trl.log_kept_generation_metrics(self, np.stack([outcome.row_stats[key] for key in kept]), outcome.logs)
-        _trl.queue_reward_metrics(self, outcome.logs)
-        rank, num_local, n = self.accelerator.process_index, len(batch_inputs), self.num_generations
+        rank, num_local, n = self.accelerator.process_index, len(batch_inputs), self.args.num_generations
         local = slice(rank * num_local, (rank + 1) * num_local)
+        samples = self._local_samples(outcome, kept, local)
+        # a column some round did not log is None there, as in GRPOTrainer
+        extra_logs = {column: [s.extra_logs.get(column) for s in samples] for column in sorted(outcome.columns)}
+        kept_stats = np.stack([outcome.row_stats[key] for key in kept])
+        rounds.log_step(self._step_metrics(outcome), kept_stats, extra_logs)
         row_prompts = [j for j, _ in kept]
         kept_inputs = batch_inputs
         if row_prompts != [j for j in range(len(outcome.inputs)) for _ in range(n)]:
             kept_inputs = [outcome.inputs[j] for j in row_prompts][local]  # other prompts, or groups of other sizes
+        kept_rewards = np.stack([outcome.rewards_per_func[key] for key in kept])
         return KeptRows(
             kept_inputs,
-            self._local_rows(outcome, kept, local),
+            generated_rows(samples, with_tool_images=bool(self.tools)),
             torch.tensor(kept_rewards, dtype=torch.float32, device=self.accelerator.device),
         )
 
-    def _local_rows(self, outcome: StepOutcome, kept: list[Key], local: slice) -> GeneratedRows:
-        """Exchange the kept samples once and return this process's slice in the shape of TRL's `_generate`."""
+    def _step_metrics(self, outcome: StepOutcome) -> dict[str, float]:
+        """The step's sampling metrics: the sampler's, the tokens it used, GRPO's flat fraction, the schedule's."""
+        sampler = outcome.sampler
+        metrics = sampler.metrics(prefix=METRIC_PREFIX)
+        metrics[f"{METRIC_PREFIX}tokens"] = float(outcome.used_tokens())
+        metrics[f"{METRIC_PREFIX}grpo_flat_fraction"] = grpo_flat_fraction(
+            pooled_pass_rates(sampler), self.args.num_generations
+        )
+        metrics.update({METRIC_PREFIX + name: value for name, value in outcome.metrics.items()})
+        return metrics
+
+    def _local_samples(self, outcome: StepOutcome, kept: list[Key], local: slice) -> list[Sample]:
+        """Exchange the kept samples once and return this process's slice, in TRL's row order."""
         mine = {g: outcome.samples[key] for g, key in enumerate(kept) if key in outcome.samples}
         if self.accelerator.num_processes > 1:
             merged = {}
             for part in gather_object([mine]):
                 merged.update(part)
             mine = merged
-        samples = [mine[g] for g in range(len(kept))[local]]
-        # a column some round did not log is None there, as in GRPOTrainer
-        _trl.queue_extra_logs(
-            self, {column: [s.extra_logs.get(column) for s in samples] for column in sorted(outcome.columns)}
-        )
-        fields = sorted({key for sample in samples for key in sample.extra_fields})
-        return GeneratedRows(
-            [s.prompt_ids for s in samples],
-            [s.completion_ids for s in samples],
-            None if any(s.tool_mask is None for s in samples) else [s.tool_mask for s in samples],
-            [s.completion for s in samples],
-            None if any(s.logprobs is None for s in samples) else [s.logprobs for s in samples],
-            {key: [s.extra_fields.get(key) for s in samples] for key in fields},
-            None if all(s.images is None for s in samples) else [s.images for s in samples],
-            [s.tool_images for s in samples] if self.tools else [],
-        )
-
-    def gather_row_statistics(self, rows: GeneratedRows) -> np.ndarray:
-        """(rows of every process, 3): prompt length, completion length and truncation of a round's rows."""
-        local = torch.tensor(_trl.row_statistics(self, rows), dtype=torch.long, device=self.accelerator.device)
-        return self.accelerator.gather(local.reshape(-1, 3)).cpu().numpy()
+        return [mine[g] for g in range(len(kept))[local]]
 
     # ----------------------------------------------------------------------------------------------------------
     # Run directory and checkpoints: one run per output_dir, no half-written checkpoint resumed (see run_dir.py)
@@ -245,7 +235,7 @@ class ReinforceAdaTrainer(GRPOJoints):
         schedule's state."""
         with claim_run_dir(self, resume_from_checkpoint) as checkpoint:
             if self.pass_rate_memory is not None and checkpoint is not None:
-                self.pass_rate_memory = restored_memory(checkpoint, self.args.sampling_plan)
+                self.pass_rate_memory = restored_memory(checkpoint, self.sampling_plan)
             if checkpoint is not None:
                 self.schedule.load_state(checkpoint)
             return super().train(checkpoint, *args, **kwargs)
@@ -298,34 +288,50 @@ class ReinforceAdaTrainer(GRPOJoints):
     # Advantages
     # ----------------------------------------------------------------------------------------------------------
 
-    def _pool_advantages(self, outcome: StepOutcome) -> np.ndarray:
-        """Advantages of every process's kept samples in TRL's row order, weighted by the objective.
+    def _pool_advantages(self, outcome: StepOutcome) -> tuple[np.ndarray, float]:
+        """Advantages of every process's kept samples in TRL's row order, weighted by the objective, and the fraction
+        of kept groups with zero reward std.
 
         A completion that every reward function declined (None) has no opinion: it is left out of the pool's mean
         and std and gets advantage 0, as in TRL. Groups may differ in size (Est): TRL's `frac_reward_zero_std`,
-        which cuts the rows into blocks of n, is replaced by the fraction of kept groups with zero reward std.
+        which cuts the rows into blocks of n, is replaced by that fraction.
         """
-        sampler, baseline = outcome.sampler, self.args.sampling_plan.advantage_baseline
+        sampler, plan = outcome.sampler, self.sampling_plan
         kept_prompts, groups = sampler.kept_prompts(), sampler.select_groups()
         kept_rewards = [np.asarray(sampler.pools[j])[group] for j, group in zip(kept_prompts, groups, strict=True)]
-        _trl.replace_logged_metric(self, "frac_reward_zero_std", zero_std_fraction(kept_rewards))
         if self.multi_objective_aggregation == "normalize_then_sum":
             pool_rewards = outcome.pool_rewards_per_func(len(self.reward_funcs))
             pools = [pool_rewards[j] for j in kept_prompts]
             kept = [pool[group] for pool, group in zip(pools, groups, strict=True)]
             weights = self.reward_weights.cpu().numpy()
-            advantages = ragged_advantages(kept, pools, baseline=baseline, weights=weights)
+            advantages = ragged_advantages(kept, pools, baseline=plan.advantage_baseline, weights=weights)
         else:
             pools = [sampler.pools[j] for j in kept_prompts]
-            advantages = ragged_advantages(kept_rewards, pools, baseline=baseline, scale=self.scale_rewards)
-        plan = self.args.sampling_plan
+            advantages = ragged_advantages(
+                kept_rewards, pools, baseline=plan.advantage_baseline, scale=self.scale_rewards
+            )
         if plan.objective.weights_gradients:
             counts = [sampler.counts(j) for j in kept_prompts]
             pass_rates = [positives / max(positives + negatives, 1) for positives, negatives in counts]
             weights, metrics = advantage_weights(plan, pass_rates, advantages)
             advantages = [a * w for a, w in zip(advantages, weights, strict=True)]
             _trl.log_metrics(self, {f"{METRIC_PREFIX}objective/{name}": value for name, value in metrics.items()})
-        return np.concatenate(advantages)
+        return np.concatenate(advantages), zero_std_fraction(kept_rewards)
+
+
+def generated_rows(samples: list[Sample], with_tool_images: bool) -> GeneratedRows:
+    """Samples in the shape of TRL's `_generate`: one entry per row, a column a row lacks as GRPOTrainer has it."""
+    fields = sorted({key for sample in samples for key in sample.extra_fields})
+    return GeneratedRows(
+        [s.prompt_ids for s in samples],
+        [s.completion_ids for s in samples],
+        None if any(s.tool_mask is None for s in samples) else [s.tool_mask for s in samples],
+        [s.completion for s in samples],
+        None if any(s.logprobs is None for s in samples) else [s.logprobs for s in samples],
+        {key: [s.extra_fields.get(key) for s in samples] for key in fields},
+        None if all(s.images is None for s in samples) else [s.images for s in samples],
+        [s.tool_images for s in samples] if with_tool_images else [],
+    )
 
 
 def pooled_pass_rates(sampler: PromptPools) -> np.ndarray:

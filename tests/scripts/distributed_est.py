@@ -26,12 +26,12 @@ def main(model_dir: str, out: str) -> None:
     decisions, rows = [], []
     finish_step = trainer.finish_step
 
-    def record(outcome, num_local):
+    def record(outcome, *rest):
         sampler = outcome.sampler
         lengths = [len(x["prompt"][-1]["content"]) for x in outcome.inputs]
         decisions.append({"prompts": lengths, "allocation": sampler.allocation.tolist(), "pools": sampler.pools})
         rows.append(Counter())
-        return finish_step(outcome, num_local)
+        return finish_step(outcome, *rest)
 
     trainer.finish_step = record
     compute_loss = trainer._compute_loss

@@ -77,11 +77,11 @@ def main(model_dir: str, out: str) -> None:
         generated[-1].append(len(prompt_ids))  # completions this rank generates in this round
         return generate(prompt_ids, *args, **kwargs)
 
-    def record(outcome, num_local):
+    def record(outcome, *rest):
         sampler = outcome.sampler
         decisions.append({"exit_round": sampler.exit_round, "pools": sampler.pools, "groups": sampler.select_groups()})
         generated.append([])
-        return finish_step(outcome, num_local)
+        return finish_step(outcome, *rest)
 
     trainer._generate_single_turn = count_generated
     trainer.finish_step = record

@@ -17,7 +17,6 @@ rows. Every module here loads without torch and TRL; importing this package regi
 from __future__ import annotations
 
 from . import est, grpo, pilot_commit, rounds, streaming  # noqa: F401  (each registers its sections)
-from .base import Schedule
-from .outcome import Key, Sample, StepOutcome
+from .base import Key, Sample, Schedule, StepOutcome
 
 __all__ = ["Key", "Sample", "Schedule", "StepOutcome"]

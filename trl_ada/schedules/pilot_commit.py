@@ -34,8 +34,7 @@ from ..plan import SCHEDULING, SamplingPlan, Section, register
 from ..records import option
 from ..sampling import PromptPools, masked_flags
 from ..utils import is_int
-from .base import sampler_prior
-from .outcome import StepOutcome
+from .base import StepOutcome, sampler_prior
 from .rounds import CandidatesSchedule
 
 __all__ = [

@@ -6,9 +6,9 @@ on, the refill schedule runs it: rounds over candidate prompts, refill and pre-r
 stream is its state.
 
 Every process holds the same sampler, driven by gathered rewards. A round is each active prompt's planned samples,
-split evenly over the processes at sample level; each process takes its rows' prompts (through TRL's own preamble
-with environments, tools or images: `_trl.round_prompts`), generates them with TRL's own `_generate` (single turn,
-tools, environments or `rollout_func`) and scores them with TRL's `_calculate_rewards` (`score_and_record`).
+split evenly over the processes at sample level; each process generates its rows and scores them with TRL's own code
+(`_trl.TRLRounds`: `_generate`, single turn, tools, environments or `rollout_func`; `_calculate_rewards`), records
+them in the step's outcome, and the sampler ingests every process's rewards.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import math
 import os
 import time
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -27,8 +27,10 @@ from ..memory import prompt_key, prompt_keys
 from ..plan import SamplingPlan, register
 from ..sampling import AdaptiveSampler
 from ..seq import Exits, PriorSizing, Seq, budget_option, with_budget
-from .base import Schedule, StepHost, sampler_prior, score_and_record
-from .outcome import Key, StepOutcome
+from .base import Key, Schedule, StepHost, StepOutcome, sampler_prior
+
+if TYPE_CHECKING:
+    from .._trl import TRLRounds
 
 __all__ = ["RefillSchedule", "RoundSplit", "Rounds", "RoundsSchedule", "require_memory", "round_keys", "split_round"]
 
@@ -128,11 +130,8 @@ def round_keys(sampler: AdaptiveSampler, planned: list[int]) -> list[Key]:
 class RoundsSchedule(Schedule):
     """Rounds over the step's prompts (`AdaptiveSampler.plan_round` / `ingest`), one batched call per round."""
 
-    def run(self, step_inputs: list[dict]) -> StepOutcome:
-        from .. import _trl
-
-        trainer = self.trainer
-        rank, world = trainer.accelerator.process_index, trainer.accelerator.num_processes
+    def run(self, step_inputs: list[dict], rounds: TRLRounds) -> StepOutcome:
+        rank, world = self.trainer.accelerator.process_index, self.trainer.accelerator.num_processes
         inputs, sampler = self.new_sampler(step_inputs)
         outcome = StepOutcome(inputs, sampler)
         while not sampler.done:
@@ -140,18 +139,14 @@ class RoundsSchedule(Schedule):
             keys = round_keys(sampler, active)
             split = split_round(sampler.plan_sizes, world)
             rows = split.rows(rank)
-            row_prompts = [keys[min(r, split.num_samples - 1)][0] for r in rows]  # padding repeats the last
-            round_inputs = [dict(inputs[j]) for j in row_prompts]  # copies: rollout fields are merged in
+            round_inputs = [dict(inputs[keys[min(r, split.num_samples - 1)][0]]) for r in rows]  # padding: the last
 
             start = time.perf_counter()
-            round_prompts = _trl.round_prompts(trainer, round_inputs)
-            with _trl.held_generation_metrics(trainer, outcome.logs, split.rows_per_process * world):
-                generated = _trl.generate_rows(trainer, round_prompts, split.copies_per_request)
+            generated = rounds.generate(round_inputs, split.copies_per_request)
             generation_time = time.perf_counter() - start
-            guarded, masked = score_and_record(
-                trainer, outcome, keys, rows.start, round_inputs, round_prompts, generated
-            )
-            sampler.ingest(guarded, masked=masked)
+            scores = rounds.score(generated, split.num_samples, rows.start)
+            outcome.record(keys, rows.start, generated.rows, scores)
+            sampler.ingest(scores.rewards, masked=scores.masked)
             outcome.keep_selectable(active)
             outcome.metrics[f"generation_time/round_{sampler.round}"] = generation_time
             outcome.metrics[f"samples/round_{sampler.round}"] = float(split.num_samples)

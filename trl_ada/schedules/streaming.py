@@ -24,9 +24,10 @@ The asynchronous worker drives one prompt's `EstSampler` the same way (its alloc
 The section, `Streaming`, is `InFlight` (the exits of `Seq`, a window of completions per prompt, the requests'
 chunk and retries) with a step budget and a request timeout. `ServerStreamingSchedule` runs it in the trainer: every
 process holds the same `RequestWindow`; the main process alone talks to the server; each batch of results it
-receives is broadcast, split over the processes at row level for decoding and scoring (TRL's `_generate` fed the
-server's answers, and `_calculate_rewards`), and the gathered rewards drive every process's scheduler alike.
-Requests of prompts that exited are cancelled on the server. The scheduler and the sections load without torch.
+receives is broadcast, split over the processes at row level for decoding and scoring (`_trl.TRLRounds`: TRL's
+`_generate` fed the server's answers as a rollout, and `_calculate_rewards`), and the gathered rewards drive every
+process's scheduler alike. Requests of prompts that exited are cancelled on the server. The scheduler and the
+sections load without torch.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -46,8 +47,10 @@ from ..sampling import PromptPools
 from ..seq import Exits, Seq, budget_option, with_budget
 from ..server_requests import ServerCompletions
 from ..utils import is_int
-from .base import Schedule, StepHost, score_and_record
-from .outcome import StepOutcome
+from .base import Schedule, StepHost, StepOutcome
+
+if TYPE_CHECKING:
+    from .._trl import TRLRounds
 
 __all__ = [
     "InFlight",
@@ -339,7 +342,7 @@ class ServerStreamingSchedule(Schedule):
                 "single-turn text completions, one request per few completions). Use generation_schedule='rounds'."
             )
 
-    def run(self, step_inputs: list[dict]) -> StepOutcome:
+    def run(self, step_inputs: list[dict], rounds: TRLRounds) -> StepOutcome:
         from .. import _trl
 
         trainer = self.trainer
@@ -347,8 +350,8 @@ class ServerStreamingSchedule(Schedule):
         inputs, sampler = self.new_sampler(step_inputs)
         scheduler = RequestWindow(sampler)
         outcome = StepOutcome(inputs, sampler)
-        prompt_rows = _trl.round_prompts(trainer, [dict(x) for x in inputs])
-        prompt_ids = _trl.tokenize_prompts(trainer, prompt_rows)
+        prompts = _trl.round_prompts(trainer, [dict(x) for x in inputs])
+        prompt_ids = _trl.tokenize_prompts(trainer, prompts)
         _trl.sync_weights_once(trainer)  # weights reach the server once, before generation
 
         requests = self.server_requests() if trainer.accelerator.is_main_process else None
@@ -357,7 +360,7 @@ class ServerStreamingSchedule(Schedule):
             send_requests(requests, prompt_ids, scheduler.start())
             while not scheduler.done:
                 results = self._next_results(requests, scheduler)
-                guarded, masked = self._score(results, outcome, prompt_rows)
+                guarded, masked = self._score(rounds, results, outcome, prompts, prompt_ids)
                 offset = 0
                 for result in results:
                     size = result.key.size
@@ -425,31 +428,30 @@ class ServerStreamingSchedule(Schedule):
             raise RuntimeError(payload[0])
         return payload[0]
 
-    def _score(self, results: list, outcome: StepOutcome, prompt_rows: list) -> tuple[np.ndarray, np.ndarray]:
+    def _score(
+        self, rounds: TRLRounds, results: list, outcome: StepOutcome, prompts: list, prompt_ids: list
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Decode and score arrived completions, split over the processes; their rewards and truncation flags.
 
         TRL's gathers need the same number of rows on every process: the last row is repeated to even them out, and
         the repeat's score is dropped.
         """
-        from .. import _trl
-
-        trainer = self.trainer
-        rank, world = trainer.accelerator.process_index, trainer.accelerator.num_processes
+        rank, world = self.trainer.accelerator.process_index, self.trainer.accelerator.num_processes
         rows = [(result, k) for result in results for k in range(result.key.size)]
         keys = [(result.key.prompt, result.key.first + k) for result, k in rows]
         per_process = math.ceil(len(rows) / world)
         mine = [min(r, len(rows) - 1) for r in range(rank * per_process, (rank + 1) * per_process)]
-        row_inputs = [dict(outcome.inputs[keys[r][0]]) for r in mine]
-        row_prompts = [prompt_rows[keys[r][0]] for r in mine]
-        completion_ids = [rows[r][0].completion_ids[rows[r][1]] for r in mine]
-        logprobs = None if results[0].logprobs is None else [rows[r][0].logprobs[rows[r][1]] for r in mine]
-        with _trl.held_generation_metrics(trainer, outcome.logs, per_process * world):
-            generated = _trl.decode_server_rows(trainer, row_prompts, completion_ids, logprobs)
-        guarded, masked = score_and_record(
-            trainer, outcome, keys, rank * per_process, row_inputs, row_prompts, generated
+        generated = rounds.decode(
+            [dict(outcome.inputs[keys[r][0]]) for r in mine],
+            [prompts[keys[r][0]] for r in mine],
+            [prompt_ids[keys[r][0]] for r in mine],
+            [rows[r][0].completion_ids[rows[r][1]] for r in mine],
+            None if results[0].logprobs is None else [rows[r][0].logprobs[rows[r][1]] for r in mine],
         )
+        scores = rounds.score(generated, len(keys), rank * per_process)
+        outcome.record(keys, rank * per_process, generated.rows, scores)
         self._returned_tokens += int(sum(outcome.row_stats[key][1] for key in keys))
-        return guarded, masked
+        return scores.rewards, scores.masked
 
     def _main_process_value(self, value: int) -> int:
         """`value` as the main process has it, on every process (what only the main process counts)."""
