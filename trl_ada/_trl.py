@@ -377,14 +377,12 @@ class GRPOJoints(GRPOTrainer):
         self.saving_checkpoint(folder, lambda: super(GRPOJoints, self)._save_checkpoint(model, trial), trial)
 
 
-def kept_training_batch(
-    trainer: GRPOJoints, kept: KeptRows, advantages: np.ndarray | None = None, zero_std_fraction: float = 0.0
-) -> dict:
+def kept_training_batch(trainer: GRPOJoints, kept: KeptRows, pool: tuple[np.ndarray, float] | None = None) -> dict:
     """TRL's training batch of the kept rows: one pass through `_generate_and_score_completions`, whose `_generate`
     returns `kept.rows` and whose `_calculate_rewards` returns `kept.rewards_per_func`. TRL pads the rows, computes the
     old and reference log-probs and the importance-sampling ratios, logs its metrics and the completions table, and
-    computes its own group advantages; `advantages` (every process's kept rows, in row order), when given, replace
-    them, and `zero_std_fraction` replaces its `frac_reward_zero_std`.
+    computes its own group advantages; `pool`, when given, is ours in their place: the advantages of every process's
+    kept rows, in row order, and the fraction of kept groups with zero reward std (TRL's `frac_reward_zero_std`).
 
     TRL 1.16 computes its group advantages inline, between `_calculate_rewards` and its reward metrics, over groups
     of `num_generations` rows, with no method of its own to override: they are replaced here, once per step, in the
@@ -395,8 +393,9 @@ def kept_training_batch(
         batch = GRPOTrainer._generate_and_score_completions(trainer, kept.inputs)
     finally:
         trainer._ada_kept = None
-    if advantages is None:
+    if pool is None:
         return batch
+    advantages, zero_std_fraction = pool
     num_local = len(batch["advantages"])
     rank = trainer.accelerator.process_index
     local = advantages[rank * num_local : (rank + 1) * num_local]

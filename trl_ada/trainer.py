@@ -173,7 +173,7 @@ class ReinforceAdaTrainer(GRPOJoints):
         plan = self.sampling_plan
         if not (plan.section.samples_adaptively or plan.objective.weights_gradients):  # the pool is the group
             return _trl.kept_training_batch(self, kept)
-        return _trl.kept_training_batch(self, kept, *self._pool_advantages(outcome))
+        return _trl.kept_training_batch(self, kept, self._pool_advantages(outcome))
 
     # ----------------------------------------------------------------------------------------------------------
     # The shared step finish
