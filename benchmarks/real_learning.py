@@ -1024,9 +1024,14 @@ def spread(values: Sequence[float]) -> dict[str, Any]:
 
 
 def agreement(mine: Sequence[float], theirs: Sequence[float]) -> dict[str, Any]:
-    """Per seed, mine − theirs: mean ± sample std, and on how many seeds mine is higher."""
+    """Per seed, mine − theirs: mean ± sample std, and on how many seeds mine is higher, and at or above."""
     differences = [a - b for a, b in zip(mine, theirs, strict=True)]
-    return {**spread(differences), "higher": sum(d > 0 for d in differences), "seeds": len(differences)}
+    return {
+        **spread(differences),
+        "higher": sum(d > 0 for d in differences),
+        "at_or_above": sum(d >= 0 for d in differences),
+        "seeds": len(differences),
+    }
 
 
 def reached(curve: list[dict[str, float]], target: float, metric: str = "hardest_third") -> float:
@@ -1125,6 +1130,129 @@ def against_the_best(
     common = sorted(set(mine).intersection(*(set(o) for o in others))) if others else []
     differences = [mine[s][-1]["hardest_third"] - max(o[s][-1]["hardest_third"] for o in others) for s in common]
     return {**spread(differences), "at_or_above": sum(d >= 0 for d in differences), "seeds": len(differences)}
+
+
+GOAL_SEEDS, GOAL_HITS = 5, 4
+"""A comparison the advice rests on is decided over 5 seeds and holds when it holds on 4 of them."""
+PLATEAU_SHARE = 0.7
+"""Adaptive sampling inside the asynchronous trainer should reach asynchronous GRPO's final level within this share of
+asynchronous GRPO's own time."""
+
+
+def decided(hits: int, seeds: int) -> str:
+    """Whether a comparison holds: "yes" on GOAL_HITS of GOAL_SEEDS seeds (or the same share of more), "no" once it
+    failed on more seeds than that allows, "open" before either."""
+    if seeds >= GOAL_SEEDS:
+        return "yes" if hits * GOAL_SEEDS >= GOAL_HITS * seeds else "no"
+    return "no" if seeds - hits > GOAL_SEEDS - GOAL_HITS else "open"
+
+
+def verdicts(result: dict[str, Any]) -> dict[str, dict[str, tuple[int, int]]]:
+    """Per adaptive asynchronous arm of a family's summary, as (seeds where it holds, seeds): it ends at or above
+    asynchronous GRPO n=4; it reaches asynchronous GRPO n=4's final level within PLATEAU_SHARE of that arm's time; it
+    ends at or above the best alternative (GRPO n=4, GRPO n=8, asynchronous GRPO n=4) of each seed."""
+    found = {}
+    for arm, early in result["reach_async_reference"].items():
+        compared = result["comparisons"].get(f"{arm} − {ASYNC_REFERENCE}")
+        best = result["against_the_best"].get(arm, {"at_or_above": 0, "seeds": 0})
+        if compared:
+            last = compared["hardest_third"][-1]
+            found[arm] = {
+                "ends_at_or_above": (last["at_or_above"], last["seeds"]),
+                "reaches_early": (sum(r <= PLATEAU_SHARE for r in early["ratio"]), early["seeds"]),
+                "against_the_best": (best["at_or_above"], best["seeds"]),
+            }
+    return found
+
+
+def verdict_rows(result: dict[str, Any]) -> list[list[str]]:
+    """The advice's questions as table rows: per arm, each count and its decision, and both goals."""
+    rows = []
+    for arm, found in verdicts(result).items():
+        cells = {name: f"{hits}/{seeds}: {decided(hits, seeds)}" for name, (hits, seeds) in found.items()}
+        inside = [decided(*found[name]) for name in ("ends_at_or_above", "reaches_early")]
+        both = "no" if "no" in inside else ("yes" if inside == ["yes", "yes"] else "open")
+        rows.append([arm, *cells.values(), both, decided(*found["against_the_best"])])
+    return rows
+
+
+def _median_ratio(ratios: Sequence[float]) -> str:
+    """The median of per-seed time ratios, and on how many seeds the level was never reached."""
+    never = sum(not math.isfinite(r) for r in ratios)
+    median = statistics.median(ratios) if ratios else math.inf
+    text = f"{median:.1f}× its time (median over seeds)" if math.isfinite(median) else "never, on most seeds"
+    return text + (f", never within the budget on {never} of {len(ratios)}" if never and math.isfinite(median) else "")
+
+
+def _difference(compared: dict[str, Any] | None) -> str:
+    """A paired difference at the budget as "+0.123 ± 0.045 (at or above on k/n seeds)"."""
+    if not compared:
+        return "not measured"
+    last = compared["hardest_third"][-1]
+    return f"{last['mean']:+.3f} ± {last['std']:.3f} (at or above on {last['at_or_above']}/{last['seeds']} seeds)"
+
+
+def gain(compared: dict[str, Any] | None) -> str:
+    """Whether a paired comparison at the budget shows a gain: at or above on enough seeds (`decided`) and higher
+    on average; "open" until decided."""
+    if not compared:
+        return "open"
+    last = compared["hardest_third"][-1]
+    held = decided(last["at_or_above"], last["seeds"])
+    return "no" if held == "yes" and last["mean"] <= 0 else held
+
+
+def advice(summaries: dict[str, dict[str, Any]], settings: Settings) -> str:
+    """The measured advice the README and `ADVICE_PAGES` carry: on the no-transfer family, the adaptive asynchronous
+    arm with the most seeds (then the largest lead over the best alternative); what it gains over asynchronous GRPO
+    n=4, what asynchrony alone gains over GRPO n=4, whose gain it is, and whether it beats what a user would pick
+    instead."""
+    candidates = [
+        (summary[NO_TRANSFER]["against_the_best"][arm], geometry, arm)
+        for geometry, summary in summaries.items()
+        if NO_TRANSFER in summary
+        for arm in verdicts(summary[NO_TRANSFER])
+        if arm in summary[NO_TRANSFER]["against_the_best"]
+    ]
+    if not candidates:
+        return "No adaptive asynchronous arm of the real-model benchmark is recorded yet on the no-transfer family."
+    best, geometry, arm = max(candidates, key=lambda c: (c[0]["seeds"], c[0]["mean"]))
+    result = summaries[geometry][NO_TRANSFER]
+    found = verdicts(result)[arm]
+    adaptive = result["comparisons"][f"{arm} − {ASYNC_REFERENCE}"]
+    asynchrony = result["comparisons"].get(f"{ASYNC_REFERENCE} − {REFERENCE}")
+    ends, early, alone = gain(adaptive), decided(*found["reaches_early"]), gain(asynchrony)
+    if "open" in (ends, alone):
+        whose = f"Whose gain it is is not decided yet (a comparison needs {GOAL_HITS} of {GOAL_SEEDS} seeds)."
+    elif ends == "yes" and alone == "no":
+        whose = "The gain is adaptive sampling's, inside the asynchronous trainer, not asynchrony's" + (
+            f", though it is not faster: within {PLATEAU_SHARE:g}× asynchronous GRPO's time on too few seeds."
+            if early == "no"
+            else "."
+        )
+    elif alone == "yes" and ends == "no":
+        whose = "The gain is asynchrony's: asynchronous GRPO does as well."
+    elif alone == "yes":
+        whose = "Both add: asynchrony, and adaptive sampling on top of it."
+    else:
+        whose = "Neither gain holds on enough seeds to call."
+    pick = {
+        "yes": "it is the configuration to use when each prompt needs its own answer and the vLLM server has its "
+        "own device",
+        "no": "it is not the configuration to pick over them",
+        "open": "not decided yet",
+    }[decided(*found["against_the_best"])]
+    sampling = ARM_SAMPLING[arm][0]
+    return (
+        f"**With every arm on the same prompts** ({NO_TRANSFER}, where each prompt needs its own fact; {geometry} "
+        f"cores; the held-out hardest third after {settings.budget_s:g} s): `AsyncReinforceAdaTrainer` with "
+        f'`sampling="{sampling}"` ({arm}) ends {_difference(adaptive)} '
+        f"against asynchronous GRPO n=4, the same trainer without adaptive sampling, and reaches asynchronous GRPO "
+        f"n=4's final level in {_median_ratio(result['reach_async_reference'][arm]['ratio'])}. Asynchrony alone, "
+        f"asynchronous against synchronous GRPO n=4: {_difference(asynchrony)}. {whose} Against the best of "
+        f"{', '.join(ALTERNATIVES)} on each seed (what a user would pick instead): {best['mean']:+.3f} ± "
+        f"{best['std']:.3f}, at or above on {best['at_or_above']}/{best['seeds']} seeds: {pick}."
+    )
 
 
 def coverage(run: dict[str, Any], family: dict[str, Any]) -> dict[str, float]:
@@ -1266,6 +1394,11 @@ def summarize(runs: list[dict[str, Any]], meta: dict[str, Any], settings: Settin
             for arm in settings.arms
             if set(curves[arm]) & set(reference)
         }
+        within_async = {
+            arm: reach(curves[arm], curves[ASYNC_REFERENCE], settings.budget_s)
+            for arm in settings.arms
+            if asynchronous(arm) and arm != ASYNC_REFERENCE and set(curves[arm]) & set(curves.get(ASYNC_REFERENCE, {}))
+        }
         synchronous = {
             arm: reach(curves[arm], curves[SYNCHRONOUS_OF[arm]], settings.budget_s)
             for arm in settings.arms
@@ -1301,6 +1434,7 @@ def summarize(runs: list[dict[str, Any]], meta: dict[str, Any], settings: Settin
             "comparisons": comparisons,
             "reach_reference": targets,
             "reach_synchronous": synchronous,
+            "reach_async_reference": within_async,
             "plateau": plateau([reference[s] for s in sorted(reference)]) if reference else None,
             "equal_steps": equal_steps,
             "step_costs": costs,
@@ -1402,6 +1536,16 @@ def tables(summary: dict[str, Any], runs: list[dict[str, Any]], settings: Settin
             markdown(["arm", "mark reached", f"× {REFERENCE}'s time", "before the budget"], body),
             "",
         ] if body else []  # fmt: skip
+        body = reach_rows(result["reach_async_reference"])
+        lines += [
+            f"Reaching {ASYNC_REFERENCE}'s final level on the hardest third (inside the asynchronous trainer: per "
+            f"seed, the mark at which the arm first reaches the mean of {ASYNC_REFERENCE}'s last two marks, and "
+            f"that mark over the one at which {ASYNC_REFERENCE} does; marks every "
+            f"{settings.budget_s / settings.marks:g} s):",
+            "",
+            markdown(["arm", "mark reached", f"× {ASYNC_REFERENCE}'s time", "before the budget"], body),
+            "",
+        ] if body else []  # fmt: skip
         body = reach_rows(result["reach_synchronous"])
         lines += [
             "Reaching the synchronous arm's final level on the hardest third (the asynchronous arm against the "
@@ -1457,6 +1601,18 @@ def tables(summary: dict[str, Any], runs: list[dict[str, Any]], settings: Settin
             "of them ran; at or above it on k of n seeds):",
             "",
             markdown(["arm", "− the best alternative"], body),
+            "",
+        ] if body else []  # fmt: skip
+        body = verdict_rows(result)
+        lines += [
+            f"The advice's questions (decided over {GOAL_SEEDS} seeds, holding on {GOAL_HITS}; seeds where it holds / "
+            f"seeds): inside the asynchronous trainer, does adaptive sampling end at or above {ASYNC_REFERENCE} and "
+            f"reach {ASYNC_REFERENCE}'s final level within {PLATEAU_SHARE:g}× its time; and does it end at or above "
+            "the best alternative of each seed:",
+            "",
+            markdown(["arm", f"ends ≥ {ASYNC_REFERENCE}", f"within {PLATEAU_SHARE:g}× its time",
+                      "ends ≥ the best alternative", "inside the asynchronous trainer", "against the alternatives"],
+                     body),  # fmt: skip
             "",
         ] if body else []  # fmt: skip
         body = [
@@ -1643,6 +1799,10 @@ BEGIN, END = "<!-- tables: python -m benchmarks.real_learning --report -->", "<!
 README = _REPO_ROOT / "README.md"
 README_BEGIN = "<!-- results: python -m benchmarks.real_learning --report -->"
 README_END = "<!-- end of the generated results -->"
+ADVICE_PAGES = tuple(_REPO_ROOT / page for page in ("docs/choosing.md", "docs/async.md", "recipes/README.md"))
+"""The pages that carry the measured advice, between ADVICE_BEGIN and ADVICE_END."""
+ADVICE_BEGIN = "<!-- advice: python -m benchmarks.real_learning --report -->"
+ADVICE_END = "<!-- end of the generated advice -->"
 
 
 def describe_parts(
@@ -1669,13 +1829,21 @@ def describe_parts(
     return "\n".join(lines), total
 
 
-def report(out: Path, base: Settings, docs: Path | None, figures: Path, readme: Path | None = None) -> dict[str, str]:
-    """The tables of every committed run, per geometry (and the figures), and the README's results table: what
-    `--report` writes into `docs` (docs/benchmarks_real.md) and `readme` between their generated-block markers."""
+def report(
+    out: Path,
+    base: Settings,
+    docs: Path | None,
+    figures: Path,
+    readme: Path | None = None,
+    advice_pages: Sequence[Path] = (),
+) -> dict[str, str]:
+    """The tables of every committed run, per geometry (and the figures), the README's results table and the
+    measured advice: what `--report` writes into `docs` (docs/benchmarks_real.md), `readme` (the table and the
+    advice) and `advice_pages` (`ADVICE_PAGES`) between their generated-block markers."""
     check_records(out, base)
     runs = [read_record(path, ("settings", "marks")) for path in sorted((out / "runs").rglob("*.json"))]
     meta = read_record(out / "tasks.json", ())
-    text, results = [report_header(base, runs)], []
+    text, results, summaries = [report_header(base, runs)], [], {}
     for geometry in GEOMETRIES:
         chosen = [run for run in runs if run["arm"] == "base" or run.get("geometry", "shared") == geometry]
         arms = tuple(arm for arm in ARMS if any(run["arm"] == arm for run in chosen))
@@ -1683,7 +1851,7 @@ def report(out: Path, base: Settings, docs: Path | None, figures: Path, readme: 
         if not arms:
             continue
         settings = replace(base, arms=arms, families=families, geometry=geometry)
-        summary = summarize(chosen, meta, settings)
+        summary = summaries[geometry] = summarize(chosen, meta, settings)
         body = re.sub(r"(?m)^## ", "#### ", tables(summary, chosen, settings, "").strip())
         text += [f"### {geometry.capitalize()} cores", "", body, ""]
         text += [busy_table(chosen), ""] if any("busy" in run for run in chosen) else []
@@ -1692,12 +1860,15 @@ def report(out: Path, base: Settings, docs: Path | None, figures: Path, readme: 
             curve_figure(f"{family}, {geometry} cores", result, figures / f"real_{geometry}_{family}.png")
     text += ["#### Base pass rates (prompts per number of correct samples)", "", pass_rate_table(meta, base)]
     block = "\n".join(text).strip()
-    headline = result_table(results, base)
+    measured = advice(summaries, base)
+    headline = f"{result_table(results, base)}\n\n{measured}" if results else result_table(results, base)
     if docs is not None:
         write_block(docs, BEGIN, END, block)
     if readme is not None:
         write_block(readme, README_BEGIN, README_END, headline)
-    return {"tables": block, "headline": headline}
+    for page in advice_pages:
+        write_block(page, ADVICE_BEGIN, ADVICE_END, measured)
+    return {"tables": block, "headline": headline, "advice": measured}
 
 
 def write_block(page: Path, begin: str, end: str, block: str) -> None:
@@ -1839,7 +2010,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if options.report:
         committed = out.resolve() == RECORDS.resolve()
         figures = _REPO_ROOT / "docs" / "figures" if committed else out / "figures"
-        written = report(out, base, DOCS if committed else None, figures, README if committed else None)
+        written = report(
+            out, base, DOCS if committed else None, figures, README if committed else None,
+            ADVICE_PAGES if committed else (),
+        )  # fmt: skip
         print(written["headline"], written["tables"], sep="\n\n")
         return {"report": written["tables"], "headline": written["headline"]}
     check_records(out, base)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import pytest
 from refusals import names
@@ -409,6 +410,7 @@ def test_the_committed_tables_are_what_the_committed_runs_give(tmp_path):
     for page, begin, end, block in [
         (rl.DOCS, rl.BEGIN, rl.END, written["tables"]),
         (rl.README, rl.README_BEGIN, rl.README_END, written["headline"]),
+        *((page, rl.ADVICE_BEGIN, rl.ADVICE_END, written["advice"]) for page in rl.ADVICE_PAGES),
     ]:
         assert rl.generated_block(page, begin, end) == block, (
             f"{page.name}'s generated block differs from the committed records: regenerate it with "
@@ -416,13 +418,25 @@ def test_the_committed_tables_are_what_the_committed_runs_give(tmp_path):
         )
 
 
+def test_the_guides_row_names_the_sampling_the_measured_advice_names():
+    """docs/choosing.md's hand-written row for a vLLM server on its own device recommends what the records measured."""
+    advised = re.search(r'`sampling="(\w+)"`', rl.generated_block(rl.ADVICE_PAGES[0], rl.ADVICE_BEGIN, rl.ADVICE_END))
+    row = next(line for line in rl.ADVICE_PAGES[0].read_text().splitlines() if "vLLM server on its own device" in line)
+    assert advised and f'`sampling="{advised[1]}"`' in row, (
+        "regenerate the advice, then make the guide's row follow it"
+    )
+
+
 def test_report_writes_the_generated_blocks_and_keeps_the_rest_of_each_page(tmp_path):
     """The README's results table and the docs' tables land between their markers; what a person wrote around them
     stays; a records folder other than the committed one gets its figures in its own folder."""
-    readme, docs = tmp_path / "README.md", tmp_path / "benchmarks_real.md"
+    readme, docs, guide = tmp_path / "README.md", tmp_path / "benchmarks_real.md", tmp_path / "choosing.md"
     readme.write_text(f"# intro\n{rl.README_BEGIN}\nhand-edited\n{rl.README_END}\ntail\n")
     docs.write_text(f"head\n{rl.BEGIN}\nold\n{rl.END}\nreading\n")
-    written = rl.report(rl.RECORDS, rl.Settings(), docs, tmp_path / "figures", readme)
+    guide.write_text(f"rows\n{rl.ADVICE_BEGIN}\n{rl.ADVICE_END}\nmore\n")
+    written = rl.report(rl.RECORDS, rl.Settings(), docs, tmp_path / "figures", readme, [guide])
+    assert guide.read_text() == f"rows\n{rl.ADVICE_BEGIN}\n\n{written['advice']}\n\n{rl.ADVICE_END}\nmore\n"
+    assert written["headline"].endswith(written["advice"])
     assert rl.generated_block(readme, rl.README_BEGIN, rl.README_END) == written["headline"]
     assert readme.read_text().startswith("# intro\n") and readme.read_text().endswith("\ntail\n")
     assert rl.generated_block(docs, rl.BEGIN, rl.END) == written["tables"] and docs.read_text().endswith("reading\n")
@@ -559,3 +573,65 @@ def test_the_engine_speed_is_tokens_generated_per_second_of_evaluation():
     ]
     # 3 prompts x eval_k 2 samples: 60 + 120 tokens in 6 s
     assert rl.evaluation_speed({"marks": marks, "settings": {"eval_k": 2}}) == 30.0
+
+
+@pytest.mark.parametrize(
+    ("hits", "seeds", "verdict"),
+    [(4, 5, "yes"), (3, 5, "no"), (5, 5, "yes"), (8, 10, "yes"), (7, 10, "no"), (3, 3, "open"), (2, 3, "open"),
+     (1, 3, "no"), (0, 0, "open")],
+)  # fmt: skip
+def test_a_comparison_is_decided_on_four_of_five_seeds_and_refused_once_two_fail(hits, seeds, verdict):
+    assert rl.decided(hits, seeds) == verdict
+
+
+def advice_runs(seeds, late_balance=(4,)):
+    """GRPO n=4 ends at 1 of 2 on seeds 0-2 and 1/2 after; asynchronous GRPO n=4 and GRPO n=8 reach 1/2 at 15 s;
+    async balance reaches 1 of 2 at 5 s, but on the seeds `late_balance`, where it follows asynchronous GRPO n=4."""
+    late = [0, 0, 1, 1]
+    runs = []
+    for seed in seeds:
+        runs += [
+            fake_run("capitals", "base", seed, [0]),
+            fake_run("capitals", "GRPO n=4", seed, [0, 1, 2, 2] if seed < 3 else [0, 1, 1, 1], ADVICE_MARKS),
+            fake_run("capitals", "GRPO n=8", seed, late, ADVICE_MARKS),
+            fake_run("capitals", "async GRPO n=4", seed, late, ADVICE_MARKS),
+            fake_run("capitals", "async balance", seed, late if seed in late_balance else [1, 2, 2, 2], ADVICE_MARKS),
+        ]
+    return runs
+
+
+ADVICE_MARKS = (5.0, 10.0, 15.0, 20.0)
+
+
+def test_the_advice_says_whose_gain_it_is_and_whether_it_beats_what_a_user_would_pick_instead():
+    settings = rl.Settings(
+        families=("capitals",), arms=("GRPO n=4", "GRPO n=8", "async GRPO n=4", "async balance"), budget_s=20.0,
+        marks=4, eval_k=2,
+    )  # fmt: skip
+    rows = {"capitals": {"evaluation": meta([0.0, 0.5, 0.5])}}
+    summary = rl.summarize(advice_runs(range(5)), rows, settings)
+    # async balance ends 1 against 1/2 on seeds 0-3 and level on seed 4 (5/5 at or above); it reaches asynchronous
+    # GRPO's final level (1/2, reached at 15 s) at 5 s, a third of the time, on seeds 0-3 and at 15 s on seed 4
+    assert rl.verdicts(summary["capitals"]) == {
+        "async balance": {"ends_at_or_above": (5, 5), "reaches_early": (4, 5), "against_the_best": (5, 5)}
+    }
+    assert rl.verdict_rows(summary["capitals"]) == [
+        ["async balance", "5/5: yes", "4/5: yes", "5/5: yes", "yes", "yes"]
+    ]
+    text = rl.advice({"separate": summary}, settings)
+    assert '`sampling="balance"` (async balance) ends +0.400 ± 0.224 (at or above on 5/5 seeds)' in text
+    assert "in 0.3× its time (median over seeds)" in text
+    # asynchrony alone: asynchronous GRPO n=4 is 1/2 below GRPO n=4 on seeds 0-2, level on 3-4
+    assert "synchronous GRPO n=4: -0.300 ± 0.274 (at or above on 2/5 seeds)" in text
+    assert "The gain is adaptive sampling's" in text
+    assert "+0.100 ± 0.224, at or above on 5/5 seeds: it is the configuration to use" in text
+    early = rl.advice({"separate": rl.summarize(advice_runs(range(3)), rows, settings)}, settings)
+    assert "not decided yet (a comparison needs 4 of 5 seeds)" in early and early.endswith("not decided yet.")
+    assert "recorded yet" in rl.advice({}, settings)
+    # level with asynchronous GRPO on every seed (at or above it, with no gain), below GRPO n=4 on seeds 0-2
+    level = rl.advice({"separate": rl.summarize(advice_runs(range(5), range(5)), rows, settings)}, settings)
+    assert "ends +0.000 ± 0.000 (at or above on 5/5 seeds)" in level and "Neither gain holds" in level
+    assert "at or above on 2/5 seeds: it is not the configuration to pick over them" in level
+    # ahead of asynchronous GRPO on seeds 0-2 and level on 3-4 (a gain), reaching its level early on 3 seeds only
+    slow = rl.advice({"separate": rl.summarize(advice_runs(range(5), (3, 4)), rows, settings)}, settings)
+    assert "not asynchrony's, though it is not faster" in slow

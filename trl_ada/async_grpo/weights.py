@@ -210,9 +210,16 @@ class HTTPWeightTransfer:
         self.session = requests.Session()
 
     def _post(self, route: str, what: str, **params) -> requests.Response:
+        """POST a control route (pause, resume, reset: each idempotent). A connection dropped before any answer is
+        tried once more: the session reuses a kept-alive connection, which the server closes after a few idle
+        seconds (uvicorn's keep-alive timeout), and a request sent as it closes never reaches the server."""
         url = f"{self.base_url}{route}"
         try:
-            response = self.session.post(url, params=params, timeout=self.timeout)
+            try:
+                response = self.session.post(url, params=params, timeout=self.timeout)
+            except requests.ConnectionError as error:
+                logger.warning("%s: POST %s lost its connection (%s); trying once more.", what, url, error)
+                response = self.session.post(url, params=params, timeout=self.timeout)
         except requests.RequestException as error:
             raise RuntimeError(f"{what}: POST {url} failed ({error}); is the vLLM server up?") from error
         return _check(response, what)
