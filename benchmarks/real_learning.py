@@ -1180,7 +1180,7 @@ def _median_ratio(ratios: Sequence[float]) -> str:
     """The median of per-seed time ratios, and on how many seeds the level was never reached."""
     never = sum(not math.isfinite(r) for r in ratios)
     median = statistics.median(ratios) if ratios else math.inf
-    text = f"{median:.1f}× its time (median over seeds)" if math.isfinite(median) else "never, on most seeds"
+    text = f"{median:.2f}× its time (median over seeds)" if math.isfinite(median) else "never, on most seeds"
     return text + (f", never within the budget on {never} of {len(ratios)}" if never and math.isfinite(median) else "")
 
 
@@ -1226,7 +1226,8 @@ def advice(summaries: dict[str, dict[str, Any]], settings: Settings) -> str:
         whose = f"Whose gain it is is not decided yet (a comparison needs {GOAL_HITS} of {GOAL_SEEDS} seeds)."
     elif ends == "yes" and alone == "no":
         whose = "The gain is adaptive sampling's, inside the asynchronous trainer, not asynchrony's" + (
-            f", though it is not faster: within {PLATEAU_SHARE:g}× asynchronous GRPO's time on too few seeds."
+            f", though it is not faster by enough: it reaches asynchronous GRPO's level within {PLATEAU_SHARE:g}× "
+            f"its time on only {found['reaches_early'][0]}/{found['reaches_early'][1]} seeds."
             if early == "no"
             else "."
         )
