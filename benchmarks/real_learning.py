@@ -1128,8 +1128,8 @@ def against_the_best(
     """Per seed every alternative ran, the arm's final hardest third minus the best alternative's on that seed (the
     differences, and on how many seeds it ends at or above it)."""
     common = sorted(set(mine).intersection(*(set(o) for o in others))) if others else []
-    differences = [mine[s][-1]["hardest_third"] - max(o[s][-1]["hardest_third"] for o in others) for s in common]
-    return {**spread(differences), "at_or_above": sum(d >= 0 for d in differences), "seeds": len(differences)}
+    best = [max(o[s][-1]["hardest_third"] for o in others) for s in common]
+    return agreement([mine[s][-1]["hardest_third"] for s in common], best)
 
 
 GOAL_SEEDS, GOAL_HITS = 5, 4
